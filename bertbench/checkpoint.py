@@ -1,0 +1,138 @@
+"""A bertbench checkpoint is a self-describing folder:
+
+    model.safetensors    weights (our key names; see hf_compat for the HF mapping)
+    model_config.json    ModelConfig
+    vocab.txt, tokenizer.json, tokenizer_config.json
+    run_config.yaml      the resolved config of the run that made it (pre-training or import)
+    summary.json         optional: the pre-training summary (objective, masking, tokens, held-out metrics)
+
+`load_checkpoint(path)` needs nothing else.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.config import ModelConfig, from_dict
+from bertbench.errors import BertbenchError
+
+REQUIRED_FILES = ("model.safetensors", "model_config.json")
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
+
+
+@dataclass
+class Checkpoint:
+    model: Any  # bertbench.model.BertForPreTraining
+    tokenizer: Any  # bertbench.tokenizer.WordPieceTokenizer
+    config: ModelConfig
+    run_config: dict = field(default_factory=dict)
+    summary: Optional[dict] = None
+    path: Optional[Path] = None
+    missing_heads: list[str] = field(default_factory=list)
+
+
+def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] = None, summary: Optional[dict] = None) -> None:
+    """Write the folder; each file goes in atomically, weights last-but-one and config last."""
+    import yaml
+    from safetensors.torch import save_file
+
+    from bertbench.io_utils import atomic_write_json, atomic_write_text
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(folder)
+    atomic_write_text(folder / "run_config.yaml", yaml.safe_dump(run_config or {}, sort_keys=False))
+    if summary is not None:
+        atomic_write_json(folder / "summary.json", summary)
+    sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tmp = folder / ".model.safetensors.tmp"
+    save_file(sd, str(tmp), metadata={"format": "pt"})
+    tmp.replace(folder / "model.safetensors")
+    atomic_write_json(folder / "model_config.json", asdict(model.cfg))
+
+
+def check_checkpoint_dir(folder: Path) -> None:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BertbenchError(f"{folder}: checkpoint directory not found")
+    missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        missing.append(" or ".join(TOKENIZER_FILES))
+    if missing:
+        hint = ""
+        if (folder / "config.json").is_file():
+            hint = " (this looks like a Hugging Face folder: import it with `bertbench convert --from-hf`, or pass it to finetune as is)"
+        raise BertbenchError(f"{folder}: not a bertbench checkpoint, missing {', '.join(missing)}{hint}")
+
+
+def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
+    """Load a bertbench checkpoint folder (or a Hugging Face BERT folder, converted on the fly)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from bertbench.model import BertForPreTraining
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    folder = Path(path)
+    if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model_config.json").is_file():
+        return import_hf(folder)
+    check_checkpoint_dir(folder)
+    try:
+        cfg = from_dict(ModelConfig, json.loads((folder / "model_config.json").read_text()), str(folder / "model_config.json"))
+    except json.JSONDecodeError as err:
+        raise BertbenchError(f"{folder / 'model_config.json'}: not valid JSON ({err})") from None
+    model = BertForPreTraining(cfg)
+    sd = load_file(str(folder / "model.safetensors"), device=device)
+    result = model.load_state_dict(sd, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise BertbenchError(
+            f"{folder / 'model.safetensors'}: weights do not match model_config.json "
+            f"(missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]})"
+        )
+    model.to(device).eval()
+    tokenizer = WordPieceTokenizer.load(folder)
+    run_config = _read_yaml(folder / "run_config.yaml")
+    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else None
+    return Checkpoint(model, tokenizer, cfg, run_config, summary, folder)
+
+
+def import_hf(hf_dir: Path) -> Checkpoint:
+    """An HF BERT folder → an in-memory Checkpoint (heads absent from the file stay at their init)."""
+    from bertbench.hf_compat import read_hf_dir, state_dict_from_hf
+    from bertbench.model import BertForPreTraining
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    hf_dir = Path(hf_dir)
+    cfg, hf_sd = read_hf_dir(hf_dir)
+    sd, missing = state_dict_from_hf(hf_sd, cfg, str(hf_dir))
+    model = BertForPreTraining(cfg)
+    model.load_state_dict(sd, strict=False)
+    model.eval()
+    tokenizer = WordPieceTokenizer.load(hf_dir)
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise BertbenchError(f"{hf_dir}: tokenizer has {tokenizer.vocab_size} tokens but config.json says vocab_size {cfg.vocab_size}")
+    return Checkpoint(model, tokenizer, cfg, {"imported_from": str(hf_dir)}, None, hf_dir, missing)
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def fingerprint_checkpoint(folder: Path) -> str:
+    """sha256 of the weights file (what a fine-tuning result depends on), short form."""
+    folder = Path(folder)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        weights = folder / "pytorch_model.bin"
+    h = hashlib.sha256()
+    with open(weights, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()[:16]

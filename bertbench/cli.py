@@ -1,0 +1,85 @@
+"""The `bertbench` command line: one thin function per command, heavy imports inside the commands.
+
+Each command lives in `bertbench/commands/<name>.py`; its typed signature *is* the CLI (LitGPT style).
+Importing this module must not import torch, lightning, datasets or transformers (tested).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from bertbench import __version__
+from bertbench.commands import bench, convert, data, finetune, pretrain, report, run, tasks
+from bertbench.errors import BertbenchError
+
+app = typer.Typer(
+    name="bertbench",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers.",
+    pretty_exceptions_enable=False,
+)
+
+
+def user_errors(fn):
+    """Turn a `BertbenchError` into one red line on stderr and exit code 2 — never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BertbenchError as err:
+            typer.secho(f"error: {err}", fg="red", err=True)
+            raise typer.Exit(code=err.exit_code) from None
+        except KeyboardInterrupt:
+            typer.secho("interrupted (checkpoints written so far are intact; rerun with --resume auto)", err=True)
+            raise typer.Exit(code=130) from None
+
+    return wrapper
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"bertbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
+) -> None:
+    """Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers."""
+
+
+app.command("pretrain")(user_errors(pretrain.pretrain))
+app.command("finetune")(user_errors(finetune.finetune))
+app.command("report")(user_errors(report.report))
+app.command("run")(user_errors(run.run))
+app.command("convert")(user_errors(convert.convert))
+
+
+def _group(module, name: str, help: str) -> typer.Typer:
+    """A noun group (`tasks ls`, `data inspect`, `bench pretrain`) from a module's `COMMANDS` dict."""
+    sub = typer.Typer(no_args_is_help=True, help=help)
+    for cmd_name, fn in module.COMMANDS.items():
+        sub.command(cmd_name)(user_errors(fn))
+    app.add_typer(sub, name=name)
+    return sub
+
+
+_group(tasks, "tasks", "List and validate the fine-tuning tasks in tasks/.")
+_group(data, "data", "Inspect pre-training data: documents, instances, masking statistics.")
+_group(bench, "bench", "Throughput benchmarks against Hugging Face transformers on the same config.")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

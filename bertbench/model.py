@@ -1,0 +1,319 @@
+"""The original BERT encoder (Devlin et al. 2018) in plain PyTorch, with its pre-training and task heads.
+
+Read top to bottom: embeddings, attention, feed-forward, layer, encoder, pooler, heads, then the models.
+Post-LN layers, exact (erf) GELU, LayerNorm eps 1e-12 — numerically the same network as
+`transformers.BertForPreTraining` (tests/test_hf_parity.py checks it to 1e-5). `causal=True` turns the
+same encoder into the paper's left-to-right baseline ("LTR & No NSP", GPT's bet): one switch, one model.
+
+Shapes: B batch, T sequence length, H hidden, nh heads, hs head size, V vocabulary, N selected positions.
+No Lightning import here: training wraps this module from outside.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bertbench.config import ModelConfig
+
+IGNORE_INDEX = -100  # label value that carries no loss (torch's cross_entropy default)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.word = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
+        self.position = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        T = input_ids.size(1)
+        positions = torch.arange(T, device=input_ids.device)
+        x = self.word(input_ids) + self.token_type(token_type_ids) + self.position(positions)  # (B, T, H)
+        return self.dropout(self.norm(x))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.nh = cfg.num_heads
+        # q, k and v in one matmul: one larger GEMM is faster than three small ones on CPU and GPU.
+        self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
+        self.out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.attn_dropout = cfg.attention_dropout
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+        B, T, H = x.shape
+        q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
+        q = q.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0, is_causal=is_causal
+        )  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        return self.norm(x + self.dropout(self.out(y)))  # post-LN, as the original
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.up = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # exact erf GELU, as BERT's released checkpoints were trained with (not the tanh approximation)
+        return self.norm(x + self.dropout(self.down(F.gelu(self.up(x)))))  # (B, T, H)
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn = SelfAttention(cfg)
+        self.ffn = FeedForward(cfg)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+        return self.ffn(self.attn(x, mask, is_causal))
+
+
+def attention_mask_for_sdpa(
+    attention_mask: Optional[torch.Tensor], T: int, causal: bool, device: torch.device
+) -> tuple[Optional[torch.Tensor], bool]:
+    """Turn a (B, T) 1/0 padding mask into what SDPA takes: a bool mask (True = may attend) or None.
+
+    Without padding we pass no mask at all (SDPA then picks its fastest kernel); SDPA refuses
+    `is_causal` together with a mask, so causal + padding becomes one combined bool mask.
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None, causal
+    keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+    if causal:
+        tri = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
+        keys = keys & tri  # (B, 1, T, T)
+    return keys, False
+
+
+@dataclass
+class EncoderOutput:
+    last_hidden_state: torch.Tensor  # (B, T, H)
+    pooled: torch.Tensor  # (B, H)
+    hidden_states: Optional[list[torch.Tensor]] = None  # embeddings + each layer, when asked for
+
+
+class BertModel(nn.Module):
+    """Embeddings + encoder layers + pooler: the part every task shares."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = Embeddings(cfg)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_layers))
+        self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        B, T = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        states = [x] if output_hidden_states else None
+        for layer in self.layers:
+            x = layer(x, mask, is_causal)
+            if states is not None:
+                states.append(x)
+        return EncoderOutput(x, self.pool(x, attention_mask), states)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """dense + tanh on [CLS]; a causal model has seen the whole input only at its last real token."""
+        if self.cfg.causal:
+            if attention_mask is None:
+                first = hidden[:, -1]  # (B, H)
+            else:
+                last = attention_mask.long().sum(1) - 1  # (B,)
+                first = hidden[torch.arange(hidden.size(0), device=hidden.device), last]  # (B, H)
+        else:
+            first = hidden[:, 0]  # (B, H)
+        return torch.tanh(self.pooler(first))
+
+
+class MLMHead(nn.Module):
+    """dense + GELU + LayerNorm, then the decoder tied to the word embeddings, plus an output bias."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+
+    def forward(self, h: torch.Tensor, word_weight: torch.Tensor) -> torch.Tensor:
+        # The decoder weight is passed in, not stored: tied to the word embeddings without a second
+        # state-dict entry (safetensors refuses aliased tensors).
+        h = self.norm(F.gelu(self.dense(h)))  # (..., H)
+        return F.linear(h, word_weight, self.bias)  # (..., V)
+
+
+@dataclass
+class PreTrainingOutput:
+    """Also subscriptable (`out["mlm_logits"]`), like transformers' ModelOutput."""
+
+    last_hidden_state: torch.Tensor  # (B, T, H)
+    mlm_logits: torch.Tensor  # (B, T, V), or (N, V) at the N labelled positions when labels were given
+    nsp_logits: torch.Tensor  # (B, 2)
+    loss: Optional[torch.Tensor] = None
+    mlm_loss: Optional[torch.Tensor] = None
+    nsp_loss: Optional[torch.Tensor] = None
+    mlm_targets: Optional[torch.Tensor] = None  # (N,) labels matching mlm_logits' rows when labels were given
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with its two pre-training heads: masked LM (or next-token LM when causal) and NSP."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.bert = BertModel(cfg)
+        self.mlm = MLMHead(cfg)
+        self.nsp = nn.Linear(cfg.hidden_size, 2)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # BERT's initialisation: N(0, 0.02) weights, zero biases, LayerNorm (1, 0), zero padding row.
+        std = self.cfg.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        mlm_labels: Optional[torch.Tensor] = None,
+        nsp_labels: Optional[torch.Tensor] = None,
+    ) -> PreTrainingOutput:
+        enc = self.bert(input_ids, token_type_ids, attention_mask)
+        h = enc.last_hidden_state  # (B, T, H)
+        nsp_logits = self.nsp(enc.pooled)  # (B, 2)
+        mlm_loss = nsp_loss = loss = targets = None
+        if mlm_labels is None:
+            mlm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V)
+        else:
+            # Project onto the vocabulary only where a label is: ~15% of positions for MLM. For small
+            # models this projection is most of the step's FLOPs, and the rest would be thrown away.
+            selected = mlm_labels != IGNORE_INDEX  # (B, T)
+            targets = mlm_labels[selected]  # (N,)
+            mlm_logits = self.mlm(h[selected], self.bert.embeddings.word.weight)  # (N, V)
+            mlm_loss = F.cross_entropy(mlm_logits.float(), targets)
+            loss = mlm_loss
+        if nsp_labels is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+            loss = nsp_loss if loss is None else loss + nsp_loss  # the paper: mean MLM + mean NSP
+        return PreTrainingOutput(h, mlm_logits, nsp_logits, loss, mlm_loss, nsp_loss, targets)
+
+
+# ----------------------------------------------------------------------------------------------
+# Task heads for fine-tuning: one small output layer per task *type* on the shared encoder.
+
+
+class SequenceHead(nn.Module):
+    """Classification (num_labels ≥ 2) or regression (num_labels = 1) from the pooled output."""
+
+    def __init__(self, cfg: ModelConfig, num_labels: int):
+        super().__init__()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(cfg.hidden_size, num_labels)
+
+    def forward(self, enc: EncoderOutput) -> torch.Tensor:
+        return self.out(self.dropout(enc.pooled))  # (B, num_labels)
+
+
+class MultipleChoiceHead(nn.Module):
+    """One score per choice from the pooled output; the caller reshapes (B·C,) → (B, C)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(cfg.hidden_size, 1)
+
+    def forward(self, enc: EncoderOutput) -> torch.Tensor:
+        return self.out(self.dropout(enc.pooled)).squeeze(-1)  # (B·C,)
+
+
+class SpanHead(nn.Module):
+    """Start and end logits at every position (SQuAD); [CLS] doubles as the no-answer span."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.out = nn.Linear(cfg.hidden_size, 2)
+
+    def forward(self, enc: EncoderOutput) -> torch.Tensor:
+        return self.out(enc.last_hidden_state)  # (B, T, 2)
+
+
+class TokenHead(nn.Module):
+    """A label per position (NER); only each word's first sub-token carries a loss."""
+
+    def __init__(self, cfg: ModelConfig, num_labels: int):
+        super().__init__()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(cfg.hidden_size, num_labels)
+
+    def forward(self, enc: EncoderOutput) -> torch.Tensor:
+        return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)
+
+
+def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:
+    for m in head.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, std)
+            nn.init.zeros_(m.bias)
+    return head
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0) -> float:
+    """Training FLOPs per token (forward + backward = 3× forward), counting matmuls only.
+
+    predicted_share: the share of positions that go through the vocabulary projection.
+    """
+    H, L, I, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
+    per_layer = 2 * (3 * H * H + H * H + 2 * H * I) + 2 * 2 * seq_len * H  # projections + QK^T and AV
+    head = predicted_share * 2 * (H * H + H * V)
+    return 3.0 * (L * per_layer + head)
+
+
+__all__ = [
+    "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
+    "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
+    "flops_per_token",
+]

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Tests never touch the network: hub look-ups fail at once instead of retrying for ~23 s.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("BERTBENCH_DATA_DIR", ROOT.parent / "shared" / "data"))
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is absent")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return FIXTURES
