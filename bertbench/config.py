@@ -192,3 +192,95 @@ def save_config(obj, path: Path) -> None:
     from bertbench.io_utils import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(obj), sort_keys=False))
+
+
+# ----------------------------------------------------------------------------------------------
+# Pre-training.
+
+
+@dataclass
+class DataConfig:
+    """Corpus → instances → masked batches. Every ablation of the paper's pre-training data is a field."""
+
+    corpus: list[str] = field(default_factory=list)  # folders/files (.txt dir, WikiExtractor, .jsonl) or hub:NAME
+    max_seq_len: int = 128
+    short_seq_prob: float = 0.1  # share of instances with a shorter random target length (paper: 0.1)
+    nsp: bool = True  # False: the paper's "No NSP" — contiguous text, no sentence-pair task
+    full_sentences: bool = False  # with nsp=False: RoBERTa-style packing of full sentences across documents
+    heldout_fraction: float = 0.02  # share of *documents* kept out for evaluation
+    min_heldout_docs: int = 1
+    max_documents: Optional[int] = None  # cap for quick runs (documents in corpus order)
+    masking: str = "dynamic"  # "dynamic": a fresh mask every time a batch is drawn; "static": fixed at preprocessing
+    dupe_factor: int = 1  # static masking: copies of the data with different masks (the original used 10)
+    mask_ratio: float = 0.15
+    mask_procedure: list[int] = field(default_factory=lambda: [80, 10, 10])  # % [MASK] / same / random
+    whole_word_mask: bool = False
+    max_predictions_per_seq: Optional[int] = None  # None: no cap beyond mask_ratio (the paper used 20 at 128)
+    seed: int = 12345
+    num_proc: int = 1  # datasets.map processes for tokenisation
+
+    def __post_init__(self) -> None:
+        if len(self.mask_procedure) != 3 or sum(self.mask_procedure) != 100 or min(self.mask_procedure) < 0:
+            raise BertbenchError(f"mask_procedure {self.mask_procedure}: expected three percentages MASK/SAME/RND summing to 100")
+        if not 0.0 < self.mask_ratio < 1.0:
+            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
+        if self.masking not in ("dynamic", "static"):
+            raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
+        if self.max_seq_len < 8:
+            raise BertbenchError(f"max_seq_len {self.max_seq_len}: too short for [CLS] A [SEP] B [SEP]")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-6
+    weight_decay: float = 0.01  # not on LayerNorm weights or biases
+    warmup_steps: int = 10000
+    warmup_fraction: Optional[float] = None  # if set, overrides warmup_steps as a share of the schedule
+    grad_clip: float = 1.0
+
+
+@dataclass
+class PhaseConfig:
+    """Two-phase schedules: e.g. seq 128 for 90% of steps, then 512 (the paper's recipe)."""
+
+    fraction: float
+    max_seq_len: int
+    batch_size: Optional[int] = None
+
+
+@dataclass
+class PretrainConfig:
+    model_size: str = "mini"
+    model: dict = field(default_factory=dict)  # overrides of ModelConfig fields
+    tokenizer: str = ""  # vocab.txt / tokenizer folder; "" or "train" trains one on the corpus
+    tokenizer_vocab_size: int = 30522
+    lowercase: bool = True
+    objective: str = "mlm"  # "mlm" (with data.nsp for NSP) or "clm" (left-to-right LM, causal mask)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    phases: list[PhaseConfig] = field(default_factory=list)
+    batch_size: int = 32
+    grad_accum: int = 1
+    max_steps: int = 1000
+    budget_minutes: Optional[float] = None  # schedule over wall-clock time instead of steps (Cramming-style)
+    precision: str = "auto"  # auto | 32 | bf16-mixed | 16-mixed
+    eval_every: int = 200
+    eval_batches: int = 20
+    checkpoint_every: int = 200
+    log_every: int = 10
+    seed: int = 1
+    devices: str = "1"
+    accelerator: str = "auto"
+    strategy: str = "auto"
+    num_nodes: int = 1
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("mlm", "clm"):
+            raise BertbenchError(f"objective {self.objective!r}: expected 'mlm' or 'clm'")
+        if self.model_size not in MODEL_SIZES:
+            from bertbench.errors import did_you_mean
+
+            raise BertbenchError(did_you_mean(self.model_size, MODEL_SIZES, "model size"))

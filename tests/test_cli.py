@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from bertbench import __version__
+from bertbench.cli import app
+
+runner = CliRunner()
+COMMANDS = ["pretrain", "finetune", "report", "run", "tasks", "data", "convert", "bench"]
+
+
+def test_help_lists_every_command():
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for cmd in COMMANDS:
+        assert cmd in r.output, cmd
+
+
+def test_version():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and __version__ in r.output
+
+
+def test_cli_import_is_light():
+    """`bertbench --help` must be instant: no torch, lightning, datasets or transformers at import."""
+    code = (
+        "import sys, bertbench.cli\n"
+        "heavy = [m for m in ('torch', 'lightning', 'datasets', 'transformers', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_recipe_key_is_a_clear_error(tmp_path):
+    from bertbench.config import PretrainConfig, load_config
+    from bertbench.errors import BertbenchError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_size: tiny\ndata:\n  mask_ratoi: 0.2\n")
+    try:
+        load_config(PretrainConfig, recipe)
+    except BertbenchError as err:
+        assert "mask_ratoi" in str(err) and "did you mean 'mask_ratio'" in str(err) and str(recipe) in str(err)
+    else:
+        raise AssertionError("unknown key accepted")
