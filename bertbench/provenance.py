@@ -1,0 +1,95 @@
+"""What a number depends on besides its config: code version, hardware, library versions, date."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import platform
+import subprocess
+from pathlib import Path
+
+from bertbench import __version__
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """'bertbench 0.1.0 git:abc1234' (+ '-dirty' when the tree has uncommitted changes)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return f"bertbench {__version__}"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        return f"bertbench {__version__} git:{sha.stdout.strip()}{'-dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        return f"bertbench {__version__}"
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.lru_cache(maxsize=1)
+def hardware() -> str:
+    """One line: the accelerator if one is used, else the CPU model and core count."""
+    import os
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    desc = f"{cpu}, {len(os.sched_getaffinity(0))} cores"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            desc = f"{torch.cuda.get_device_name(0)} ×{torch.cuda.device_count()}; host {desc}"
+    except ImportError:
+        pass
+    return desc
+
+
+def library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("torch", "lightning", "datasets", "tokenizers", "transformers", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def bf16_native(device_type: str) -> bool:
+    """Whether the hardware computes bf16 natively (detected, not assumed)."""
+    import torch
+
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
+    flags = cpu_flags()
+    return bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
+def resolve_precision(precision: str, device_type: str) -> str:
+    """'auto' → 'bf16-mixed' where bf16 is native (fp32 master weights, autocast), else '32-true'."""
+    aliases = {"32": "32-true", "fp32": "32-true", "bf16": "bf16-mixed", "16": "16-mixed", "fp16": "16-mixed"}
+    if precision == "auto":
+        return "bf16-mixed" if bf16_native(device_type) else "32-true"
+    return aliases.get(precision, precision)
