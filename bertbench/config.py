@@ -236,8 +236,9 @@ class OptimConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-6
     weight_decay: float = 0.01  # not on LayerNorm weights or biases
-    warmup_steps: int = 10000
-    warmup_fraction: Optional[float] = None  # if set, overrides warmup_steps as a share of the schedule
+    # Warm-up: `warmup_steps` when set (the paper: 10,000 of 1M steps), else a share of the schedule.
+    warmup_steps: Optional[int] = None
+    warmup_fraction: float = 0.06
     grad_clip: float = 1.0
 
 
@@ -248,6 +249,7 @@ class PhaseConfig:
     fraction: float
     max_seq_len: int
     batch_size: Optional[int] = None
+    max_predictions_per_seq: Optional[int] = None
 
 
 @dataclass
@@ -276,6 +278,13 @@ class PretrainConfig:
     strategy: str = "auto"
     num_nodes: int = 1
     num_workers: int = 0
+
+    def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
+        """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""
+        sub = lambda s: s.replace("{data_dir}", str(data_dir))  # noqa: E731
+        return dataclasses.replace(
+            self, tokenizer=sub(self.tokenizer), data=dataclasses.replace(self.data, corpus=[sub(c) for c in self.data.corpus])
+        )
 
     def __post_init__(self) -> None:
         if self.objective not in ("mlm", "clm"):

@@ -1,0 +1,338 @@
+"""`bertbench finetune` end to end: model source → tasks → features → train (seeds × lr grid) → decode →
+metrics → predictions file + one result record per (task, seed, setting).
+
+The per-type differences are small functions keyed by the task's `type` field (never its name).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from bertbench.errors import BertbenchError
+
+PRETRAINING_KEYS = (
+    "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
+    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
+)
+
+
+@dataclass
+class FinetuneRequest:
+    model: str  # bertbench checkpoint folder, HF BERT folder, or random:<size>
+    tasks: str  # names, families ("glue") or "all", comma-separated
+    out: Path
+    data_dir: Optional[Path] = None
+    tokenizer: Optional[str] = None  # required for random:<size> (default: the bert-base-uncased vocab)
+    seeds: Optional[list[int]] = None  # None: the task's own seeds
+    grid: str = "none"  # "paper": the task's lr grid with selection on dev; "none": one lr
+    lr: Optional[float] = None  # default: the grid's first (largest) value
+    epochs: Optional[float] = None
+    batch_size: Optional[int] = None
+    max_seq_len: Optional[int] = None
+    max_steps: Optional[int] = None
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    precision: str = "auto"
+    feature_based: bool = False
+    source: str = "auto"  # where task data comes from: auto (local first) | local | hub
+    label: Optional[str] = None  # free-form name of the model variant, stored in the record
+
+
+# ----------------------------------------------------------------------------------------------
+# Model sources
+
+
+@dataclass
+class ModelSource:
+    """What every fine-tuning run of one model starts from."""
+
+    source: str
+    tokenizer: Any
+    config: Any  # ModelConfig
+    state: Optional[dict]  # encoder weights; None for random init
+    fingerprint: str
+    pretraining: Optional[dict]
+
+    def backbone(self, seed: int):
+        import torch
+
+        from bertbench.model import BertForPreTraining
+
+        torch.manual_seed(seed)  # random:<size>: each seed is its own initialisation
+        model = BertForPreTraining(self.config)
+        if self.state is not None:
+            model.load_state_dict(self.state)
+        return model.bert
+
+
+def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
+    from bertbench.checkpoint import fingerprint_checkpoint, load_checkpoint
+    from bertbench.config import ModelConfig
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    if spec.startswith("random:"):
+        size = spec.split(":", 1)[1]
+        tok_path = Path(tokenizer) if tokenizer else data_dir / "vocab" / "bert-base-uncased-vocab.txt"
+        tok = WordPieceTokenizer.load(tok_path)
+        cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
+        return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
+    path = Path(spec)
+    if not path.exists():
+        raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, an HF BERT folder, or random:<size>)")
+    if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
+        path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
+    ckpt = load_checkpoint(path)
+    if tokenizer:
+        ckpt.tokenizer = WordPieceTokenizer.load(Path(tokenizer))
+        if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
+            raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
+    if ckpt.summary is not None:
+        pre = {k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary}
+    else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
+        pre = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10],
+               "whole_word_mask": False, "external": str(path)}
+    state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
+    return ModelSource(str(path), ckpt.tokenizer, ckpt.config, state, fingerprint_checkpoint(path), pre)
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-type scoring and predictions files
+
+
+def _argmax_rows(outputs: list) -> np.ndarray:
+    return np.array([int(np.argmax(o)) for o in outputs])
+
+
+@dataclass
+class Scored:
+    metrics: dict[str, Optional[float]]
+    predictions_text: dict[str, str]  # file name suffix → content
+    degenerate: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def score(task, examples, features, outputs, tokenizer) -> Scored:
+    """Turn raw eval outputs into the paper's metrics and a predictions file in the task's own format."""
+    from bertbench import metrics as M
+
+    t = task.type
+    if t in ("classification", "multiple_choice", "regression"):
+        by_example: dict[int, Any] = {}
+        for f, o in zip(features, outputs):
+            by_example[f["example_index"]] = o
+        outs = [by_example[i] for i in range(len(examples))]
+        gold = [ex.label for ex in examples]
+        if t == "regression":
+            preds = [float(np.asarray(o).reshape(-1)[0]) for o in outs]
+            degenerate = float(np.std(preds)) < 1e-6
+            shown = [f"{p:.4f}" for p in preds]
+            gold_shown = [f"{g:.4f}" for g in gold]
+        else:
+            preds = _argmax_rows(outs).tolist()
+            degenerate = len(set(preds)) == 1
+            names = task.labels if t == "classification" else None
+            shown = [names[p] if names else str(p) for p in preds]
+            gold_shown = [names[g] if names else str(g) for g in gold]
+        metrics = M.compute(task.metrics, preds, gold)
+        buf = io.StringIO()
+        w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+        w.writerow(["index", "id", "gold", "prediction"])
+        for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
+            w.writerow([i, ex.id, g, p])
+        return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate)
+    if t == "span_qa":
+        from bertbench.data.features import decode_qa
+
+        h = task.hparams
+        is_v2 = any(m.startswith("squad_v2") for m in task.metrics)
+        dec = decode_qa(
+            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+            max_answer_len=h.max_answer_len or 30, n_best=h.n_best or 20, version_2=is_v2, null_threshold=0.0,
+        )
+        refs = {ex.id: ([a.text for a in ex.answers] or [""]) if not ex.is_impossible else [""] for ex in examples}
+        files = {"predictions.json": json.dumps(dec.predictions, indent=1, sort_keys=True, ensure_ascii=False) + "\n"}
+        if is_v2:
+            # τ = 0 as decoded; the official sweep over the null odds gives the best τ on this split
+            scores = M.squad_v2_scores(dec.best_non_null, refs, no_answer_probs=dec.null_odds, threshold=0.0)
+            metrics = {"squad_v2_em": scores["exact"], "squad_v2_f1": scores["f1"]}
+            for k in ("best_exact", "best_f1", "best_f1_thresh", "HasAns_f1", "NoAns_f1", "HasAns_exact", "NoAns_exact"):
+                if k in scores:
+                    metrics[k] = scores[k]
+            files["null_odds.json"] = json.dumps(dec.null_odds, indent=1, sort_keys=True) + "\n"
+        else:
+            metrics = M.compute(task.metrics, dec.predictions, refs)
+        degenerate = len(set(dec.predictions.values())) <= 1
+        return Scored(metrics, files, degenerate)
+    if t == "token_classification":
+        from bertbench.data.features import decode_tokens
+
+        pred_tags = decode_tokens(examples, features, [np.argmax(o, -1) for o in outputs], task.labels)
+        gold = [ex.tags for ex in examples]
+        metrics = M.compute(task.metrics, pred_tags, gold)
+        lines = []
+        for ex, p in zip(examples, pred_tags):
+            lines.extend(f"{w} {g} {q}" for w, g, q in zip(ex.words, ex.tags, p))
+            lines.append("")
+        degenerate = all(tag == "O" for seq in pred_tags for tag in seq)
+        return Scored(metrics, {"predictions.conll": "\n".join(lines) + "\n"}, degenerate)
+    raise BertbenchError(f"task {task.name}: no scoring for type {t!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+
+
+def _subsample(items: list, n: Optional[int], seed: int = 0) -> list:
+    """The first n of a fixed shuffle: the same subset for every model and seed, so rows compare."""
+    if n is None or n >= len(items):
+        return items
+    idx = np.sort(np.random.default_rng(seed).permutation(len(items))[:n])
+    return [items[i] for i in idx]
+
+
+def _task_data_available(task, data_dir: Path, source: str) -> Optional[str]:
+    """None when the task can run; else one line saying why not and which file was looked for."""
+    missing = task.missing_local_files(data_dir)
+    if not missing:
+        return None
+    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+    if source == "local" or task.hub is None or (source == "auto" and offline):
+        return f"no local data (looked for {', '.join(str(m) for m in missing)})"
+    return None
+
+
+def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> list[Path]:
+    import torch
+
+    from bertbench.data.features import build_features
+    from bertbench.data.task_readers import data_fingerprint, read_split
+    from bertbench.paths import default_data_dir
+    from bertbench.provenance import resolve_precision
+    from bertbench.results import provenance, record_filename, write_record
+    from bertbench.tasks import load_tasks, resolve_task_names
+    from bertbench.training.finetune_loop import FinetuneHParams, train
+    from bertbench.training.task_model import FeatureBasedConfig, TaskModel
+
+    data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
+    names = resolve_task_names(req.tasks)
+    tasks = load_tasks()
+    source = resolve_model_source(req.model, req.tokenizer, data_dir)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    precision = resolve_precision(req.precision, device.type)
+    bf16 = precision.startswith("bf16")
+    out = Path(req.out)
+    written: list[Path] = []
+    ran = 0
+    for name in names:
+        task = tasks[name]
+        why = _task_data_available(task, data_dir, req.source)
+        if why:
+            echo(f"skip {name}: {why}")
+            continue
+        if req.feature_based and task.type != "token_classification":
+            echo(f"skip {name}: feature-based fine-tuning is for token classification (NER)")
+            continue
+        t_task = time.perf_counter()
+        try:
+            train_ex = read_split(task, "train", data_dir, req.source)
+            eval_ex = read_split(task, "eval", data_dir, req.source)
+        except BertbenchError as err:
+            if len(names) > 1 and "hub" in str(err).lower():
+                echo(f"skip {name}: {err}")
+                continue
+            raise
+        train_ex = _subsample(train_ex, req.max_train_examples)
+        eval_ex = _subsample(eval_ex, req.max_eval_examples)
+        h = task.hparams
+        max_seq_len = req.max_seq_len or h.max_seq_len
+        if max_seq_len > source.config.max_position_embeddings:
+            max_seq_len = source.config.max_position_embeddings
+        train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
+        eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
+        if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
+            train_f = [f for f in train_f if "start_positions" in f]
+        lrs = list(h.learning_rates) if req.grid == "paper" else [req.lr if req.lr is not None else h.learning_rates[0]]
+        seeds = req.seeds or list(task.seeds)
+        fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
+        results: dict[float, list[tuple[dict, Scored]]] = {}
+        for lr in lrs:
+            for seed in seeds:
+                hp = FinetuneHParams(
+                    lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
+                    batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
+                    warmup_fraction=h.warmup_proportion, max_steps=req.max_steps,
+                )
+                model = TaskModel(
+                    source.backbone(seed), task.type, task.num_labels,
+                    FeatureBasedConfig() if req.feature_based else None,
+                )
+                t0 = time.perf_counter()
+                res = train(model, train_f, eval_f, hp, seed, device, bf16)
+                scored = score(task, eval_ex, eval_f, res.eval_outputs, source.tokenizer)
+                wall = time.perf_counter() - t0
+                record = {
+                    "schema_version": 1,
+                    "task": task.name, "task_version": task.version, "task_type": task.type,
+                    "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
+                              "train_size": len(train_ex), "eval_size": len(eval_ex)},
+                    "metrics": scored.metrics, "primary_metric": _primary(task, scored.metrics),
+                    "model": {"source": source.source, "fingerprint": source.fingerprint,
+                              "size": source.config.size_name(), "pretraining": source.pretraining},
+                    "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": max_seq_len,
+                                 "max_steps": req.max_steps, "max_train_examples": req.max_train_examples,
+                                 "max_eval_examples": req.max_eval_examples, "precision": precision,
+                                 "feature_based": req.feature_based, "grid": req.grid, "steps": res.steps,
+                                 "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay},
+                    "seed": seed, "wall_seconds": round(wall, 2),
+                    **provenance(),
+                    "predictions_file": None,
+                    "extra": {"degenerate": scored.degenerate, "history": res.history,
+                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss,
+                              **({"variant": req.label} if req.label else {})},
+                }
+                results.setdefault(lr, []).append((record, scored))
+                flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
+                echo(f"{task.name} seed {seed} lr {lr:g}: {record['primary_metric']} "
+                     f"{scored.metrics[record['primary_metric']]:.2f} ({wall:.0f} s){flag}")
+        best_lr = max(results, key=lambda lr: np.mean([r["metrics"][r["primary_metric"]] for r, _ in results[lr]]))
+        for lr, items in sorted(results.items()):
+            folder = out / task.name if lr == best_lr else out / "grid" / task.name
+            for record, scored in items:
+                record["extra"]["grid_selected"] = lr == best_lr if len(results) > 1 else None
+                fname = record_filename(record)
+                stem = fname[: -len(".record.json")]
+                from bertbench.io_utils import atomic_write_text
+
+                pred_files = []
+                for suffix, text in scored.predictions_text.items():
+                    atomic_write_text(folder / f"{stem}.{suffix}", text)
+                    pred_files.append(f"{stem}.{suffix}")
+                record["predictions_file"] = pred_files[0]
+                if len(pred_files) > 1:
+                    record["extra"]["other_files"] = pred_files[1:]
+                if lr == best_lr:
+                    written.append(write_record(folder / fname, record))
+                else:  # grid points that lost on dev: kept for inspection, not read by the report
+                    from bertbench.io_utils import atomic_write_json
+
+                    atomic_write_json(folder / f"{stem}.grid.json", record)
+        ran += 1
+        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{' selected on dev' if len(lrs) > 1 else ''})")
+    if ran == 0:
+        raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
+    return written
+
+
+def _primary(task, metrics: dict) -> str:
+    primary = task.primary_metric
+    if primary not in metrics:  # SQuAD 2.0 reports under its own names
+        return next(iter(metrics))
+    return primary

@@ -1,0 +1,401 @@
+"""`bertbench pretrain` end to end: tokenizer → data → Lightning fit → run directory.
+
+Run directory:
+    config.yaml        the resolved PretrainConfig
+    tokenizer/         the vocabulary used
+    checkpoints/last.ckpt   Lightning checkpoint (model, optimiser, scheduler, RNG, step) for --resume auto
+    checkpoint/        the bertbench checkpoint (load_checkpoint / convert --to-hf / finetune --model)
+    metrics.csv        step, tokens, lr, losses, held-out metrics, tokens/s
+    summary.json       what the run was and what it reached (read by finetune records and the report)
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.config import DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.errors import BertbenchError
+
+STANDARD_MASKING = dict(mask_ratio=0.15, mask_procedure=[80, 10, 10], whole_word_mask=False)
+CSV_FIELDS = [
+    "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",
+    "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_std", "eval_mlm_accuracy_std", "eval_nsp_accuracy",
+    "eval_clm_loss", "elapsed_s",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# Pieces
+
+
+def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path):
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    saved = out_dir / "tokenizer"
+    if (saved / "vocab.txt").is_file():
+        return WordPieceTokenizer.load(saved)
+    if cfg.tokenizer and cfg.tokenizer != "train":
+        tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
+    else:
+        from bertbench.data.corpus import iter_documents
+
+        sentences = (s for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents) for s in doc)
+        tok = WordPieceTokenizer.train(sentences, vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase)
+    tok.save(saved)
+    return tok
+
+
+def model_config_for(cfg: PretrainConfig, vocab_size: int) -> ModelConfig:
+    longest = max([cfg.data.max_seq_len] + [p.max_seq_len for p in cfg.phases])
+    overrides = dict(cfg.model)
+    overrides.setdefault("max_position_embeddings", max(512, longest))
+    return ModelConfig.from_size(cfg.model_size, vocab_size=vocab_size, causal=cfg.objective == "clm", **overrides)
+
+
+def phase_plan(cfg: PretrainConfig) -> list[tuple[int, DataConfig, int]]:
+    """[(first step, data config, batch size)] — one entry unless a multi-phase schedule is set."""
+    if not cfg.phases:
+        return [(0, cfg.data, cfg.batch_size)]
+    total = sum(p.fraction for p in cfg.phases)
+    if abs(total - 1.0) > 1e-6:
+        raise BertbenchError(f"phases: fractions sum to {total}, expected 1.0")
+    plan, start = [], 0
+    for p in cfg.phases:
+        dcfg = replace(cfg.data, max_seq_len=p.max_seq_len)
+        if p.max_predictions_per_seq is not None:
+            dcfg = replace(dcfg, max_predictions_per_seq=p.max_predictions_per_seq)
+        plan.append((start, dcfg, p.batch_size or cfg.batch_size))
+        start += round(p.fraction * cfg.max_steps)
+    return plan
+
+
+class PhasedBatches:
+    """Dispatch a step to the dataset of its phase (seq 128 for 90% of steps, then 512, say)."""
+
+    def __init__(self, starts: list[int], datasets: list[Any], grad_accum: int):
+        self.starts, self.datasets, self.grad_accum = starts, datasets, grad_accum
+
+    def __len__(self) -> int:
+        return 1 << 40
+
+    def __getitem__(self, micro_step: int):
+        step = micro_step // self.grad_accum
+        k = max(i for i, s in enumerate(self.starts) if s <= step)
+        return self.datasets[k][micro_step]
+
+
+def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precision: str):
+    """Held-out metrics on fixed batches (same masks every time, so points of the curve compare)."""
+    import torch
+
+    from bertbench.data.masking import make_collator
+    from bertbench.training.batches import step_seed
+
+    heldout = data.heldout
+    if len(heldout) == 0:
+        return None
+    bs = min(cfg.batch_size, 32)
+    n_batches = max(1, min(cfg.eval_batches, (len(heldout) + bs - 1) // bs))
+    chunks = [[heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))] for i in range(n_batches)]  # noqa: E501
+    chunks = [c for c in chunks if c]
+
+    def fixed_batches(data_cfg: DataConfig):
+        collate = make_collator(data_cfg, tokenizer, cfg.objective, seed=step_seed(cfg.seed, 0, stream=1))
+        batches = []
+        for i, c in enumerate(chunks):
+            collate.set_epoch(i)
+            batches.append(collate(c))
+        return batches
+
+    own = fixed_batches(cfg.data)
+    standard = None
+    if cfg.objective == "mlm" and any(getattr(cfg.data, k) != v for k, v in STANDARD_MASKING.items()):
+        standard = fixed_batches(replace(cfg.data, **STANDARD_MASKING))
+    bf16 = precision.startswith("bf16")
+
+    @torch.no_grad()
+    def run(model) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+
+        def score(batches):
+            loss_sum = correct = count = nsp_correct = nsp_count = 0.0
+            for b in batches:
+                b = {k: v.to(device) for k, v in b.items()}
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                    out = model(
+                        input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
+                        attention_mask=b.get("attention_mask"), mlm_labels=b["mlm_labels"],
+                    )
+                n = out.mlm_targets.numel()
+                loss_sum += float(out.mlm_loss) * n
+                correct += float((out.mlm_logits.argmax(-1) == out.mlm_targets).sum())
+                count += n
+                if "nsp_labels" in b:
+                    nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
+                    nsp_count += b["nsp_labels"].numel()
+            return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
+
+        loss, acc, nsp_acc = score(own)
+        if cfg.objective == "clm":
+            result = {"clm_loss": loss, "clm_accuracy": acc}
+        else:
+            result = {"mlm_loss": loss, "mlm_accuracy": acc}
+            if standard is not None:
+                result["mlm_loss_std"], result["mlm_accuracy_std"], _ = score(standard)
+            else:
+                result["mlm_loss_std"], result["mlm_accuracy_std"] = loss, acc
+            if nsp_acc is not None:
+                result["nsp_accuracy"] = nsp_acc
+        model.train(was_training)
+        return result
+
+    return run
+
+
+# ----------------------------------------------------------------------------------------------
+# Callbacks
+
+
+def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
+    import lightning as L
+    import torch
+
+    class RunLog(L.Callback):
+        """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
+
+        def __init__(self):
+            self.tokens = 0
+            self.loss_tokens = 0
+            self._tok_acc = None
+            self._loss_tok_acc = None
+            self._t0 = time.perf_counter()
+            self._tokens_at_t0 = 0
+            self.last_train_loss: Optional[float] = None
+
+        def state_dict(self):
+            self._flush_counts()
+            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens}
+
+        def load_state_dict(self, state):
+            self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
+            self._tokens_at_t0 = self.tokens
+
+        def _flush_counts(self):
+            if self._tok_acc is not None:
+                self.tokens += int(self._tok_acc)
+                self.loss_tokens += int(self._loss_tok_acc)
+                self._tok_acc = self._loss_tok_acc = None
+
+        def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
+            path = out_dir / "metrics.csv"
+            rows = []
+            if path.is_file():  # resumed: keep the rows up to the restored step, drop any written after it
+                with open(path, newline="") as fh:
+                    rows = [r for r in csv.DictReader(fh) if int(r["step"]) <= trainer.global_step]
+            self._fh = open(path, "w", newline="")
+            self._csv = csv.DictWriter(self._fh, fieldnames=CSV_FIELDS)
+            self._csv.writeheader()
+            self._csv.writerows(rows)
+            self._fh.flush()
+            self._t0 = time.perf_counter()
+            self._tokens_at_t0 = self.tokens
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            # accumulate on device; read back only every log_every steps (no per-step host sync)
+            n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
+            m = (batch["mlm_labels"] != -100).sum()
+            self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
+            self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
+            step = trainer.global_step
+            if (batch_idx + 1) % cfg.grad_accum:
+                return
+            evaluated = pl_module.maybe_evaluate(step)
+            if step % cfg.log_every and not evaluated and not trainer.should_stop and step != cfg.max_steps:
+                return
+            self._flush_counts()
+            metrics = trainer.callback_metrics
+            elapsed = time.perf_counter() - self._t0
+            tps = (self.tokens - self._tokens_at_t0) / elapsed if elapsed > 0 else 0.0
+            row = {
+                "step": step, "tokens": self.tokens, "loss_tokens": self.loss_tokens,
+                "lr": f"{trainer.optimizers[0].param_groups[0]['lr']:.6g}",
+                "train_loss": _fmt(metrics.get("train/loss")), "train_mlm_loss": _fmt(metrics.get("train/mlm_loss")),
+                "train_nsp_loss": _fmt(metrics.get("train/nsp_loss")), "tokens_per_s": f"{tps:.1f}",
+                "elapsed_s": f"{pl_module.elapsed():.1f}",
+            }
+            self.last_train_loss = float(metrics["train/loss"]) if "train/loss" in metrics else None
+            if evaluated:
+                for k, v in pl_module.last_eval.items():
+                    if f"eval_{k}" in CSV_FIELDS:
+                        row[f"eval_{k}"] = f"{v:.5f}"
+                pl_module.last_eval = {}
+            self._csv.writerow(row)
+            self._fh.flush()
+            pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
+
+        def on_fit_end(self, trainer, pl_module):
+            self._flush_counts()
+            self._fh.close()
+
+    class PeriodicCheckpoint(L.Callback):
+        """Every N steps: write checkpoints/last.ckpt atomically (tmp file, then rename)."""
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if (batch_idx + 1) % cfg.grad_accum:
+                return
+            step = trainer.global_step
+            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step:
+                save_lightning_checkpoint(trainer, out_dir)
+            if step == stop_at_step:
+                trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
+
+    return RunLog(), PeriodicCheckpoint()
+
+
+def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
+    ckpt_dir = out_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    tmp = ckpt_dir / ".last.ckpt.tmp"
+    trainer.save_checkpoint(tmp)
+    if trainer.is_global_zero:
+        os.replace(tmp, ckpt_dir / "last.ckpt")
+
+
+def _fmt(v) -> str:
+    return "" if v is None else f"{float(v):.5f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+
+
+def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None) -> dict:
+    """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'."""
+    import lightning as L
+    import torch
+    from torch.utils.data import DataLoader
+
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.data.masking import make_collator
+    from bertbench.model import BertForPreTraining
+    from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
+    from bertbench.training.batches import StepBatchDataset, StepSampler
+    from bertbench.training.pretrain_module import PretrainModule, perplexity
+
+    out_dir = Path(out_dir)
+    last_ckpt = out_dir / "checkpoints" / "last.ckpt"
+    if (out_dir / "summary.json").is_file():
+        if resume == "auto":
+            return json.loads((out_dir / "summary.json").read_text())
+        raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
+    if last_ckpt.is_file() and resume != "auto":
+        raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out_dir / "config.yaml")
+
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    t_start = time.perf_counter()
+    tokenizer = load_or_train_tokenizer(cfg, out_dir)
+    plan = phase_plan(cfg)
+    datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
+    prep_seconds = time.perf_counter() - t_start
+
+    accelerator = cfg.accelerator
+    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
+    precision = resolve_precision(cfg.precision, device_type)
+    model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size))
+    eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
+    module = PretrainModule(
+        model, cfg.optim, cfg.max_steps,
+        budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
+        eval_fn=eval_fn, eval_every=cfg.eval_every,
+    )
+    run_log, periodic = _callbacks(cfg, out_dir, stop_at_step)
+    callbacks = [run_log, periodic]
+    if os.environ.get("BERTBENCH_PROGRESS", "1") != "0":
+        from lightning.pytorch.callbacks import RichProgressBar
+
+        callbacks.append(RichProgressBar(leave=True))
+    devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
+    trainer = L.Trainer(
+        accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+        precision=precision, max_steps=cfg.max_steps, accumulate_grad_batches=cfg.grad_accum,
+        gradient_clip_val=cfg.optim.grad_clip or None, logger=False, enable_checkpointing=False,
+        enable_model_summary=False, enable_progress_bar=len(callbacks) > 2, callbacks=callbacks,
+        use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
+        num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
+    )
+    start_step = 0
+    if last_ckpt.is_file():
+        start_step = int(torch.load(last_ckpt, map_location="cpu", weights_only=False)["global_step"])
+    rank, world = trainer.global_rank, trainer.world_size
+    step_sets = [
+        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
+        for d, (_, dcfg, bs) in zip(datas, plan)
+    ]
+    batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
+    loader = DataLoader(
+        batches, batch_size=None,
+        sampler=StepSampler(start_step * cfg.grad_accum, cfg.max_steps * cfg.grad_accum),
+        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+        pin_memory=device_type == "cuda",
+        # its own generator: creating a loader iterator draws a seed, and from the global RNG that
+        # draw would shift the dropout stream of a resumed run against an uninterrupted one
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None)
+    if trainer.interrupted:
+        raise KeyboardInterrupt
+    if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
+        return {"stopped_at_step": trainer.global_step}
+
+    final_eval = eval_fn(module.model) if eval_fn else {}
+    if "mlm_loss_std" in final_eval:
+        final_eval["mlm_ppl_std"] = perplexity(final_eval["mlm_loss_std"])
+    if "clm_loss" in final_eval:
+        final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
+    summary = {
+        "objective": cfg.objective,
+        "nsp": cfg.objective == "mlm" and cfg.data.nsp,
+        "full_sentences": cfg.data.full_sentences,
+        "mask_ratio": cfg.data.mask_ratio if cfg.objective == "mlm" else None,
+        "mask_procedure": cfg.data.mask_procedure if cfg.objective == "mlm" else None,
+        "whole_word_mask": cfg.data.whole_word_mask if cfg.objective == "mlm" else None,
+        "masking": cfg.data.masking,
+        "model_size": cfg.model_size,
+        "model_config": asdict(model.cfg),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps": trainer.global_step,
+        "batch_size": cfg.batch_size * cfg.grad_accum * trainer.world_size,
+        "max_seq_len": cfg.data.max_seq_len,
+        "tokens_seen": run_log.tokens,
+        "loss_tokens": run_log.loss_tokens,
+        "wall_seconds": round(module.elapsed(), 2),
+        "preprocessing_seconds": round(prep_seconds, 2),
+        "tokens_per_second": round(run_log.tokens / max(1e-9, module.elapsed()), 1),
+        "final_train_loss": run_log.last_train_loss,
+        "heldout": final_eval,
+        "data": datas[-1].stats,
+        "data_fingerprint": datas[-1].fingerprint,
+        "precision": precision,
+        "code_version": code_version(),
+        "hardware": hardware(),
+        "library_versions": library_versions(),
+        "date": now_iso(),
+        "run_dir": str(out_dir.resolve()),
+    }
+    if trainer.is_global_zero:
+        from bertbench.checkpoint import save_checkpoint
+        from bertbench.config import to_dict
+        from bertbench.io_utils import atomic_write_json
+
+        save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
+        atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
+    return summary
