@@ -1,0 +1,184 @@
+"""Plots for `bertbench report` (matplotlib, Agg backend): per-task bars beside the paper's numbers,
+and pre-training curves read from each variant's `run_dir/metrics.csv`.
+
+A missing metrics.csv is skipped and said so in the report; a metrics.csv that is there but lacks the
+columns (`tokens`, and `eval_mlm_loss` and/or `eval_clm_loss`) is an error naming the file.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.report import Figures, ReportData, RowKey, Variant, paper_columns, paper_number_for, seed_stats
+
+CURVE_COLUMNS = ("eval_mlm_loss", "eval_clm_loss")
+CURVES_FILE = "pretraining_curves.png"
+
+
+def row_name(row: RowKey) -> str:
+    """A file-name-safe name for a row: 'rte.v1.dev.accuracy' (+ the approach when not fine-tuning)."""
+    parts = [row.task, f"v{row.task_version}", row.eval_kind]
+    if row.approach != "fine-tuning":
+        parts.append(row.approach)
+    parts.append(row.metric)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", ".".join(parts))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
+    """Bars for one row: our variants (median; error bars min..max over seeds), then the paper's numbers."""
+    labels, heights, low, high, colors = [], [], [], [], []
+    for variant in data.variants:
+        cell = data.cell(variant, row)
+        stats = seed_stats(cell.records, row.metric) if cell else None
+        if stats is None:
+            continue
+        labels.append(variant.label)
+        heights.append(stats.median)
+        low.append(stats.median - stats.values[0])
+        high.append(stats.values[-1] - stats.median)
+        colors.append("tab:blue")
+    ours = len(labels)
+    if not ours:
+        return False
+    for name, systems, sources in paper_columns(data):
+        number, same_metric = paper_number_for(data.paper, systems, sources, row)
+        if number is None or not same_metric:
+            continue
+        split = f"official {number.split}" if row.eval_kind == "devsplit" else number.split
+        labels.append(f"{name}\n({split})")
+        heights.append(number.value)
+        low.append(0.0)
+        high.append(0.0)
+        colors.append("tab:gray")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(labels) + 1.5), 4.0))
+    xs = list(range(len(labels)))
+    ax.bar(xs[:ours], heights[:ours], color=colors[:ours], yerr=[low[:ours], high[:ours]], capsize=3)
+    if len(xs) > ours:
+        ax.bar(xs[ours:], heights[ours:], color=colors[ours:], hatch="//")
+    ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel(row.metric)
+    ax.set_title(f"{row.task} v{row.task_version} ({row.eval_kind})" +
+                 (f", {row.approach}" if row.approach != "fine-tuning" else ""))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def find_metrics_csv(variant: Variant) -> Optional[Path]:
+    """`run_dir/metrics.csv`: an absolute run_dir as is; a relative one against the current folder,
+    then against each folder above the variant's record files. None when absent."""
+    run_dir = (variant.pretraining or {}).get("run_dir")
+    if not run_dir:
+        return None
+    if Path(run_dir).is_absolute():
+        candidates = [Path(run_dir)]
+    else:
+        roots = [Path.cwd()] + [parent for rec in variant.records for parent in rec.path.resolve().parents]
+        candidates = [root / run_dir for root in dict.fromkeys(roots)]
+    for candidate in candidates:
+        if (candidate / "metrics.csv").is_file():
+            return candidate / "metrics.csv"
+    return None
+
+
+def read_curve(path: Path) -> dict[str, list[tuple[float, float]]]:
+    """{eval column: [(tokens, value), ...]} from a metrics.csv (rows without both values skipped)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            fields = reader.fieldnames or []
+            present = [c for c in CURVE_COLUMNS if c in fields]
+            if "tokens" not in fields or not present:
+                raise BertbenchError(f"{path}: a pre-training metrics.csv needs a 'tokens' column and "
+                                     f"{' and/or '.join(CURVE_COLUMNS)}; it has {', '.join(fields) or 'no header'}")
+            curves: dict[str, list[tuple[float, float]]] = {c: [] for c in present}
+            for line, row in enumerate(reader, start=2):
+                for column in present:
+                    tokens, value = row.get("tokens") or "", row.get(column) or ""
+                    if tokens.strip() and value.strip():
+                        try:
+                            curves[column].append((float(tokens), float(value)))
+                        except ValueError:
+                            raise BertbenchError(f"{path}:{line}: not a number in tokens/{column}") from None
+    except OSError as err:
+        raise BertbenchError(f"{path}: cannot read: {err.strerror}") from None
+    return {c: sorted(points) for c, points in curves.items()}
+
+
+def plot_curves(data: ReportData, path: Path) -> tuple[bool, dict[str, str]]:
+    """One figure of held-out loss against tokens seen for every variant with a metrics.csv.
+
+    Returns (whether a plot was written, a note per variant saying what was plotted or why not)."""
+    notes: dict[str, str] = {}
+    series = []
+    for variant in data.variants:
+        pre = variant.pretraining
+        if pre is None:
+            notes[variant.label] = "random init, no pre-training"
+            continue
+        run_dir = pre.get("run_dir")
+        if not run_dir:
+            notes[variant.label] = "no curve: the records name no run_dir"
+            continue
+        found = find_metrics_csv(variant)
+        if found is None:
+            notes[variant.label] = f"no curve: {run_dir}/metrics.csv not found"
+            continue
+        curves = read_curve(found)
+        counts = ", ".join(f"{len(points)} {column} points" for column, points in curves.items())
+        notes[variant.label] = f"{run_dir}/metrics.csv ({counts})"
+        series += [(variant.label, column, points) for column, points in curves.items() if points]
+    if not series:
+        return False, notes
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    for label, column, points in series:
+        style = "-" if column == "eval_mlm_loss" else "--"
+        ax.plot([t for t, _ in points], [v for _, v in points], style, marker=".",
+                label=f"{label} ({column.removeprefix('eval_')})")
+    ax.set_xlabel("tokens seen")
+    ax.set_ylabel("held-out loss (nats)")
+    ax.set_title("Pre-training curves")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True, notes
+
+
+def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
+    """Write every plot into `plots_dir`; links in the returned `Figures` are relative to `link_base`
+    (the markdown file's folder), always with forward slashes."""
+    plots_dir = Path(plots_dir)
+
+    def link(path: Path) -> str:
+        return Path(os.path.relpath(path.resolve(), Path(link_base).resolve())).as_posix()
+
+    task_plots = {}
+    for row in data.rows:
+        path = plots_dir / f"{row_name(row)}.png"
+        if plot_task(data, row, path):
+            task_plots[row_name(row)] = link(path)
+    curves_path = plots_dir / CURVES_FILE
+    made, notes = plot_curves(data, curves_path)
+    return Figures(task_plots, link(curves_path) if made else None, notes)
+
+
+__all__ = ["CURVE_COLUMNS", "find_metrics_csv", "make_figures", "plot_curves", "plot_task", "read_curve", "row_name"]

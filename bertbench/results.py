@@ -1,0 +1,443 @@
+"""Result records: the hand-off between fine-tuning and `bertbench report`.
+
+One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout (schema version 1):
+
+    {"schema_version": 1,
+     "task": "rte", "task_version": 1, "task_type": "classification",
+     "split": {"train": "train", "eval": "dev", "eval_kind": "dev" | "devsplit" | "test",
+               "train_size": 2490, "eval_size": 277},
+     "metrics": {"accuracy": 55.2}, "primary_metric": "accuracy",
+     "model": {"source": "runs/x/checkpoint", "fingerprint": "sha256:...", "size": "mini",
+               "pretraining": null | {"objective": "mlm" | "clm", "nsp": true, "mask_ratio": 0.15,
+                    "mask_procedure": [80, 10, 10], "whole_word_mask": false, "tokens_seen": 123,
+                    "wall_seconds": 600.0, "data_fingerprint": "...", "code_version": "...",
+                    "hardware": "...", "run_dir": "runs/x", "heldout": {"mlm_loss": ..., ...} | null}},
+     "finetune": {"lr": 5e-5, "epochs": 3, "batch_size": 32, "max_seq_len": 128, "max_steps": null,
+                  "max_train_examples": null, "precision": "fp32"},
+     "seed": 1, "wall_seconds": 12.3, "code_version": "git:abc123", "library_versions": {"torch": "..."},
+     "hardware": "...", "date": "2026-12-02T...", "predictions_file": "rte.seed1.predictions.tsv",
+     "extra": {...}}                                                         # optional, free-form
+
+Rules a writer must know:
+- Every key shown must be present. May be null: `wall_seconds`, `hardware`, `predictions_file`,
+  `finetune.max_steps`, `finetune.max_train_examples`, `finetune.epochs`; in `pretraining`
+  everything but `objective` and `nsp` (the three masking keys are required for `mlm`).
+  `model.pretraining: null` means random initialisation (the control row).
+- Metrics are on the paper's 0-100 scale (84.6, not 0.846; MCC and correlations x100). The primary
+  metric must be a finite number; another metric may be null when undefined. Never NaN.
+- `mask_procedure` is [MASK, SAME, RND] in percent, the column order of the paper's Table 8:
+  [80, 10, 10] is the default; [80, 0, 20] means 80% [MASK], 0% unchanged, 20% random token.
+  The unambiguous mapping {"mask": 80, "same": 10, "random": 10} is accepted too.
+- `finetune` and `pretraining` may carry extra keys (more settings); the top level, `split` and
+  `model` may not (use `extra`), so a misspelt key is caught rather than silently ignored.
+- `heldout` losses are mean cross-entropies in nats (`mlm_loss`, `clm_loss`), accuracies 0-100.
+- `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
+  as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
+- A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
+  (e.g. CoNLL-2003 test) is `eval_kind: test`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, TypedDict, Union
+
+from bertbench.errors import BertbenchError, did_you_mean
+
+SCHEMA_VERSION = 1
+RECORD_SUFFIX = ".record.json"
+EVAL_KINDS = ("dev", "devsplit", "test")
+OBJECTIVES = ("mlm", "clm")
+DEFAULT_MASK_RATIO = 0.15
+DEFAULT_MASK_PROCEDURE = (80.0, 10.0, 10.0)  # MASK / SAME / RND, the paper's Table 8 order
+
+class SplitInfo(TypedDict):
+    train: str
+    eval: str
+    eval_kind: str  # one of EVAL_KINDS
+    train_size: int
+    eval_size: int
+
+
+class PretrainingInfo(TypedDict, total=False):
+    objective: str  # "mlm" | "clm"
+    nsp: bool
+    mask_ratio: Optional[float]
+    mask_procedure: Union[list[float], dict[str, float], None]
+    whole_word_mask: Optional[bool]
+    tokens_seen: Optional[int]
+    wall_seconds: Optional[float]
+    data_fingerprint: Optional[str]
+    code_version: Optional[str]
+    hardware: Optional[str]
+    run_dir: Optional[str]
+    heldout: Optional[dict[str, Optional[float]]]
+
+
+class ModelInfo(TypedDict):
+    source: str
+    fingerprint: str
+    size: str
+    pretraining: Optional[PretrainingInfo]
+
+
+class FinetuneInfo(TypedDict, total=False):
+    lr: float
+    epochs: Optional[float]
+    batch_size: int
+    max_seq_len: int
+    max_steps: Optional[int]
+    max_train_examples: Optional[int]
+    precision: str
+
+
+class Record(TypedDict, total=False):
+    schema_version: int
+    task: str
+    task_version: int
+    task_type: str
+    split: SplitInfo
+    metrics: dict[str, Optional[float]]
+    primary_metric: str
+    model: ModelInfo
+    finetune: FinetuneInfo
+    seed: int
+    wall_seconds: Optional[float]
+    code_version: str
+    library_versions: dict[str, str]
+    hardware: Optional[str]
+    date: str
+    predictions_file: Optional[str]
+    extra: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    """A validated record and the file it came from (for error messages and provenance)."""
+
+    path: Path
+    data: Record
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+_STR, _INT, _NUM, _BOOL, _DICT = "a string", "an integer", "a number", "true/false", "a mapping"
+_TOP = {  # key -> (kind, nullable)
+    "schema_version": (_INT, False), "task": (_STR, False), "task_version": (_INT, False),
+    "task_type": (_STR, False), "split": (_DICT, False), "metrics": (_DICT, False),
+    "primary_metric": (_STR, False), "model": (_DICT, False), "finetune": (_DICT, False),
+    "seed": (_INT, False), "wall_seconds": (_NUM, True), "code_version": (_STR, False),
+    "library_versions": (_DICT, False), "hardware": (_STR, True), "date": (_STR, False),
+    "predictions_file": (_STR, True),
+}
+_TOP_OPTIONAL = {"extra": (_DICT, False)}
+_SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
+          "train_size": (_INT, False), "eval_size": (_INT, False)}
+_MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
+_FINETUNE = {"lr": (_NUM, False), "epochs": (_NUM, True), "batch_size": (_INT, False), "max_seq_len": (_INT, False),
+             "max_steps": (_INT, True), "max_train_examples": (_INT, True), "precision": (_STR, False)}
+_PRETRAINING = {"objective": (_STR, False), "nsp": (_BOOL, False), "mask_ratio": (_NUM, True),
+                "mask_procedure": (None, True), "whole_word_mask": (_BOOL, True), "tokens_seen": (_INT, True),
+                "wall_seconds": (_NUM, True), "data_fingerprint": (_STR, True), "code_version": (_STR, True),
+                "hardware": (_STR, True), "run_dir": (_STR, True), "heldout": (_DICT, True)}
+
+
+def _is(value: Any, kind: Optional[str]) -> bool:
+    if kind is None:
+        return True
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _DICT:
+        return isinstance(value, dict)
+    if isinstance(value, bool):
+        return False
+    if kind == _INT:
+        return isinstance(value, int)
+    return isinstance(value, (int, float)) and math.isfinite(value)  # _NUM
+
+
+def _check_section(
+    obj: dict, spec: dict, prefix: str, problems: list[str], *, strict: bool, optional: Optional[dict] = None
+) -> None:
+    optional = optional or {}
+    for key, (kind, nullable) in spec.items():
+        if key not in obj:
+            problems.append(f"missing required key '{prefix}{key}'")
+        elif obj[key] is None:
+            if not nullable:
+                problems.append(f"{prefix}{key} is null")
+        elif not _is(obj[key], kind):
+            problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
+    for key, (kind, _) in optional.items():
+        if key in obj and not _is(obj[key], kind):
+            problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
+    if strict:
+        known = set(spec) | set(optional)
+        for key in sorted(set(obj) - known):
+            hint = did_you_mean(key, known, "key").split(" Available:")[0]
+            problems.append(f"{prefix.rstrip('.') or 'record'}: {hint}")
+
+
+def mask_procedure(pretraining: Optional[Mapping[str, Any]]) -> Optional[tuple[float, float, float]]:
+    """(MASK, SAME, RND) in percent, from a list in Table 8's order, fractions, or a mapping; None if unset."""
+    if not pretraining or pretraining.get("mask_procedure") is None:
+        return None
+    raw = pretraining["mask_procedure"]
+    if isinstance(raw, Mapping):
+        if set(raw) != {"mask", "same", "random"}:
+            raise ValueError(f"mask_procedure mapping needs exactly the keys mask, same, random; got {sorted(raw)}")
+        raw = [raw["mask"], raw["same"], raw["random"]]
+    if not isinstance(raw, (list, tuple)) or len(raw) != 3 or not all(_is(v, _NUM) and v >= 0 for v in raw):
+        raise ValueError(f"mask_procedure must be three non-negative numbers [MASK, SAME, RND], got {raw!r}")
+    values = [float(v) for v in raw]
+    if abs(sum(values) - 1.0) < 1e-6:  # fractions: 0.8 / 0.1 / 0.1
+        values = [100.0 * v for v in values]
+    if abs(sum(values) - 100.0) > 0.5:
+        raise ValueError(f"mask_procedure {raw!r} does not add up to 100%")
+    return (values[0], values[1], values[2])
+
+
+def _check_pretraining(pre: dict, problems: list[str]) -> None:
+    _check_section(pre, _PRETRAINING, "model.pretraining.", problems, strict=False)
+    objective = pre.get("objective")
+    if isinstance(objective, str) and objective not in OBJECTIVES:
+        problems.append(f"model.pretraining.objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if objective == "mlm":
+        for key in ("mask_ratio", "mask_procedure", "whole_word_mask"):
+            if pre.get(key) is None and key in pre:
+                problems.append(f"model.pretraining.{key} is null, but an mlm model needs it")
+        ratio = pre.get("mask_ratio")
+        if _is(ratio, _NUM) and not 0.0 < ratio <= 1.0:
+            problems.append(f"model.pretraining.mask_ratio {ratio!r} is not a fraction in (0, 1]")
+    try:
+        mask_procedure(pre)
+    except ValueError as err:
+        problems.append(f"model.pretraining.{err}")
+    heldout = pre.get("heldout")
+    if isinstance(heldout, dict):
+        for key, value in heldout.items():
+            if value is not None and not _is(value, _NUM):
+                problems.append(f"model.pretraining.heldout.{key} must be a finite number or null, got {value!r}")
+
+
+def validate_record(
+    obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
+) -> Record:
+    """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`."""
+    if not isinstance(obj, dict):
+        raise BertbenchError(f"{where}: a result record must be a JSON object, got {type(obj).__name__}")
+    version = obj.get("schema_version")
+    if version != SCHEMA_VERSION:
+        if "schema_version" not in obj:
+            raise BertbenchError(f"{where}: not a result record (no schema_version)")
+        newer = _is(version, _INT) and version > SCHEMA_VERSION
+        hint = "written by a newer bertbench; upgrade bertbench" if newer else "not a version this bertbench reads"
+        raise BertbenchError(
+            f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
+        )
+
+    problems: list[str] = []
+    _check_section(obj, _TOP, "", problems, strict=True, optional=_TOP_OPTIONAL)
+    if isinstance(obj.get("split"), dict):
+        _check_section(obj["split"], _SPLIT, "split.", problems, strict=True)
+        kind = obj["split"].get("eval_kind")
+        if isinstance(kind, str) and kind not in EVAL_KINDS:
+            problems.append(f"split.eval_kind {kind!r} is not one of {', '.join(EVAL_KINDS)}")
+    if isinstance(obj.get("model"), dict):
+        _check_section(obj["model"], _MODEL, "model.", problems, strict=True)
+        if isinstance(obj["model"].get("pretraining"), dict):
+            _check_pretraining(obj["model"]["pretraining"], problems)
+    if isinstance(obj.get("finetune"), dict):
+        _check_section(obj["finetune"], _FINETUNE, "finetune.", problems, strict=False)
+    metrics = obj.get("metrics")
+    if isinstance(metrics, dict):
+        if not metrics:
+            problems.append("metrics is empty")
+        for name, value in metrics.items():
+            if value is not None and not _is(value, _NUM):
+                problems.append(f"metric {name!r} must be a finite number or null, got {value!r}")
+        primary = obj.get("primary_metric")
+        if isinstance(primary, str):
+            if primary not in metrics:
+                have = ", ".join(sorted(metrics)) or "none"
+                problems.append(f"primary metric {primary!r} is missing from metrics ({have})")
+            elif metrics[primary] is None:
+                problems.append(f"primary metric {primary!r} is null")
+    if problems:
+        raise BertbenchError(f"{where}: invalid result record: " + "; ".join(problems))
+
+    if known_task_versions is not None:
+        task, task_version = obj["task"], obj["task_version"]
+        if task not in known_task_versions:
+            raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')}")
+        if known_task_versions[task] != task_version:
+            raise BertbenchError(
+                f"{where}: unknown task version: {task!r} version {task_version} in the record, but the task "
+                f"registry has version {known_task_versions[task]}; re-run the fine-tuning or report with the "
+                f"code that wrote it"
+            )
+    return obj  # type: ignore[return-value]
+
+
+# --- reading and writing --------------------------------------------------------------------------
+
+
+def write_record(path: Path, record: Record) -> Path:
+    """Validate, then write atomically (a reader never sees half a record). Returns the path."""
+    path = Path(path)
+    if not path.name.endswith(RECORD_SUFFIX):
+        raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
+    validate_record(record, str(path))
+    from bertbench.io_utils import atomic_write_json
+
+    atomic_write_json(path, record)
+    return path
+
+
+def read_record(path: Path, known_task_versions: Optional[Mapping[str, int]] = None) -> Record:
+    """Read and validate one record; any problem is a `BertbenchError` naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise BertbenchError(f"{path}: no such result record") from None
+    except OSError as err:
+        raise BertbenchError(f"{path}: cannot read: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise BertbenchError(f"{path}: not UTF-8 text (corrupt result record)") from None
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise BertbenchError(f"{path}: corrupt JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except ValueError as err:
+        raise BertbenchError(f"{path}: {err}") from None
+    return validate_record(obj, str(path), known_task_versions)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON; an undefined metric is written as null")
+
+
+def load_records(
+    dirs: Iterable[Union[str, Path]], known_task_versions: Optional[Mapping[str, int]] = None
+) -> list[LoadedRecord]:
+    """Every `*.record.json` under the given folders (recursively) or given as files, sorted by path.
+
+    A missing path or any invalid record raises one `BertbenchError` that names every bad file.
+    """
+    files: dict[Path, Path] = {}
+    for entry in dirs:
+        entry = Path(entry)
+        if entry.is_dir():
+            found = [p for p in entry.rglob(f"*{RECORD_SUFFIX}") if p.is_file()]
+        elif entry.is_file():
+            if not entry.name.endswith(RECORD_SUFFIX):
+                raise BertbenchError(f"{entry}: not a result record (the name does not end with {RECORD_SUFFIX})")
+            found = [entry]
+        else:
+            raise BertbenchError(f"{entry}: no such file or directory")
+        for path in found:
+            files.setdefault(path.resolve(), path)
+    records: list[LoadedRecord] = []
+    errors: list[str] = []
+    for path in sorted(files.values(), key=lambda p: p.as_posix()):
+        try:
+            records.append(LoadedRecord(path, read_record(path, known_task_versions)))
+        except BertbenchError as err:
+            errors.append(str(err))
+    if len(errors) == 1:
+        raise BertbenchError(errors[0])
+    if errors:
+        raise BertbenchError(f"{len(errors)} bad result records:\n  " + "\n  ".join(errors))
+    return records
+
+
+# --- labels and keys --------------------------------------------------------------------------------
+
+
+def _fmt_pct(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
+    """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
+    if not pretraining or pretraining.get("objective") != "mlm":
+        return ""
+    parts = []
+    procedure = mask_procedure(pretraining)
+    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, DEFAULT_MASK_PROCEDURE)):
+        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
+    if pretraining.get("whole_word_mask"):
+        parts.append("wwm")
+    ratio = pretraining.get("mask_ratio")
+    if ratio is not None and abs(ratio - DEFAULT_MASK_RATIO) > 1e-9:
+        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
+    return " ".join(parts)
+
+
+def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
+    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)', 'LTR+NSP (causal)' or 'random init'."""
+    if pretraining is None:
+        return "random init"
+    if pretraining["objective"] == "clm":
+        return "LTR+NSP (causal)" if pretraining["nsp"] else "LTR (causal)"
+    return "MLM+NSP" if pretraining["nsp"] else "MLM (no NSP)"
+
+
+def variant_label(record: Record) -> str:
+    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ..."""
+    pretraining = record["model"]["pretraining"]
+    label = f"{record['model']['size']} {objective_label(pretraining)}"
+    suffix = masking_suffix(pretraining)
+    return f"{label} {suffix}" if suffix else label
+
+
+def setting_key(record: Record) -> str:
+    """The fine-tuning setting as a canonical string (records differing only in seed share it)."""
+    return json.dumps(record["finetune"], sort_keys=True)
+
+
+def record_filename(record: Record) -> str:
+    """A file name unique per (model, task, version, eval split, setting, seed), e.g.
+    'rte.dev.seed1.3f2a9c01.record.json' (the hash covers what the readable part leaves out)."""
+    identity = json.dumps([record["model"]["fingerprint"], record["task_version"], record["split"]["eval"],
+                           record["split"]["eval_kind"], record["finetune"]], sort_keys=True)
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
+    return f"{record['task']}.{record['split']['eval']}.seed{record['seed']}.{digest}{RECORD_SUFFIX}"
+
+
+# --- provenance ---------------------------------------------------------------------------------------
+
+# Metric libraries matter to a number too (scores are computed with them); bertbench.provenance lists
+# the training stack.
+_METRIC_LIBRARIES = ("scikit-learn", "scipy", "seqeval")
+
+
+def provenance() -> dict[str, Any]:
+    """The record's provenance keys: code_version, library_versions, hardware, date (UTC, ISO 8601)."""
+    from importlib import metadata
+
+    from bertbench import provenance as prov
+
+    versions = prov.library_versions()
+    for name in _METRIC_LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {"code_version": prov.code_version(), "library_versions": versions, "hardware": prov.hardware(),
+            "date": prov.now_iso()}
+
+
+__all__ = [
+    "DEFAULT_MASK_PROCEDURE", "DEFAULT_MASK_RATIO", "EVAL_KINDS", "LoadedRecord", "RECORD_SUFFIX", "Record",
+    "SCHEMA_VERSION", "load_records", "mask_procedure",
+    "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
+    "validate_record", "variant_label", "write_record",
+]

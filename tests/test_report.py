@@ -1,0 +1,391 @@
+"""`bertbench report`: the paper numbers as data, golden markdown, the GLUE score, errors, the CLI.
+
+Golden files: tests/golden/*. After an intended change, re-bless them with
+    BERTBENCH_BLESS=1 pytest tests/test_report.py
+and read the diff before committing.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bertbench.errors import BertbenchError
+from bertbench.reference import PAPER_NUMBERS_PATH, SPLITS, load_paper_numbers
+from bertbench.report import (
+    GENERATED_MARKER,
+    build_report,
+    collect,
+    fmt_stats,
+    long_rows,
+    main_table,
+    render_markdown,
+    seed_stats,
+    table5,
+)
+from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, write_record
+
+TESTS = Path(__file__).resolve().parent
+RECORDS = TESTS / "fixtures" / "records" / "main"
+GOLDEN = TESTS / "golden"
+BLESS = os.environ.get("BERTBENCH_BLESS") == "1"
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if BLESS:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing; run with BERTBENCH_BLESS=1 to create it"
+    assert text == path.read_text(encoding="utf-8"), f"output differs from {path} (BERTBENCH_BLESS=1 to re-bless)"
+
+
+# --- paper numbers --------------------------------------------------------------------------------
+
+
+def test_paper_numbers_load_and_keep_their_splits():
+    paper = load_paper_numbers()
+    assert {n.split for n in paper.numbers} <= set(SPLITS)
+    assert all(n.source in paper.sources for n in paper.numbers)
+    counts = {src: len(paper.find(source=src, include_uncertain=True)) for src in paper.sources}
+    assert counts["BERT paper Table 1"] == 50 and counts["BERT paper Table 5"] == 20
+    assert counts["BERT paper Table 6"] == 24 and counts["BERT paper Table 8"] == 18
+    assert {n.split for n in paper.find(source="BERT paper Table 1")} == {"test"}
+    assert {n.split for n in paper.find(source="BERT paper Table 5")} == {"dev"}
+    (rte,) = paper.find(source="BERT paper Table 1", system="BERT-Base", task="rte")
+    assert (rte.value, rte.metric, rte.split) == (66.4, "accuracy", "test")
+    (swag,) = paper.find(system="BERT-Large", task="swag", split="test")
+    assert swag.value == 86.3
+
+
+def test_uncertain_numbers_are_flagged_and_left_out_by_default():
+    paper = load_paper_numbers()
+    (slqa,) = paper.find(system="SLQA+ (Single)", metric="exact_match", include_uncertain=True)
+    assert slqa.uncertain and slqa.value == 71.4
+    assert paper.find(system="SLQA+ (Single)", metric="exact_match") == []
+
+
+@pytest.mark.parametrize("system", ["Pre-OpenAI SOTA", "BiLSTM+ELMo+Attn", "OpenAI GPT", "BERT-Base", "BERT-Large"])
+def test_table1_average_is_the_mean_of_its_nine_scores(system):
+    """Checks the transcription: Table 1's Average is the mean over 9 scores (MNLI-m and -mm) without WNLI."""
+    paper = load_paper_numbers()
+    values = [paper.find(source=paper.glue_source, system=system, task=t, metric=m)[0].value for t, m, _ in paper.glue_scores]
+    (printed,) = paper.find(system=system, task="glue", metric="table1_average")
+    assert len(values) == 9
+    assert abs(sum(values) / 9 - printed.value) <= 0.1  # rounding of 9 inputs and the output (ELMo: 70.94)
+
+
+def test_every_registry_task_has_a_paper_task():
+    from bertbench.tasks import load_tasks
+
+    paper = load_paper_numbers()
+    assert {name: paper.paper_task(name) for name in load_tasks() if paper.paper_task(name) is None} == {}
+
+
+def _broken_yaml(tmp_path: Path, mutate) -> Path:
+    data = yaml.safe_load(PAPER_NUMBERS_PATH.read_text(encoding="utf-8"))
+    mutate(data)
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["numbers"][0].update(split="validation"), "split 'validation' is not one of dev, test, heldout"),
+        (lambda d: d["numbers"][0].update(task="mnli-m"), "task 'mnli-m' is not declared"),
+        (lambda d: d["numbers"][0].pop("source"), "numbers[0]: missing source"),
+        (lambda d: d["numbers"][0].update(value="84.6"), "is not a finite number"),
+        (lambda d: d["numbers"][0].update(valeu=1), "unknown key(s) valeu"),
+        (lambda d: d["numbers"].append(dict(d["numbers"][0])), "duplicate"),
+        (lambda d: d["task_aliases"].update(foo="nope"), "task_aliases.foo"),
+    ],
+)
+def test_paper_numbers_schema_check(tmp_path, mutate, message):
+    with pytest.raises(BertbenchError) as err:
+        load_paper_numbers(_broken_yaml(tmp_path, mutate))
+    assert message in str(err.value) and "paper.yaml" in str(err.value)
+
+
+# --- golden report ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixture_records() -> list[LoadedRecord]:
+    return load_records([RECORDS])
+
+
+def test_golden_markdown(fixture_records):
+    text = render_markdown(build_report(collect(fixture_records), title="fixture"))
+    assert text.splitlines()[0] == GENERATED_MARKER
+    _golden("report.md", text)
+
+
+def test_markdown_is_deterministic_whatever_the_record_order(fixture_records):
+    first = render_markdown(build_report(collect(fixture_records), title="fixture"))
+    again = render_markdown(build_report(collect(list(reversed(fixture_records))), title="fixture"))
+    assert first.encode() == again.encode()
+
+
+# --- building blocks on small, hand-made sets -------------------------------------------------------------
+
+
+def _template(fixture_records) -> dict:
+    (rec,) = [r.data for r in fixture_records if r.data["task"] == "cola"]
+    return copy.deepcopy(rec)
+
+
+def _make(template: dict, task: str, seed: int, metrics: dict, primary: str, **changes) -> LoadedRecord:
+    rec = copy.deepcopy(template)
+    rec.update(task=task, seed=seed, metrics=metrics, primary_metric=primary)
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        (rec[section] if field else rec).update({field or section: value})
+    return LoadedRecord(Path(f"/records/{task}.{seed}.{len(json.dumps(changes))}{RECORD_SUFFIX}"), rec)
+
+
+def _rows(table) -> dict[str, tuple[str, ...]]:
+    return {row[0] + ("" if row[1] in ("v1", "–") else " " + row[1]): row for row in table.rows}
+
+
+def test_fmt_stats():
+    assert fmt_stats(None) == "–"
+    assert fmt_stats(seed_stats([{"metrics": {"a": 55.25}, "seed": 1}], "a")) == "55.2 (n=1)"
+    stats = seed_stats([{"metrics": {"a": v}, "seed": s} for s, v in enumerate([60.0, 50.0, 58.0, None])], "a")
+    assert stats.n == 3 and stats.seeds == (0, 1, 2)
+    assert fmt_stats(stats) == "58.0 (56.0 ± 5.3, n=3)"
+
+
+def test_glue_partial_coverage_label_and_same_task_paper_average(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "rte", 1, {"accuracy": 60.0}, "accuracy"), _make(t, "sst2", 1, {"accuracy": 80.0}, "accuracy"),
+            _make(t, "cola", 1, {"mcc": 10.0}, "mcc"),
+            _make(t, "qnli_devsplit", 1, {"accuracy": 70.0}, "accuracy", split__eval_kind="devsplit")]
+    table = main_table(collect(recs))
+    glue = _rows(table)["GLUE (3 of 8 tasks)"]
+    header = table.header
+    assert glue[header.index("mini MLM+NSP")] == "50.0"  # (60 + 80 + 10) / 3: qnli_devsplit is not counted
+    assert glue[header.index("BERT-Base")] == "70.7 (test, same 3)"  # (66.4 + 93.5 + 52.1) / 3
+    assert "GLUE" not in _rows(table)  # never labelled as the full score
+
+
+def test_glue_full_coverage_uses_the_printed_average(fixture_records):
+    t = _template(fixture_records)
+    scores = {"mnli": ("accuracy", 80.0), "mnli_mismatched": ("accuracy", 79.0), "qqp": ("f1", 70.0),
+              "qnli": ("accuracy", 85.0), "sst2": ("accuracy", 90.0), "cola": ("mcc", 40.0),
+              "stsb": ("spearman", 85.0), "mrpc": ("f1", 86.0), "rte": ("accuracy", 65.0)}
+    recs = [_make(t, task, 1, {m: v, "accuracy": 1.0} if m != "accuracy" else {m: v}, m) for task, (m, v) in scores.items()]
+    table = main_table(collect(recs))
+    glue = _rows(table)["GLUE"]
+    assert glue[table.header.index("mini MLM+NSP")] == f"{sum(v for _, v in scores.values()) / 9:.1f}"
+    assert glue[table.header.index("BERT-Base")] == "79.6 (test)"
+    # Turc et al. print no Table 1 average: (74.8+74.3+66.4+84.1+85.9+0.0+73.3+81.1+57.9) / 9 = 66.42
+    assert glue[table.header.index("BERT-Mini (Turc et al.)")] == "66.4 (test, computed)"
+
+
+def test_task_versions_are_never_averaged(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "rte", 1, {"accuracy": 50.0}, "accuracy"), _make(t, "rte", 2, {"accuracy": 52.0}, "accuracy"),
+            _make(t, "rte", 1, {"accuracy": 70.0}, "accuracy", task_version=2)]
+    table = main_table(collect(recs))
+    rows = _rows(table)
+    col = table.header.index("mini MLM+NSP")
+    assert rows["rte"][col] == "51.0 (51.0 ± 1.4, n=2)"
+    assert rows["rte v2"][col] == "70.0 (n=1)"
+    assert any("separate rows, never averaged" in note for note in table.notes)
+
+
+def test_two_checkpoints_with_one_label_are_two_columns(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "rte", 1, {"accuracy": 50.0}, "accuracy"),
+            _make(t, "rte", 1, {"accuracy": 60.0}, "accuracy", model__fingerprint="sha256:99990000")]
+    header = main_table(collect(recs)).header
+    assert "mini MLM+NSP [sha256:99990000]" in header and "mini MLM+NSP [sha256:aaaa0001]" in header
+
+
+def test_duplicate_seed_is_an_error_naming_both_files(fixture_records):
+    t = _template(fixture_records)
+    a, b = _make(t, "rte", 1, {"accuracy": 50.0}, "accuracy"), _make(t, "rte", 1, {"accuracy": 51.0}, "accuracy")
+    b = LoadedRecord(Path("/elsewhere/copy.record.json"), b.data)
+    with pytest.raises(BertbenchError) as err:
+        collect([a, b])
+    assert str(a.path) in str(err.value) and str(b.path) in str(err.value)
+
+
+def test_best_setting_is_chosen_and_marked(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "rte", s, {"accuracy": 50.0 + s}, "accuracy") for s in (1, 2)]
+    recs += [_make(t, "rte", s, {"accuracy": 60.0 + s}, "accuracy", finetune__lr=2e-5) for s in (1, 2)]
+    table = main_table(collect(recs))
+    assert _rows(table)["rte"][table.header.index("mini MLM+NSP")] == "61.5 (61.5 ± 0.7, n=2) ‡"
+    assert any(note.startswith("‡ best of several") for note in table.notes)
+
+
+def test_devsplit_rows_mark_the_paper_number_as_not_comparable(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "squad_v1_devsplit", 1, {"squad_em": 20.0, "squad_f1": 30.0}, "squad_f1",
+                  split__eval_kind="devsplit")]
+    table = main_table(collect(recs))
+    row = _rows(table)["squad_v1_devsplit"]
+    assert row[table.header.index("Split")] == "devsplit"
+    assert row[table.header.index("BERT-Base")] == "88.5 (official dev; not comparable)"
+    assert row[table.header.index("OpenAI GPT")] == "–"
+
+
+def test_other_metric_is_labelled_and_missing_cells_are_dashes(fixture_records):
+    t = _template(fixture_records)
+    table = main_table(collect([_make(t, "mrpc", 1, {"accuracy": 70.0}, "accuracy")]))
+    row = _rows(table)["mrpc"]
+    assert row[table.header.index("BERT-Base")] == "88.9 (test, F1)"  # Table 1 reports MRPC F1
+    assert row[table.header.index("BERT-Mini (Turc et al.)")] == "71.8 (test)"  # Turc reports both
+    t5 = table5(collect([_make(t, "mrpc", 1, {"accuracy": 70.0}, "accuracy")]))
+    ours = _rows(t5)["mini MLM+NSP"]
+    assert ours == ("mini MLM+NSP", "–", "–", "70.0 (n=1)", "–", "–")
+
+
+def test_uncertain_paper_numbers_are_never_shown(tmp_path, fixture_records):
+    def flag(data):
+        for n in data["numbers"]:
+            if n["system"] == "BERT-Base" and n["task"] == "rte":
+                n["uncertain"] = True
+
+    paper = load_paper_numbers(_broken_yaml(tmp_path, flag))
+    table = main_table(collect([_make(_template(fixture_records), "rte", 1, {"accuracy": 50.0}, "accuracy")], paper))
+    assert _rows(table)["rte"][table.header.index("BERT-Base")] == "–"
+
+
+def test_long_rows_hold_ours_and_the_papers(fixture_records):
+    rows = long_rows(collect(fixture_records))
+    ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"]
+    assert len(ours) == 1 and ours[0]["median"] == 12.3 and ours[0]["model_fingerprint"] == "sha256:aaaa0001"
+    assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["median"] == 52.1
+               for r in rows)
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+def _cli(args: list[str], monkeypatch=None, registry: bool = True):
+    from bertbench import cli
+    from bertbench.commands import report as report_cmd
+
+    if not registry:  # the fixture holds an rte v2 record the real registry (rte v1) rejects
+        monkeypatch.setattr(report_cmd, "_known_task_versions", lambda: None)
+    return CliRunner().invoke(cli.app, ["report", *args])
+
+
+def test_cli_writes_golden_markdown_index_csv_json(tmp_path, monkeypatch):
+    out = tmp_path / "leaderboards" / "fixture.md"
+    (tmp_path / "leaderboards" / "notes.md").parent.mkdir(parents=True)
+    (tmp_path / "leaderboards" / "notes.md").write_text("# hand-written, not listed\n")
+    args = [str(RECORDS), "--out", str(out), "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json")]
+    result = _cli(args, monkeypatch, registry=False)
+    assert result.exit_code == 0, result.output
+    _golden("report.md", out.read_text(encoding="utf-8"))
+    _golden("README.md", (out.parent / "README.md").read_text(encoding="utf-8"))
+    first = out.read_bytes()
+    assert _cli(args, monkeypatch, registry=False).exit_code == 0
+    assert out.read_bytes() == first  # re-running gives identical bytes
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "r.csv")
+    assert set(frame["kind"]) == {"ours", "paper"} and frame["task_version"].dropna().astype(int).min() == 1
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert len(records) == len(frame) and records[0]["kind"] == "ours"
+    assert "mini MLM+NSP" in result.output  # the rich table on the terminal
+
+
+def test_cli_leaves_a_hand_written_readme_alone(tmp_path, monkeypatch):
+    (tmp_path / "README.md").write_text("# mine\n")
+    result = _cli([str(RECORDS), "--out", str(tmp_path / "r.md")], monkeypatch, registry=False)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "README.md").read_text() == "# mine\n"
+    assert "not overwriting" in result.output
+
+
+def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
+    out = tmp_path / "lb" / "fixture.md"
+    result = _cli([str(RECORDS), "--out", str(out), "--plots", str(tmp_path / "lb" / "plots")], monkeypatch, registry=False)
+    assert result.exit_code == 0, result.output
+    pngs = sorted(p.name for p in (tmp_path / "lb" / "plots").iterdir())
+    assert "pretraining_curves.png" in pngs and "rte.v1.dev.accuracy.png" in pngs
+    assert all((tmp_path / "lb" / "plots" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    text = out.read_text()
+    assert "![pre-training curves](plots/pretraining_curves.png)" in text
+    assert "- mini MLM+NSP: pretrain_runs/mini-mlm-nsp/metrics.csv (5 eval_mlm_loss points)" in text
+    assert "- mini MLM (no NSP): no curve: pretrain_runs/mini-mlm/metrics.csv not found" in text
+    assert "![rte.v1.dev.accuracy](plots/rte.v1.dev.accuracy.png)" in text
+
+
+def test_cli_malformed_metrics_csv_is_an_error(tmp_path, monkeypatch, fixture_records):
+    rec = _template(fixture_records)
+    rec["model"]["pretraining"]["run_dir"] = str(tmp_path / "run")
+    write_record(tmp_path / "recs" / record_filename(rec), rec)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.csv").write_text("step,loss\n1,2.0\n")
+    result = _cli([str(tmp_path / "recs"), "--plots", str(tmp_path / "plots")], monkeypatch, registry=False)
+    assert result.exit_code == 2
+    assert str(tmp_path / "run" / "metrics.csv") in result.output and "tokens" in result.output
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"schema_version": 1, "task": "rte",', "corrupt JSON"),
+        (None, "primary metric 'mcc' is missing"),
+        ("version", "unknown task version: 'cola' version 7"),
+    ],
+)
+def test_cli_bad_record_exits_2_naming_the_file(tmp_path, fixture_records, content, message):
+    path = tmp_path / "results" / "deep" / "bad.record.json"
+    path.parent.mkdir(parents=True)
+    rec = _template(fixture_records)
+    if content is None:
+        del rec["metrics"]["mcc"]
+    elif content == "version":
+        rec["task_version"] = 7  # checked against the real task registry (cola is version 1 there)
+    path.write_text(content if content and content != "version" else json.dumps(rec))
+    result = _cli([str(tmp_path / "results")])
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.output and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_with_the_real_registry_accepts_current_versions(tmp_path, fixture_records):
+    rec = _template(fixture_records)
+    write_record(tmp_path / record_filename(rec), rec)
+    result = _cli([str(tmp_path)])
+    assert result.exit_code == 0, result.output
+
+
+def test_cli_usage_errors(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = _cli([str(empty)])
+    assert result.exit_code == 2 and "no *.record.json files" in result.output
+    result = _cli([str(RECORDS), "--out", str(tmp_path / "README.md")])
+    assert result.exit_code == 2 and "README.md is the folder's generated index" in result.output
+    result = _cli([str(tmp_path / "absent")])
+    assert result.exit_code == 2 and "no such file or directory" in result.output
+
+
+def test_cli_import_stays_light():
+    code = ("import sys, bertbench.cli, bertbench.commands.report, bertbench.report, bertbench.results\n"
+            "heavy = [m for m in ('torch', 'pandas', 'matplotlib', 'lightning', 'transformers') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_math_sanity_of_the_fixture_perplexity(fixture_records):
+    """Table 6's LM (ppl) for our rows is exp(held-out MLM loss): 4.2 nats -> 66.69."""
+    rows = {row[0]: row for row in build_report(collect(fixture_records)).tables[2].rows}
+    assert rows["mini MLM+NSP"][2] == f"{math.exp(4.2):.2f}" == "66.69"

@@ -1,0 +1,233 @@
+"""Result records: schema, validation errors that name the file, atomic writes, labels."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bertbench.errors import BertbenchError
+from bertbench.results import (
+    RECORD_SUFFIX,
+    SCHEMA_VERSION,
+    load_records,
+    mask_procedure,
+    provenance,
+    read_record,
+    record_filename,
+    validate_record,
+    variant_label,
+    write_record,
+)
+
+RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
+
+
+@pytest.fixture
+def rec() -> dict:
+    """A valid record (mini MLM+NSP, cola, seed 1) to modify."""
+    (path,) = (RECORDS / "mini-mlm-nsp").glob("cola.*" + RECORD_SUFFIX)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_raw(path: Path, obj) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj), encoding="utf-8")
+    return path
+
+
+def test_round_trip_is_exact_and_atomic(tmp_path, rec):
+    path = write_record(tmp_path / "runs" / record_filename(rec), rec)
+    assert read_record(path) == rec
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+    assert SCHEMA_VERSION == 1 and rec["schema_version"] == SCHEMA_VERSION
+
+
+def test_write_refuses_a_name_reports_would_not_find(tmp_path, rec):
+    with pytest.raises(BertbenchError, match=r"\.record\.json"):
+        write_record(tmp_path / "cola.json", rec)
+
+
+def test_write_validates_before_writing(tmp_path, rec):
+    del rec["metrics"]["mcc"]
+    target = tmp_path / "x.record.json"
+    with pytest.raises(BertbenchError, match="primary metric 'mcc' is missing"):
+        write_record(target, rec)
+    assert not target.exists()
+
+
+def test_corrupt_json_names_the_file(tmp_path):
+    path = _write_raw(tmp_path / "bad.record.json", '{"schema_version": 1, "task": ')
+    with pytest.raises(BertbenchError) as err:
+        read_record(path)
+    assert str(path) in str(err.value) and "corrupt JSON" in str(err.value)
+
+
+def test_nan_is_not_json(tmp_path, rec):
+    text = json.dumps(rec).replace('"accuracy": 69.0', '"accuracy": NaN')
+    path = _write_raw(tmp_path / "nan.record.json", text)
+    with pytest.raises(BertbenchError, match="NaN is not valid JSON"):
+        read_record(path)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r.pop("seed"), "missing required key 'seed'"),
+        (lambda r: r["split"].pop("eval_kind"), "missing required key 'split.eval_kind'"),
+        (lambda r: r["metrics"].pop("mcc"), "primary metric 'mcc' is missing from metrics"),
+        (lambda r: r["metrics"].update(mcc=None), "primary metric 'mcc' is null"),
+        (lambda r: r["metrics"].update(accuracy="high"), "metric 'accuracy' must be a finite number"),
+        (lambda r: r.update(primary_metrc="mcc"), "Did you mean: primary_metric"),
+        (lambda r: r["split"].update(eval_kind="validation"), "eval_kind 'validation' is not one of"),
+        (lambda r: r.update(seed="1"), "seed must be an integer"),
+        (lambda r: r.update(task_version=True), "task_version must be an integer"),
+        (lambda r: r["model"]["pretraining"].update(objective="electra"), "objective 'electra'"),
+        (lambda r: r["model"]["pretraining"].update(mask_ratio=None), "mask_ratio is null, but an mlm model needs it"),
+        (lambda r: r["model"]["pretraining"].update(mask_ratio=15), "not a fraction"),
+        (lambda r: r["model"]["pretraining"].update(mask_procedure=[80, 10, 5]), "does not add up to 100%"),
+        (lambda r: r["model"]["pretraining"].pop("nsp"), "missing required key 'model.pretraining.nsp'"),
+        (lambda r: r["finetune"].pop("lr"), "missing required key 'finetune.lr'"),
+    ],
+)
+def test_invalid_records_name_the_file_and_the_problem(tmp_path, rec, mutate, message):
+    mutate(rec)
+    path = _write_raw(tmp_path / "sub" / "r.record.json", rec)
+    with pytest.raises(BertbenchError) as err:
+        read_record(path)
+    assert str(path) in str(err.value)
+    assert message in str(err.value)
+
+
+def test_every_problem_is_reported_at_once(rec):
+    rec.pop("seed")
+    rec["metrics"].pop("mcc")
+    with pytest.raises(BertbenchError) as err:
+        validate_record(rec, "r.record.json")
+    assert "'seed'" in str(err.value) and "'mcc'" in str(err.value)
+
+
+@pytest.mark.parametrize("version, hint", [(2, "newer bertbench"), (0, "not a version"), ("1", "not a version")])
+def test_unknown_schema_version(tmp_path, rec, version, hint):
+    rec["schema_version"] = version
+    path = _write_raw(tmp_path / "r.record.json", rec)
+    with pytest.raises(BertbenchError, match="unknown record schema_version") as err:
+        read_record(path)
+    assert str(path) in str(err.value) and hint in str(err.value)
+
+
+def test_task_versions_are_checked_against_the_registry(tmp_path, rec):
+    path = _write_raw(tmp_path / "r.record.json", rec)
+    assert read_record(path, {"cola": 1})["task"] == "cola"
+    assert read_record(path, None)["task"] == "cola"  # no registry: no check
+    with pytest.raises(BertbenchError, match="unknown task version: 'cola' version 1 in the record, but the task registry has version 2") as err:
+        read_record(path, {"cola": 2})
+    assert str(path) in str(err.value)
+    with pytest.raises(BertbenchError, match="Unknown task 'cola'. Did you mean: cola2"):
+        read_record(path, {"cola2": 1, "rte": 1})
+
+
+def test_random_init_and_causal_models_need_no_masking(rec):
+    rec["model"]["pretraining"] = None
+    validate_record(copy.deepcopy(rec))
+    rec["model"]["pretraining"] = {"objective": "clm", "nsp": False, "mask_ratio": None, "mask_procedure": None,
+                                   "whole_word_mask": None, "tokens_seen": 10, "wall_seconds": 1.0,
+                                   "data_fingerprint": None, "code_version": None, "hardware": None,
+                                   "run_dir": None, "heldout": None}
+    validate_record(rec)
+
+
+def test_load_records_walks_folders_sorted_and_skips_other_files(tmp_path, rec):
+    for i, sub in enumerate(["b", "a/deeper", "a"]):
+        rec["seed"] = i
+        write_record(tmp_path / sub / record_filename(rec), rec)
+    (tmp_path / "a" / "notes.json").write_text("{}")
+    (tmp_path / "a" / "cola.predictions.tsv").write_text("x")
+    loaded = load_records([tmp_path, tmp_path / "a"])  # the same file twice is read once
+    assert [r.path.relative_to(tmp_path).parts[:-1] for r in loaded] == [("a",), ("a", "deeper"), ("b",)]
+    assert [r.data["seed"] for r in loaded] == [2, 1, 0]
+    assert load_records([loaded[0].path])[0].data == loaded[0].data
+
+
+def test_load_records_names_every_bad_file(tmp_path, rec):
+    write_record(tmp_path / "good.record.json", rec)
+    bad1 = _write_raw(tmp_path / "x" / "corrupt.record.json", "{")
+    broken = copy.deepcopy(rec)
+    broken["metrics"] = {"accuracy": 1.0}
+    bad2 = _write_raw(tmp_path / "y" / "nometric.record.json", broken)
+    with pytest.raises(BertbenchError) as err:
+        load_records([tmp_path])
+    assert "2 bad result records" in str(err.value)
+    assert str(bad1) in str(err.value) and str(bad2) in str(err.value)
+
+
+def test_load_records_missing_path(tmp_path):
+    with pytest.raises(BertbenchError, match="no such file or directory"):
+        load_records([tmp_path / "absent"])
+    (tmp_path / "plain.json").write_text("{}")
+    with pytest.raises(BertbenchError, match="not a result record"):
+        load_records([tmp_path / "plain.json"])
+
+
+def _pre(**kw) -> dict:
+    base = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10], "whole_word_mask": False}
+    return {**base, **kw}
+
+
+@pytest.mark.parametrize(
+    "pretraining, label",
+    [
+        (_pre(), "mini MLM+NSP"),
+        (_pre(nsp=False), "mini MLM (no NSP)"),
+        ({"objective": "clm", "nsp": False}, "mini LTR (causal)"),
+        ({"objective": "clm", "nsp": True}, "mini LTR+NSP (causal)"),
+        (None, "mini random init"),
+        (_pre(mask_procedure=[100, 0, 0]), "mini MLM+NSP mask 100/0/0"),
+        (_pre(mask_procedure=[80, 0, 20]), "mini MLM+NSP mask 80/0/20"),
+        (_pre(mask_procedure={"mask": 80, "same": 20, "random": 0}), "mini MLM+NSP mask 80/20/0"),
+        (_pre(mask_procedure=[0.8, 0.1, 0.1]), "mini MLM+NSP"),  # fractions are read as percentages
+        (_pre(whole_word_mask=True), "mini MLM+NSP wwm"),
+        (_pre(mask_ratio=0.4), "mini MLM+NSP 40%"),
+        (_pre(nsp=False, mask_ratio=0.125, whole_word_mask=True, mask_procedure=[0, 0, 100]),
+         "mini MLM (no NSP) mask 0/0/100 wwm 12.5%"),
+    ],
+)
+def test_variant_label(pretraining, label):
+    assert variant_label({"model": {"size": "mini", "pretraining": pretraining}}) == label
+
+
+def test_mask_procedure_order_is_table8s():
+    assert mask_procedure({"mask_procedure": [80, 0, 20]}) == (80.0, 0.0, 20.0)  # MASK, SAME, RND
+    assert mask_procedure({"mask_procedure": {"random": 20, "same": 0, "mask": 80}}) == (80.0, 0.0, 20.0)
+    assert mask_procedure({"mask_procedure": None}) is None
+
+
+def test_record_filename_is_unique_per_split_setting_and_seed(rec):
+    names = {record_filename(rec)}
+    for mutate in (lambda r: r.update(seed=2), lambda r: r["finetune"].update(lr=3e-5),
+                   lambda r: r["split"].update(eval="test", eval_kind="test"), lambda r: r.update(task_version=2),
+                   lambda r: r["model"].update(fingerprint="sha256:other")):
+        other = copy.deepcopy(rec)
+        mutate(other)
+        names.add(record_filename(other))
+    assert len(names) == 6
+    assert all(n.startswith("cola.") and n.endswith(RECORD_SUFFIX) for n in names)
+
+
+def test_provenance_has_the_record_keys():
+    prov = provenance()
+    assert set(prov) == {"code_version", "library_versions", "hardware", "date"}
+    assert prov["library_versions"]["python"] and "T" in prov["date"]
+    assert "scikit-learn" in prov["library_versions"]  # metric libraries count too
+
+
+def test_fixture_records_are_valid_for_the_real_task_registry():
+    """The fixtures use the registry's task names and versions (except the deliberate rte v2)."""
+    from bertbench.tasks import load_tasks
+
+    known = {name: spec.version for name, spec in load_tasks().items()}
+    loaded = load_records([RECORDS])
+    for r in loaded:
+        if not (r.data["task"] == "rte" and r.data["task_version"] == 2):
+            validate_record(r.data, str(r.path), known)
