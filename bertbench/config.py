@@ -162,6 +162,23 @@ def apply_overrides(obj, overrides: list[str]):
     return from_dict(type(obj), data, "--set")
 
 
+def _yaml_loader():
+    """SafeLoader that reads 5e-5 as a float (YAML 1.1, and so PyYAML, wants 5.0e-5)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -169,7 +186,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise BertbenchError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as err:
         raise BertbenchError(f"{path}: not valid YAML: {err}") from None
     except UnicodeDecodeError:

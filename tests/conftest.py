@@ -25,3 +25,11 @@ def shared_data() -> Path:
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Tokenised-corpus caches of the tests go to a temporary folder, not ~/.cache/bertbench."""
+    if "BERTBENCH_CACHE_DIR" not in os.environ:
+        os.environ["BERTBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bertbench-cache"))
+    yield

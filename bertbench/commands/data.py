@@ -1,13 +1,216 @@
-"""`bertbench data …` (not implemented yet)."""
+"""`bertbench data inspect`: documents, instances and masking statistics of a pre-training corpus.
+
+The masking statistics run the training collator itself over as many instances (in repeated passes,
+each a fresh dynamic mask) as it takes to select at least 20,000 positions, so the shares are
+meaningful to about ±0.5 points.
+"""
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
+from bertbench.config import DataConfig
 
-def _todo() -> None:
-    """Not implemented yet."""
-    typer.echo("bertbench data: not implemented yet", err=True)
-    raise typer.Exit(code=2)
+MIN_SELECTED = 20_000
+_D = DataConfig()  # defaults shared with `bertbench pretrain` (cheap: config imports no heavy library)
 
 
-COMMANDS = {"todo": _todo}
+def _default_vocab() -> Path:
+    from bertbench.paths import default_data_dir
+
+    return default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
+
+
+def _err(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELECTED, max_passes: int = 2000) -> dict[str, Any]:
+    """Run `collator` over `instances` (repeated passes, `set_epoch(pass)`) until ≥ `min_selected` positions."""
+    import torch
+
+    from bertbench.data.masking import masking_counts, pad_batch
+
+    counts: dict[str, int] = {}
+    rows = capped = 0
+    passes = 0
+    n = len(instances)
+    batch_size = 256
+    while passes < max_passes and counts.get("selected", 0) < min_selected and n:
+        collator.set_epoch(passes)
+        passes += 1
+        for lo in range(0, n, batch_size):
+            samples = [instances[i] for i in range(lo, min(n, lo + batch_size))]
+            batch = collator(samples)
+            original = pad_batch(samples, tables.pad_id, collator.pad_to_multiple_of, collator.max_len)["input_ids"]
+            if "mlm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
+                labels = batch["mlm_labels"]
+                original = torch.where(labels != -100, labels, batch["input_ids"])
+            for k, v in masking_counts(original, batch["input_ids"], batch["mlm_labels"], tables).items():
+                counts[k] = counts.get(k, 0) + v
+            cap = collator.params.max_predictions_per_seq
+            if cap is not None:
+                n_cand = (~tables.is_special[original]).sum(1).double()
+                capped += int((torch.round(n_cand * collator.params.mask_ratio) > cap).sum())
+            rows += len(samples)
+            if counts["selected"] >= min_selected:
+                break
+        if "mlm_labels" in samples[0]:
+            break  # static masks do not change between passes
+    sel = max(1, counts.get("selected", 0))
+    return dict(
+        passes=passes,
+        sequences=rows,
+        candidates=counts.get("candidates", 0),
+        selected=counts.get("selected", 0),
+        selected_share=counts.get("selected", 0) / max(1, counts.get("candidates", 0)),
+        mask_share=counts.get("mask", 0) / sel,
+        kept_share=counts.get("kept", 0) / sel,
+        random_share=counts.get("random", 0) / sel,
+        selected_special=counts.get("selected_special", 0),
+        random_special=counts.get("random_special", 0),
+        cap_binds_share=capped / max(1, rows) if collator.params.max_predictions_per_seq is not None else 0.0,
+    )
+
+
+def _show(data, tokenizer, collator, n: int, objective: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console()
+    n = min(n, len(data.train))
+    if n == 0:
+        return
+    samples = [data.train[i] for i in range(n)]
+    collator.set_epoch(0)
+    batch = collator(samples)
+    console.print(
+        "[bold]legend:[/] [red][MASK]/original[/]  [yellow]random/original[/]  [green underline]kept[/]  "
+        "[cyan]segment B[/]" + ("  (causal: every next token is a label)" if objective == "clm" else "")
+    )
+    for row, s in enumerate(samples):
+        text = Text()
+        ids = s["input_ids"]
+        labels = batch["mlm_labels"][row].tolist()
+        out = batch["input_ids"][row].tolist()
+        static = "mlm_labels" in s
+        for t, tok_id in enumerate(ids.tolist()):
+            orig = labels[t] if static and labels[t] != -100 else tok_id
+            tok = tokenizer.convert_ids_to_tokens([orig])[0]
+            seg_b = s["token_type_ids"][t] == 1
+            if objective == "mlm" and labels[t] != -100:
+                if out[t] == tokenizer.mask_id:
+                    text.append(f"[MASK]/{tok}", style="bold red")
+                elif out[t] == orig:
+                    text.append(tok, style="green underline")
+                else:
+                    text.append(f"{tokenizer.convert_ids_to_tokens([out[t]])[0]}/{tok}", style="bold yellow")
+            else:
+                text.append(tok, style="cyan" if seg_b else "")
+            text.append(" ")
+        label = {0: "IsNext", 1: "NotNext"}.get(s["nsp_label"], "")
+        console.print(f"[bold]#{s['index']}[/] {len(ids)} tokens {label}")
+        console.print(text)
+
+
+def _table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    st, m = result["stats"], result.get("masking")
+    table = Table(title="pre-training data", show_header=True)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_column("target", justify="right")
+    table.add_row("documents (train / held-out)", f"{st['train_documents']:,} / {st['heldout_documents']:,}", "")
+    table.add_row("sentences", f"{st['sentences']:,}", "")
+    table.add_row("tokens", f"{st['tokens']:,}", "")
+    table.add_row("instances (train / held-out)", f"{st['train_instances']:,} / {st['heldout_instances']:,}", "")
+    table.add_row("mean instance length", f"{st['mean_length']:.1f}", f"≤ {result['config']['max_seq_len']}")
+    if st["isnext_share"] is not None:
+        table.add_row("IsNext share", f"{100 * st['isnext_share']:.1f}%", "50%")
+    if m:
+        proc = result["config"]["mask_procedure"]
+        table.add_row("selected / non-special tokens", f"{100 * m['selected_share']:.2f}%", f"{100 * result['config']['mask_ratio']:.0f}%")
+        table.add_row("  → [MASK]", f"{100 * m['mask_share']:.1f}%", f"{proc[0]}%")
+        table.add_row("  → kept", f"{100 * m['kept_share']:.1f}%", f"{proc[1]}%")
+        table.add_row("  → random", f"{100 * m['random_share']:.1f}%", f"{proc[2]}%")
+        table.add_row("selected positions (passes)", f"{m['selected']:,} ({m['passes']})", "")
+        if result["config"]["max_predictions_per_seq"] is not None:
+            table.add_row("sequences where the cap binds", f"{100 * m['cap_binds_share']:.1f}%", "")
+    console = Console()
+    console.print(table)
+    console.print(f"fingerprint {result['fingerprint'][:16]}…  cache {st['cache']}")
+    console.print(f"corpus {st['corpus_seconds']:.2f} s, instances {st['instance_seconds']:.2f} s")
+
+
+def inspect(
+    corpus: Annotated[
+        Optional[list[str]],
+        typer.Option("--corpus", help="A folder or file (.txt documents, WikiExtractor output, .jsonl) or hub:NAME[:CONFIG]; repeatable."),
+    ] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="vocab.txt or a tokenizer folder [default: bert-base-uncased vocab in the data dir]")] = None,
+    max_seq_len: Annotated[int, typer.Option(help="Tokens per instance, specials included.")] = _D.max_seq_len,
+    no_nsp: Annotated[bool, typer.Option("--no-nsp", help="The paper's No-NSP ablation: contiguous text, no sentence pairs.")] = False,
+    full_sentences: Annotated[bool, typer.Option(help="With --no-nsp: RoBERTa-style packing of full sentences across documents.")] = False,
+    objective: Annotated[str, typer.Option(help="mlm (masked LM, + NSP unless --no-nsp) or clm (left-to-right LM).")] = "mlm",
+    mask_ratio: Annotated[float, typer.Option(help="Share of non-special tokens to predict.")] = _D.mask_ratio,
+    mask_procedure: Annotated[str, typer.Option(help="% replaced by [MASK] / kept / random, e.g. 80/10/10.")] = "/".join(map(str, _D.mask_procedure)),
+    whole_word_mask: Annotated[bool, typer.Option("--whole-word-mask", help="Mask all pieces of a word together.")] = False,
+    max_predictions_per_seq: Annotated[Optional[int], typer.Option(help="Cap on predictions per sequence (the paper: 20 at 128).")] = None,
+    masking: Annotated[str, typer.Option(help="dynamic (a fresh mask per batch) or static (fixed at preprocessing).")] = _D.masking,
+    max_documents: Annotated[Optional[int], typer.Option(help="Read at most this many documents (corpus order).")] = None,
+    seed: Annotated[int, typer.Option(help="Data seed: held-out split, instances, masks.")] = _D.seed,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")] = False,
+    show: Annotated[int, typer.Option(help="Print this many training instances with their masks highlighted.")] = 0,
+) -> None:
+    """Documents, sentences, instances and masking statistics of a corpus, with the flags of pretrain."""
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
+    from bertbench.errors import BertbenchError
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    if objective not in ("mlm", "clm"):
+        raise BertbenchError(f"--objective {objective!r}: expected 'mlm' or 'clm'")
+    cfg = DataConfig(
+        corpus=list(corpus or []),
+        max_seq_len=max_seq_len,
+        nsp=not no_nsp,
+        full_sentences=full_sentences,
+        mask_ratio=mask_ratio,
+        mask_procedure=parse_mask_procedure(mask_procedure),
+        whole_word_mask=whole_word_mask,
+        max_predictions_per_seq=max_predictions_per_seq,
+        masking=masking,
+        max_documents=max_documents,
+        seed=seed,
+    )
+    tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
+    data = build_pretraining_data(cfg, tok, objective, log=_err)
+    collator = make_collator(cfg, tok, objective)
+    result: dict[str, Any] = dict(
+        fingerprint=data.fingerprint,
+        objective=objective,
+        config=dict(
+            corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=cfg.nsp and objective == "mlm", full_sentences=cfg.full_sentences,
+            mask_ratio=cfg.mask_ratio, mask_procedure=cfg.mask_procedure, whole_word_mask=cfg.whole_word_mask,
+            max_predictions_per_seq=cfg.max_predictions_per_seq, masking=cfg.masking, max_documents=cfg.max_documents,
+            seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
+        ),
+        stats=data.stats,
+        masking=None,
+    )
+    if objective == "mlm":
+        result["masking"] = masking_statistics(data.train, collator, TokenTables.from_tokenizer(tok))
+    if json_out:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _table(result)
+    if show:
+        _show(data, tok, collator, show, objective)
+
+
+COMMANDS = {"inspect": inspect}

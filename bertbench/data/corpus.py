@@ -1,0 +1,476 @@
+"""Corpus reading: text sources → documents of sentences → word-piece ids, cached on disk.
+
+Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
+- a folder (searched recursively) or a single file; within it, per file:
+  `*.jsonl` / `*.json`  one document per line, its `text` field;
+  a file starting with `<doc`  WikiExtractor output: each `<doc …>` … `</doc>` block is a document whose
+                        first line is its title (dropped);
+  `*.txt`               one document per file.
+  Hidden files and other files (e.g. MANIFEST.tsv) are ignored and listed in the cache's meta.json.
+- `hub:NAME[:CONFIG]`   a Hugging Face hub dataset with a `text` column, streamed (split "train").
+
+Paragraphs: in .txt files blocks separated by blank lines (line wraps inside are soft); in WikiExtractor
+blocks, jsonl and hub text every non-empty line. A paragraph always ends a sentence.
+
+Reading and tokenisation run through `datasets` (`Dataset.from_generator` sharded over files, then a
+batched `map`, both with `num_proc`). The result is stored as three flat numpy arrays in
+`<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
+tokenizer (vocabulary + normalisation) and the reader and splitter versions; a second run memory-maps
+them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs
+from bertbench.errors import BertbenchError
+
+READER_VERSION = "1"
+HUB_PREFIX = "hub:"
+_DOC_BLOCK = re.compile(r"<doc\b[^>]*>(.*?)</doc>", re.DOTALL)
+_SNIFF_BYTES = 4096
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("BERTBENCH_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "bertbench"
+
+
+# ----------------------------------------------------------------------------------------------
+# Sources and layout detection.
+
+
+@dataclass
+class Shard:
+    """One unit of reading: a local file of one layout, or a hub dataset. `limit` caps its documents."""
+
+    kind: str  # "txt" | "wiki" | "jsonl" | "hub"
+    path: str  # the file, or "NAME" for the hub
+    name: str  # stable name for the fingerprint: path relative to its --corpus entry, or hub:NAME[:CONFIG]
+    entry: str = ""  # the --corpus entry it came from (named in errors)
+    config: Optional[str] = None  # hub dataset config
+    limit: Optional[int] = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(kind=self.kind, path=self.path, name=self.name, entry=self.entry, config=self.config, limit=self.limit)
+
+
+def _sniff_kind(path: Path) -> Optional[str]:
+    if path.suffix in (".jsonl", ".json"):
+        return "jsonl"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as err:
+        raise BertbenchError(f"{path}: cannot read ({err.strerror})") from None
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<doc"):
+        return "wiki"
+    if path.suffix == ".txt":
+        return "txt"
+    return None
+
+
+def resolve_corpus(corpus: list[str]) -> tuple[list[Shard], list[str]]:
+    """The shards of every `--corpus` entry, in order, and the ignored files. Errors name the entry."""
+    if not corpus:
+        raise BertbenchError("no corpus given: pass --corpus PATH (a folder of .txt files, WikiExtractor output, .jsonl) or hub:NAME")
+    shards: list[Shard] = []
+    ignored: list[str] = []
+    for entry in corpus:
+        if entry.startswith(HUB_PREFIX):
+            name, _, config = entry[len(HUB_PREFIX):].partition(":")
+            if not name:
+                raise BertbenchError(f"{entry!r}: expected hub:NAME or hub:NAME:CONFIG")
+            shards.append(Shard("hub", name, entry, entry, config or None))
+            continue
+        root = Path(entry)
+        if not root.exists():
+            raise BertbenchError(f"{entry}: corpus path does not exist")
+        if root.is_file():
+            kind = _sniff_kind(root)
+            if kind is None:
+                raise BertbenchError(f"{entry}: unknown corpus file type (expected .txt, .jsonl or WikiExtractor <doc> blocks)")
+            shards.append(Shard(kind, str(root), root.name, entry))
+            continue
+        found = 0
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            if any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue
+            kind = _sniff_kind(path)
+            if kind is None:
+                ignored.append(str(path))
+                continue
+            shards.append(Shard(kind, str(path), f"{root.name}/{rel}", entry))
+            found += 1
+        if not found:
+            raise BertbenchError(
+                f"{entry}: no corpus files in this folder (expected .txt documents, WikiExtractor wiki_* files or .jsonl)"
+            )
+    return shards, ignored
+
+
+# ----------------------------------------------------------------------------------------------
+# Parsing one shard into documents (lists of sentences).
+
+
+def _read_text(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise BertbenchError(f"{path}: cannot read ({err.strerror})") from None
+    return _decode(path, data)
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise BertbenchError(f"{path}: not UTF-8 text (byte offset {err.start}, line {line})") from None
+
+
+def _line_paragraphs(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def _iter_wiki(text: str) -> Iterator[list[str]]:
+    for m in _DOC_BLOCK.finditer(text):
+        paragraphs = _line_paragraphs(m.group(1))
+        yield paragraphs[1:]  # the first line of a WikiExtractor block is the article's title
+
+
+def _iter_jsonl(path: str, text: str) -> Iterator[list[str]]:
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise BertbenchError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise BertbenchError(f"{path}:{lineno}: expected an object with a string 'text' field")
+        yield _line_paragraphs(record["text"])
+
+
+def _open_hub(name: str, config: Optional[str]):
+    import datasets
+
+    entry = HUB_PREFIX + name + (f":{config}" if config else "")
+    try:
+        ds = datasets.load_dataset(name, config, split="train", streaming=True)
+        first = next(iter(ds))
+    except BertbenchError:
+        raise
+    except Exception as err:  # noqa: BLE001 — any failure here is "the hub is not there for us"
+        detail = " ".join(str(err).split())[:200]
+        raise BertbenchError(
+            f"{entry}: could not load the dataset from the Hugging Face hub ({type(err).__name__}: {detail}). "
+            "The hub may be unreachable (offline?); local corpus folders work without it: --corpus path/to/folder"
+        ) from None
+    if "text" not in first:
+        raise BertbenchError(f"{entry}: the dataset has no 'text' column (columns: {', '.join(first)})")
+    return ds
+
+
+def iter_shard_documents(shard: dict[str, Any]) -> Iterator[list[str]]:
+    """Documents (each a list of sentences) of one shard; documents without text are skipped."""
+    kind, path, limit = shard["kind"], shard["path"], shard["limit"]
+    if kind == "hub":
+        docs: Iterator[list[str]] = (_line_paragraphs(row["text"] or "") for row in _open_hub(path, shard["config"]))
+    else:
+        text = _read_text(path)
+        if kind == "txt":
+            docs = iter([split_paragraphs(text)])
+        elif kind == "wiki":
+            docs = _iter_wiki(text)
+        else:
+            docs = _iter_jsonl(path, text)
+    n = 0
+    for paragraphs in docs:
+        if limit is not None and n >= limit:
+            return
+        n += 1  # counted before dropping empties, as in `_count_documents`
+        sentences = document_sentences(paragraphs)
+        if sentences:
+            yield sentences
+
+
+def _count_documents(kind: str, data: bytes) -> int:
+    if kind == "txt":
+        return 1
+    if kind == "wiki":
+        return data.count(b"<doc")
+    return sum(1 for line in data.splitlines() if line.strip())
+
+
+# ----------------------------------------------------------------------------------------------
+# The cache key (cheap: file stats) and the content fingerprint (reads every file, cold builds only).
+
+
+def _tokenizer_hash(tokenizer) -> str:
+    return hashlib.sha256(tokenizer.backend.to_str().encode("utf-8")).hexdigest()
+
+
+def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer) -> str:
+    items = []
+    for s in shards:
+        if s.kind == "hub":
+            items.append(["hub", s.path, s.config])
+        else:
+            st = os.stat(s.path)
+            items.append([s.kind, os.path.abspath(s.path), st.st_size, st.st_mtime_ns])
+    blob = json.dumps(
+        dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
+             reader=READER_VERSION, splitter=SPLITTER_VERSION),
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _scan(shards: list[Shard], max_documents: Optional[int]) -> tuple[list[Shard], list[dict[str, Any]]]:
+    """Validate (readable, UTF-8, some text) and hash the files; apply `max_documents` as per-shard limits."""
+    selected: list[Shard] = []
+    records: list[dict[str, Any]] = []
+    remaining = max_documents
+    text_seen: dict[str, bool] = {}
+    for s in shards:
+        if remaining is not None and remaining <= 0:
+            break
+        if s.kind == "hub":
+            _open_hub(s.path, s.config)  # fail fast, with the offline hint, before any work
+            selected.append(Shard(s.kind, s.path, s.name, s.entry, s.config, remaining))
+            records.append(dict(name=s.name, limit=remaining))
+            remaining = None if remaining is None else 0  # a streamed hub source is read up to the cap
+            continue
+        try:
+            data = Path(s.path).read_bytes()
+        except OSError as err:
+            raise BertbenchError(f"{s.path}: cannot read ({err.strerror})") from None
+        text = _decode(s.path, data)
+        n_docs = _count_documents(s.kind, data)
+        limit = None if remaining is None else min(remaining, n_docs)
+        if remaining is not None:
+            remaining -= n_docs
+        selected.append(Shard(s.kind, s.path, s.name, s.entry, s.config, limit))
+        records.append(dict(name=s.name, kind=s.kind, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
+        text_seen[s.entry] = text_seen.get(s.entry, False) or bool(text.strip())
+    for entry, seen in text_seen.items():
+        if not seen:
+            raise BertbenchError(f"{entry}: the corpus holds no text (its files are empty)")
+    return selected, records
+
+
+# ----------------------------------------------------------------------------------------------
+# The tokenised corpus.
+
+
+@dataclass
+class TokenizedCorpus:
+    """Documents → sentences → word-piece ids, as flat arrays (memory-mapped from the cache).
+
+    Sentence j holds `tokens[sent_offsets[j]:sent_offsets[j + 1]]`; document d holds sentences
+    `doc_offsets[d]:doc_offsets[d + 1]` — so a run of a document's sentences is one contiguous slice.
+    """
+
+    tokens: np.ndarray  # (n_tokens,) uint16 (vocab ≤ 65,535) or int32
+    sent_offsets: np.ndarray  # (n_sentences + 1,) int64
+    doc_offsets: np.ndarray  # (n_documents + 1,) int64
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Optional[Path] = None  # the cache folder
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.sent_offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.sent_offsets[-1])
+
+    @property
+    def fingerprint(self) -> str:
+        return self.meta["fingerprint"]
+
+    def document(self, d: int) -> list[np.ndarray]:
+        """Document `d` as a list of sentences (arrays of ids) — for tests and inspection."""
+        so = self.sent_offsets
+        return [self.tokens[so[j]:so[j + 1]] for j in range(self.doc_offsets[d], self.doc_offsets[d + 1])]
+
+    @classmethod
+    def load(cls, folder: Path) -> "TokenizedCorpus":
+        folder = Path(folder)
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        arrays = {k: np.load(folder / f"{k}.npy", mmap_mode="r") for k in ("tokens", "sent_offsets", "doc_offsets")}
+        return cls(meta=meta, path=folder, **arrays)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for k in ("tokens", "sent_offsets", "doc_offsets"):
+            np.save(folder / f"{k}.npy", getattr(self, k))
+        (folder / "meta.json").write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _generate(shards: list[dict[str, Any]]) -> Iterator[dict[str, list[str]]]:
+    for shard in shards:
+        for sentences in iter_shard_documents(shard):
+            yield {"sentences": sentences}
+
+
+def _tokenize(batch: dict[str, list], backend) -> dict[str, list]:
+    flat = [s for doc in batch["sentences"] for s in doc]
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)  # _fast: no offsets, same ids, ~10% faster
+    ids = [e.ids for e in encode(flat, add_special_tokens=False)] if flat else []
+    out, k = [], 0
+    for doc in batch["sentences"]:
+        out.append([x for x in ids[k:k + len(doc)] if x])  # a sentence of only control characters → no ids
+        k += len(doc)
+    return {"input_ids": out}
+
+
+def _arrow_to_arrays(table, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import pyarrow.compute as pc
+
+    toks, sent_lens, doc_lens = [], [], []
+    for chunk in table.column("input_ids").chunks:  # list<list<int>> per document
+        doc_lens.append(pc.list_value_length(chunk).to_numpy(zero_copy_only=False))
+        inner = chunk.flatten()
+        sent_lens.append(pc.list_value_length(inner).to_numpy(zero_copy_only=False))
+        toks.append(inner.flatten().to_numpy(zero_copy_only=False).astype(dtype))
+    doc_len = np.concatenate(doc_lens) if doc_lens else np.zeros(0, np.int64)
+    sent_len = np.concatenate(sent_lens) if sent_lens else np.zeros(0, np.int64)
+    doc_len = doc_len[doc_len > 0]  # documents whose text tokenised to nothing
+    tokens = np.concatenate(toks) if toks else np.zeros(0, dtype)
+    sent_offsets = np.concatenate([[0], np.cumsum(sent_len, dtype=np.int64)])
+    doc_offsets = np.concatenate([[0], np.cumsum(doc_len, dtype=np.int64)])
+    return tokens, sent_offsets, doc_offsets
+
+
+def documents_dataset(shards: list[Shard], num_proc: int = 1, cache_dir: Optional[Path] = None):
+    """The documents as a `datasets.Dataset` with one column, `sentences` (list of strings)."""
+    import datasets
+
+    features = datasets.Features({"sentences": datasets.List(datasets.Value("string"))})
+    shard_dicts = [s.as_dict() for s in shards]
+    key = hashlib.sha256(json.dumps(shard_dicts, sort_keys=True).encode()).hexdigest()[:16]
+    try:
+        return datasets.Dataset.from_generator(
+            _generate,
+            features=features,
+            gen_kwargs={"shards": shard_dicts},
+            num_proc=max(1, min(num_proc, len(shard_dicts))) if num_proc > 1 else None,
+            cache_dir=str(cache_dir) if cache_dir else None,
+            fingerprint=f"bertbench-docs-{key}-{READER_VERSION}-{SPLITTER_VERSION}",
+        )
+    except Exception as err:  # datasets wraps errors raised inside the generator
+        cause = err
+        while cause is not None and not isinstance(cause, BertbenchError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
+        raise
+
+
+def load_tokenized_corpus(
+    corpus: list[str],
+    tokenizer,
+    max_documents: Optional[int] = None,
+    num_proc: int = 1,
+    cache_dir: Optional[Path] = None,
+    log=None,
+) -> TokenizedCorpus:
+    """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache."""
+    shards, ignored = resolve_corpus(corpus)
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    key = cache_key(shards, max_documents, tokenizer)
+    final = root / f"corpus-{key[:20]}"
+    if (final / "meta.json").is_file():
+        return TokenizedCorpus.load(final)
+
+    t0 = time.perf_counter()
+    if log:
+        log(f"tokenising the corpus (first run; cached in {final})")
+    selected, records = _scan(shards, max_documents)
+    work = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        import datasets
+
+        from datasets.utils.tqdm import are_progress_bars_disabled
+
+        was_enabled = not are_progress_bars_disabled()
+        datasets.disable_progress_bars()
+        try:
+            docs = documents_dataset(selected, num_proc, work / "hf")
+            features = datasets.Features({"input_ids": datasets.List(datasets.List(datasets.Value("int32")))})
+            tokenized = docs.map(
+                _tokenize,
+                batched=True,
+                batch_size=32,
+                num_proc=num_proc if num_proc > 1 else None,
+                remove_columns=["sentences"],
+                features=features,
+                fn_kwargs={"backend": tokenizer.backend},
+                new_fingerprint=f"bertbench-tok-{key[:32]}",
+                desc="tokenising",
+            )
+        finally:
+            if was_enabled:
+                datasets.enable_progress_bars()
+        dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
+        tokens, sent_offsets, doc_offsets = _arrow_to_arrays(tokenized.data.table, dtype)
+        del docs, tokenized
+        if len(doc_offsets) < 2:
+            raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
+        fingerprint = hashlib.sha256(
+            json.dumps(dict(sources=records, max_documents=max_documents), sort_keys=True).encode()
+        ).hexdigest()
+        meta = dict(
+            key=key,
+            fingerprint=fingerprint,
+            corpus=list(corpus),
+            sources=records,
+            ignored=ignored,
+            max_documents=max_documents,
+            tokenizer_sha256=_tokenizer_hash(tokenizer),
+            splitter_version=SPLITTER_VERSION,
+            reader_version=READER_VERSION,
+            documents=len(doc_offsets) - 1,
+            sentences=len(sent_offsets) - 1,
+            tokens=int(sent_offsets[-1]),
+            build_seconds=round(time.perf_counter() - t0, 2),
+        )
+        shutil.rmtree(work / "hf", ignore_errors=True)
+        TokenizedCorpus(tokens, sent_offsets, doc_offsets, meta).save(work)
+        try:
+            os.replace(work, final)
+        except OSError:  # another process finished the same build first: use theirs
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return TokenizedCorpus.load(final)
+
+
+def iter_documents(corpus: list[str], max_documents: Optional[int] = None) -> Iterator[list[str]]:
+    """Documents of `corpus` as lists of sentence strings, read directly (no cache, no tokenizer)."""
+    shards, _ = resolve_corpus(corpus)
+    selected, _ = _scan(shards, max_documents)
+    for shard in selected:
+        yield from iter_shard_documents(shard.as_dict())

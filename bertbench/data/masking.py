@@ -1,0 +1,272 @@
+"""Masked-LM masking (the paper's procedure, vectorised) and the batch collators.
+
+Per sequence, as google-research/bert: candidates are all non-special tokens ([PAD] [UNK] [CLS] [SEP]
+[MASK] never are); the number to predict is min(max_predictions_per_seq, max(1, round(n_candidates ×
+mask_ratio))) — the original rounds len(tokens) × ratio, [CLS]/[SEP] included; we count candidates only,
+so `mask_ratio` is exactly the share of real tokens predicted. Candidates (whole words with
+`whole_word_mask`: a word is a piece plus the "##" pieces after it) are taken in a random order, a word
+being skipped when it would overshoot the budget. Each selected position independently becomes [MASK]
+with p = MASK%, keeps its token with p = SAME%, else a token drawn uniformly from the vocabulary without
+special and `[unusedN]`-style bracketed tokens (the original draws from the whole vocabulary).
+
+Selection is a random score per word + a sort per row (plus a cumulative sum over word lengths with
+`whole_word_mask`) — torch ops over the whole batch, no loop per token.
+
+Determinism: the collator seeds a fresh `torch.Generator` per batch with
+`batch_seed(seed, epoch, indices of the batch's instances)`. Call `collator.set_epoch(epoch)` each epoch
+(like `DistributedSampler.set_epoch`); a resumed run that draws the same batches draws the same masks,
+with any number of DataLoader workers.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertbench.errors import BertbenchError
+
+IGNORE_INDEX = -100  # label of positions without a loss (PyTorch's cross_entropy default)
+
+# The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
+TABLE8_PROCEDURES = [(80, 10, 10), (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
+
+
+def parse_mask_procedure(text: str) -> list[int]:
+    """"80/10/10" → [80, 10, 10] (MASK / SAME / RND percentages summing to 100)."""
+    try:
+        parts = [int(p) for p in text.replace(",", "/").split("/")]
+    except ValueError:
+        parts = []
+    if len(parts) != 3 or sum(parts) != 100 or min(parts) < 0:
+        raise BertbenchError(f"mask procedure {text!r}: expected MASK/SAME/RND percentages summing to 100, e.g. 80/10/10")
+    return parts
+
+
+@dataclass(frozen=True)
+class MaskingParams:
+    mask_ratio: float = 0.15
+    mask_procedure: tuple[int, int, int] = (80, 10, 10)
+    whole_word_mask: bool = False
+    max_predictions_per_seq: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        p = tuple(self.mask_procedure)
+        if len(p) != 3 or sum(p) != 100 or min(p) < 0:
+            raise BertbenchError(f"mask_procedure {list(p)}: expected three percentages MASK/SAME/RND summing to 100")
+        object.__setattr__(self, "mask_procedure", p)
+        if not 0.0 < self.mask_ratio < 1.0:
+            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
+        if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
+            raise BertbenchError(f"max_predictions_per_seq {self.max_predictions_per_seq}: expected ≥ 1 (or none)")
+
+    @classmethod
+    def from_config(cls, data_cfg) -> "MaskingParams":
+        return cls(data_cfg.mask_ratio, tuple(data_cfg.mask_procedure), data_cfg.whole_word_mask, data_cfg.max_predictions_per_seq)
+
+
+@dataclass
+class TokenTables:
+    """Vocabulary lookups as tensors, indexed by token id (small and picklable: no tokenizer inside)."""
+
+    is_special: torch.Tensor  # (V,) bool — never selected: [PAD] [UNK] [CLS] [SEP] [MASK]
+    is_continuation: torch.Tensor  # (V,) bool — "##" pieces, for whole-word masking
+    random_ids: torch.Tensor  # (K,) long — replacement vocabulary: no special or bracketed tokens
+    pad_id: int
+    mask_id: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> "TokenTables":
+        vocab = tokenizer.vocab()
+        size = max(vocab.values()) + 1
+        is_special = torch.zeros(size, dtype=torch.bool)
+        is_special[list(tokenizer.special_ids)] = True
+        is_continuation = torch.zeros(size, dtype=torch.bool)
+        bracketed = torch.zeros(size, dtype=torch.bool)
+        for token, i in vocab.items():
+            if token.startswith("##"):
+                is_continuation[i] = True
+            if len(token) > 2 and token.startswith("[") and token.endswith("]"):
+                bracketed[i] = True
+        random_ids = torch.nonzero(~(is_special | bracketed)).squeeze(1)
+        return cls(is_special, is_continuation, random_ids, tokenizer.pad_id, tokenizer.mask_id)
+
+
+def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: MaskingParams, generator: torch.Generator) -> torch.Tensor:
+    """(B, T) bool: the positions to predict."""
+    B, T = input_ids.shape
+    cand = ~tables.is_special[input_ids]  # (B, T)
+    n_cand = cand.sum(1)  # (B,)
+    n_pred = torch.round(n_cand.double() * params.mask_ratio).long().clamp(min=1)  # round half to even, as Python
+    if params.max_predictions_per_seq is not None:
+        n_pred = n_pred.clamp(max=params.max_predictions_per_seq)
+    n_pred = torch.minimum(n_pred, n_cand)
+    if params.whole_word_mask:
+        cont = tables.is_continuation[input_ids] & cand
+        prev_cand = F.pad(cand[:, :-1], (1, 0), value=False)
+        start = cand & ~(cont & prev_cand)  # a "##" piece right after [SEP] starts its own word
+    else:
+        start = cand
+    word = torch.cumsum(start.long(), 1) - 1  # (B, T) word index of each position
+    word = torch.where(cand, word, torch.full_like(word, T))  # non-candidates → dummy word T
+    word_len = torch.zeros(B, T + 1, dtype=torch.long).scatter_add_(1, word, torch.ones_like(word))
+    word_len[:, T] = 0
+    scores = torch.rand(B, T + 1, generator=generator)
+    scores.masked_fill_(word_len == 0, 2.0)  # empty word slots sort last
+    order = scores.argsort(1)  # (B, T+1) words in random order
+    lens = word_len.gather(1, order)
+    chosen = torch.zeros(B, T + 1, dtype=torch.bool)
+    budget = n_pred.clone()
+    while True:  # take words in order while they fit, skipping those that overshoot (≤ a few passes)
+        eligible = ~chosen & (lens > 0) & (lens <= budget[:, None])
+        csum = torch.cumsum(lens * eligible, 1)
+        take = eligible & (csum <= budget[:, None])
+        if not bool(take.any()):
+            break
+        chosen |= take
+        budget -= (lens * take).sum(1)
+    word_chosen = torch.zeros_like(chosen).scatter_(1, order, chosen)
+    return word_chosen.gather(1, word) & cand
+
+
+def mask_tokens(
+    input_ids: torch.Tensor, tables: TokenTables, params: MaskingParams, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(masked input_ids, mlm_labels) for a (B, T) batch; labels are -100 except at selected positions."""
+    selected = select_positions(input_ids, tables, params, generator)
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    p_mask, p_same = params.mask_procedure[0] / 100, params.mask_procedure[1] / 100
+    u = torch.rand(input_ids.shape, generator=generator)
+    draws = torch.randint(len(tables.random_ids), input_ids.shape, generator=generator)
+    out = input_ids.masked_fill(selected & (u < p_mask), tables.mask_id)
+    out = torch.where(selected & (u >= p_mask + p_same), tables.random_ids[draws], out)
+    return out, labels
+
+
+def batch_seed(seed: int, epoch: int, indices) -> int:
+    """The seed of one batch: a hash of (seed, epoch, the batch's instance indices)."""
+    arr = np.asarray([seed, epoch, *indices], dtype=np.int64)
+    return int.from_bytes(hashlib.blake2b(arr.tobytes(), digest_size=8).digest(), "little") & (2**63 - 1)
+
+
+def pad_batch(samples: list[dict[str, Any]], pad_id: int, multiple: int = 8, max_len: Optional[int] = None) -> dict[str, torch.Tensor]:
+    """Pad to the longest sample, rounded up to `multiple` (never beyond `max_len` when given)."""
+    longest = max(len(s["input_ids"]) for s in samples)
+    T = -(-longest // multiple) * multiple
+    if max_len is not None:
+        T = max(longest, min(T, max_len))
+    B = len(samples)
+    ids = np.full((B, T), pad_id, dtype=np.int64)
+    types = np.zeros((B, T), dtype=np.int64)
+    attn = np.zeros((B, T), dtype=np.int64)
+    labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64) if "mlm_labels" in samples[0] else None
+    for i, s in enumerate(samples):
+        n = len(s["input_ids"])
+        ids[i, :n] = s["input_ids"]
+        types[i, :n] = s["token_type_ids"]
+        attn[i, :n] = 1
+        if labels is not None:
+            labels[i, :n] = s["mlm_labels"]
+    out = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types), "attention_mask": torch.from_numpy(attn)}
+    if labels is not None:
+        out["mlm_labels"] = torch.from_numpy(labels)
+    return out
+
+
+class MaskingCollator:
+    """DataLoader `collate_fn` for MLM (+ NSP): pads, masks dynamically (or passes static masks through).
+
+    Batch keys: input_ids, token_type_ids, attention_mask, mlm_labels (B, T) long; nsp_labels (B,) long
+    when `nsp`. Samples without an "index" key fall back to a call counter (not resumable).
+    """
+
+    def __init__(self, tables: TokenTables, params: MaskingParams, seed: int = 0, nsp: bool = True,
+                 pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
+        self.tables, self.params, self.seed, self.nsp = tables, params, seed, nsp
+        self.pad_to_multiple_of, self.max_len = pad_to_multiple_of, max_len
+        self.epoch = 0
+        self._calls = 0
+
+    @classmethod
+    def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None) -> "MaskingCollator":
+        return cls(TokenTables.from_tokenizer(tokenizer), MaskingParams.from_config(data_cfg),
+                   data_cfg.seed if seed is None else seed, nsp=data_cfg.nsp, max_len=data_cfg.max_seq_len)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = pad_batch(samples, self.tables.pad_id, self.pad_to_multiple_of, self.max_len)
+        if "mlm_labels" not in batch:
+            if "index" in samples[0]:
+                key = [s["index"] for s in samples]
+            else:
+                key, self._calls = [-1, self._calls], self._calls + 1
+            g = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, key))
+            batch["input_ids"], batch["mlm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
+        if self.nsp:
+            batch["nsp_labels"] = torch.tensor([s["nsp_label"] for s in samples], dtype=torch.long)
+        return batch
+
+
+class CausalCollator:
+    """DataLoader `collate_fn` for the left-to-right LM: mlm_labels[t] = input_ids[t + 1]; the last real
+    position and padding get -100 (the model computes the loss at labelled positions)."""
+
+    def __init__(self, pad_id: int, pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
+        self.pad_id, self.pad_to_multiple_of, self.max_len = pad_id, pad_to_multiple_of, max_len
+
+    def set_epoch(self, epoch: int) -> None:  # nothing random here; same interface as MaskingCollator
+        pass
+
+    def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = pad_batch(samples, self.pad_id, self.pad_to_multiple_of, self.max_len)
+        ids, attn = batch["input_ids"], batch["attention_mask"]
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[:, :-1] = torch.where(attn[:, 1:].bool(), ids[:, 1:], IGNORE_INDEX)
+        batch["mlm_labels"] = labels
+        return batch
+
+
+def make_collator(data_cfg, tokenizer, objective: str = "mlm", seed: Optional[int] = None):
+    """The collator for `objective` ("mlm" → MaskingCollator, "clm" → CausalCollator)."""
+    if objective == "clm":
+        return CausalCollator(tokenizer.pad_id, max_len=data_cfg.max_seq_len)
+    return MaskingCollator.from_config(data_cfg, tokenizer, seed)
+
+
+def mask_instance_set(instances, tables: TokenTables, params: MaskingParams, seed: int, chunk: int = 256):
+    """Static masking: mask every instance once (the same `mask_tokens`), store ids and labels."""
+    from dataclasses import replace
+
+    g = torch.Generator().manual_seed(seed)
+    new_ids = np.empty_like(instances.input_ids)
+    labels = np.empty(len(instances.input_ids), dtype=np.int32)
+    for lo in range(0, len(instances), chunk):
+        hi = min(lo + chunk, len(instances))
+        batch = pad_batch([instances[i] for i in range(lo, hi)], tables.pad_id, multiple=1)
+        masked, lab = mask_tokens(batch["input_ids"], tables, params, g)
+        valid = batch["attention_mask"].bool()
+        a, b = instances.offsets[lo], instances.offsets[hi]
+        new_ids[a:b] = masked[valid].numpy()
+        labels[a:b] = lab[valid].numpy()
+    return replace(instances, input_ids=new_ids, mlm_labels=labels)
+
+
+def masking_counts(original: torch.Tensor, masked: torch.Tensor, labels: torch.Tensor, tables: TokenTables) -> dict[str, int]:
+    """Counts for statistics: candidates, selected, and how the selected were replaced."""
+    selected = labels != IGNORE_INDEX
+    is_mask = selected & (masked == tables.mask_id)
+    kept = selected & (masked == original)
+    return {
+        "candidates": int((~tables.is_special[original]).sum()),
+        "selected": int(selected.sum()),
+        "mask": int(is_mask.sum()),
+        "kept": int(kept.sum()),
+        "random": int((selected & ~is_mask & ~kept).sum()),
+        "selected_special": int((selected & tables.is_special[original]).sum()),
+        "random_special": int((selected & ~is_mask & ~kept & tables.is_special[masked]).sum()),
+    }

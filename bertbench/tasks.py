@@ -1,0 +1,453 @@
+"""Fine-tuning tasks as data: `TaskSpec` (one YAML file in tasks/<family>/) and the registry over them.
+
+A task file names its type, inputs, labels, metrics, splits, data sources (local files in the official
+layout, and a parquet-backed hub dataset) and the paper's fine-tuning hyper-parameters. A variant may
+`include:` another file (path relative to itself) and override fields; files whose name starts with
+"_" are shared templates, loaded only through `include:`. The family of a task is its folder name.
+
+Loading is strict: unknown keys, unknown metrics, an unknown type and bad label lists are errors that
+name the file (and the key, with a did-you-mean hint). `bertbench tasks validate` reports them all.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.paths import TASKS_DIR
+
+TASK_TYPES = ("classification", "regression", "multiple_choice", "span_qa", "token_classification")
+EVAL_KINDS = ("dev", "devsplit")  # dev: the official dev split; devsplit: a dev file divided by group
+# local format -> the task types it can feed
+LOCAL_FORMATS = {
+    "tsv": ("classification", "regression"),  # GLUE tsv, read with quoting off (csv.QUOTE_NONE)
+    "csv": ("multiple_choice",),  # SWAG csv, standard quoting
+    "squad_json": ("span_qa",),  # the official SQuAD v1.1 / v2.0 JSON
+    "conll": ("token_classification",),  # whitespace columns, blank line between sentences, -DOCSTART-
+}
+# example fields each task type needs from its columns
+REQUIRED_COLUMNS = {
+    "classification": ("text_a", "label"),
+    "regression": ("text_a", "label"),
+    "multiple_choice": ("context", "endings", "label"),
+    "span_qa": ("id", "title", "context", "question", "answers"),
+    "token_classification": ("words", "tags"),
+}
+# example fields a devsplit may group by, per type
+GROUP_FIELDS = {
+    "classification": ("text_a", "text_b"),
+    "regression": ("text_a", "text_b"),
+    "multiple_choice": ("context",),
+    "span_qa": ("title", "context", "question"),
+    "token_classification": ("doc_id",),
+}
+# metrics that fit a task type; a registry metric in none of these sets is allowed anywhere (new ones)
+METRICS_FOR_TYPE = {
+    "classification": {"accuracy", "f1", "mcc"},
+    "regression": {"pearson", "spearman"},
+    "multiple_choice": {"accuracy"},
+    "span_qa": {"squad_em", "squad_f1", "squad_v2_em", "squad_v2_f1"},
+    "token_classification": {"seqeval_f1", "seqeval_f1_strict", "seqeval_precision", "seqeval_recall"},
+}
+SPLIT_ROLES = ("train", "eval", "test")
+
+
+@dataclass
+class Columns:
+    """Which source column feeds which example field; unused fields stay null."""
+
+    id: Optional[str] = None
+    text_a: Optional[str] = None  # classification / regression: first segment
+    text_b: Optional[str] = None  # second segment of a pair task
+    label: Optional[str] = None
+    context: Optional[str] = None  # multiple choice: shared first segment; span QA: the paragraph
+    prefix: Optional[str] = None  # multiple choice: start of every ending (SWAG sent2)
+    endings: Optional[list[str]] = None  # multiple choice: one column per choice
+    title: Optional[str] = None  # span QA: article title
+    question: Optional[str] = None
+    answers: Optional[str] = None  # span QA: {"text": [...], "answer_start": [...]}
+    words: Optional[str] = None  # token classification: the words of a sentence
+    tags: Optional[str] = None  # token classification: one tag per word
+
+
+@dataclass
+class Splits:
+    """The task's roles -> source split names (keys of `local.files` and `hub.splits`)."""
+
+    eval: str
+    train: Optional[str] = None
+    test: Optional[str] = None  # unlabelled in GLUE; null where no test split is public
+
+
+@dataclass
+class LocalSource:
+    """Files under the data dir, in the official distribution layout."""
+
+    format: str
+    files: dict[str, str]  # source split name -> path relative to the data dir
+    headerless: list[str] = field(default_factory=list)  # tsv/csv splits whose file has no header (CoLA)
+    columns: list[str] = field(default_factory=list)  # names for headerless files; conll column names
+
+
+@dataclass
+class HubSource:
+    """A parquet-backed dataset on the Hugging Face hub, for users with internet."""
+
+    path: str
+    splits: dict[str, str]  # source split name -> hub split name
+    columns: Columns
+    name: Optional[str] = None  # the dataset config
+    revision: Optional[str] = None  # e.g. refs/convert/parquet for a script dataset's parquet export
+    labels: Optional[list[str]] = None  # class id -> task label, where the hub stores labels as ints
+
+
+@dataclass
+class DevSplit:
+    """Divide one dev file into fine-tune/evaluate halves by group, so no group is on both sides."""
+
+    group_by: str  # example field: SQuAD "title" (the article), QNLI "text_a" (the question)
+    eval_fraction: float  # share of *groups* on the evaluation side (by hash, so only roughly of examples)
+    salt: str = "bertbench-devsplit-v1"  # part of the hashed key; changing it makes another split
+
+
+@dataclass
+class HParams:
+    """The paper's fine-tuning hyper-parameters (or, where it gives none, the named source's)."""
+
+    source: str  # where these numbers come from
+    batch_size: int
+    epochs: float
+    learning_rates: list[float]  # the grid; the paper picks the best on dev
+    max_seq_len: int
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    doc_stride: Optional[int] = None  # span QA: step between window starts (google-research/bert semantics)
+    max_query_len: Optional[int] = None  # span QA: question tokens kept
+    max_answer_len: Optional[int] = None  # span QA: longest predicted answer, in tokens
+    n_best: Optional[int] = None  # span QA: start/end candidates per window
+
+
+@dataclass
+class TaskSpec:
+    name: str
+    version: int
+    type: str
+    description: str
+    inputs: Columns  # local columns (tsv/csv headers, flattened SQuAD/CoNLL rows) -> example fields
+    metrics: list[str]  # primary first
+    splits: Splits
+    hparams: HParams
+    seeds: list[int]
+    eval_kind: str = "dev"
+    labels: list[str] = field(default_factory=list)
+    local: Optional[LocalSource] = None
+    hub: Optional[HubSource] = None
+    devsplit: Optional[DevSplit] = None
+    family: str = ""  # set from the folder, not from YAML
+    path: str = ""  # the file this task was loaded from
+
+    @property
+    def primary_metric(self) -> str:
+        return self.metrics[0]
+
+    @property
+    def num_labels(self) -> int:
+        """Classifier outputs: classes, choices or tags; 1 for regression; 2 (start, end) for span QA."""
+        if self.type == "regression":
+            return 1
+        if self.type == "span_qa":
+            return 2
+        return len(self.labels)
+
+    def source_split(self, split: str) -> str:
+        """A role (train/eval/test) or a source split name -> the source split name."""
+        if split in SPLIT_ROLES:
+            name = getattr(self.splits, split)
+            if name is None:
+                raise BertbenchError(f"task {self.name!r} has no {split} split")
+            return name
+        known = set(self.local.files if self.local else ()) | set(self.hub.splits if self.hub else ())
+        if split not in known:
+            raise BertbenchError(did_you_mean(split, set(SPLIT_ROLES) | known, f"split of task {self.name!r}"))
+        return split
+
+    def local_files(self, data_dir: Path, split: str) -> list[Path]:
+        """Files that serve `split` (a role or source name) from `data_dir`; [] without a local source."""
+        if self.local is None:
+            return []
+        name = self.source_split(split)
+        return [Path(data_dir) / self.local.files[name]] if name in self.local.files else []
+
+    def missing_local_files(self, data_dir: Path, roles: tuple[str, ...] = ("train", "eval")) -> list[Path]:
+        """Local files needed for fine-tuning and evaluation that are absent from `data_dir`."""
+        if self.local is None:
+            return []
+        out: list[Path] = []
+        for role in roles:
+            if getattr(self.splits, role) is None:
+                continue
+            for f in self.local_files(data_dir, role) or [Path(data_dir) / f"<no local file for {role}>"]:
+                if not f.is_file() and f not in out:
+                    out.append(f)
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Loading one file: include, strict keys, semantic checks.
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    from bertbench.config import load_yaml
+
+    path = path.resolve()
+    if path in seen:
+        raise BertbenchError(f"{seen[0]}: include cycle: {' -> '.join(str(p) for p in (*seen, path))}")
+    data = load_yaml(path)
+    inc = data.pop("include", None)
+    if inc is None:
+        return data
+    if not isinstance(inc, str):
+        raise BertbenchError(f"{path}: include: expected a file path relative to this file, got {inc!r}")
+    target = path.parent / inc
+    if not target.is_file():
+        raise BertbenchError(f"{path}: include: {target} does not exist")
+    return _deep_merge(_read_with_includes(target, (*seen, path)), data)
+
+
+def _metric_names() -> set[str]:
+    from bertbench.metrics import METRICS
+
+    return set(METRICS)
+
+
+def _problems(t: TaskSpec) -> list[str]:
+    """Every semantic problem of a task (keys and value types were checked by `from_dict`)."""
+    p: list[str] = []
+    if t.type not in TASK_TYPES:
+        p.append(did_you_mean(t.type, TASK_TYPES, "task type"))
+        return p  # the rest depends on the type
+    if t.eval_kind not in EVAL_KINDS:
+        p.append(did_you_mean(t.eval_kind, EVAL_KINDS, "eval_kind"))
+    if t.version < 0:
+        p.append(f"version {t.version}: expected a non-negative integer")
+
+    # labels
+    if t.type in ("regression", "span_qa"):
+        if t.labels:
+            p.append(f"labels: a {t.type} task has no label list (got {t.labels})")
+    elif len(t.labels) < 2:
+        p.append(f"labels: a {t.type} task needs at least two labels (got {t.labels})")
+    if len(set(t.labels)) != len(t.labels):
+        dupes = sorted({x for x in t.labels if t.labels.count(x) > 1})
+        p.append(f"labels: duplicates {dupes}")
+    if t.type == "multiple_choice" and t.labels != [str(i) for i in range(len(t.labels))]:
+        p.append(f"labels: multiple-choice labels are the choice numbers '0'..'{len(t.labels) - 1}', got {t.labels}")
+    if t.type == "token_classification" and t.labels:
+        if "O" not in t.labels:
+            p.append("labels: a token-classification label list needs 'O'")
+        for lab in t.labels:
+            if lab != "O" and not (lab[:2] in ("B-", "I-") and len(lab) > 2):
+                p.append(f"labels: {lab!r} is not an IOB2 tag (O, B-X, I-X)")
+        types = {lab[2:] for lab in t.labels if lab != "O"}
+        for ty in sorted(types):
+            if f"B-{ty}" not in t.labels or f"I-{ty}" not in t.labels:
+                p.append(f"labels: entity type {ty!r} needs both B-{ty} and I-{ty}")
+
+    # metrics
+    if not t.metrics:
+        p.append("metrics: at least one metric (the primary one first)")
+    known = _metric_names()
+    typed = set().union(*METRICS_FOR_TYPE.values())
+    for m in t.metrics:
+        if m not in known:
+            p.append(did_you_mean(m, known, "metric"))
+        elif m in typed and m not in METRICS_FOR_TYPE[t.type]:
+            p.append(f"metric {m!r} does not fit a {t.type} task (use one of {sorted(METRICS_FOR_TYPE[t.type])})")
+
+    # columns
+    need = REQUIRED_COLUMNS[t.type]
+    for name, cols in (("inputs", t.inputs), ("hub.columns", t.hub.columns if t.hub else None)):
+        if cols is None:
+            continue
+        missing = [c for c in need if getattr(cols, c) is None and not (c == "id" and name == "inputs")]
+        if missing:
+            p.append(f"{name}: a {t.type} task needs columns for {missing}")
+    if t.type == "multiple_choice" and t.inputs.endings and len(t.inputs.endings) != len(t.labels):
+        p.append(f"inputs.endings: {len(t.inputs.endings)} ending columns for {len(t.labels)} labels")
+
+    # sources and splits
+    if t.local is None and t.hub is None:
+        p.append("a task needs a local source, a hub source, or both")
+    if t.local is not None:
+        if t.local.format not in LOCAL_FORMATS:
+            p.append(did_you_mean(t.local.format, LOCAL_FORMATS, "local format"))
+        elif t.type not in LOCAL_FORMATS[t.local.format]:
+            p.append(f"local.format {t.local.format!r} cannot feed a {t.type} task")
+        for s in t.local.headerless:
+            if s not in t.local.files:
+                p.append(f"local.headerless: {s!r} is not a split in local.files")
+        if t.local.headerless and not t.local.columns:
+            p.append("local.columns: headerless files need column names")
+        if t.local.format == "conll" and len(t.local.columns) < 2:
+            p.append("local.columns: name the conll columns (e.g. [tokens, pos_tags, chunk_tags, ner_tags])")
+        for f in t.local.files.values():
+            if Path(f).is_absolute() or ".." in Path(f).parts:
+                p.append(f"local.files: {f!r} must be relative to the data dir")
+    if t.hub is not None and t.hub.labels is not None and t.type in ("classification", "token_classification"):
+        strange = [x for x in t.hub.labels if x not in t.labels]
+        if strange:
+            p.append(f"hub.labels: {strange} are not in labels {t.labels}")
+    for role in SPLIT_ROLES:
+        name = getattr(t.splits, role)
+        if name is None:
+            continue
+        sources = [s for s in (t.local and t.local.files, t.hub and t.hub.splits) if s]
+        if not any(name in s for s in sources):
+            p.append(f"splits.{role}: {name!r} is not a split of any source")
+    if t.splits.train is None and t.eval_kind != "devsplit":
+        p.append("splits.train: a task needs a training split")
+
+    # devsplit
+    if (t.devsplit is not None) != (t.eval_kind == "devsplit"):
+        p.append("devsplit: give a devsplit block exactly when eval_kind is 'devsplit'")
+    if t.devsplit is not None:
+        if t.splits.train != t.splits.eval:
+            p.append(f"splits: a devsplit divides one file, so train and eval must name the same split "
+                     f"(got {t.splits.train!r} and {t.splits.eval!r})")
+        if not 0.0 < t.devsplit.eval_fraction < 1.0:
+            p.append(f"devsplit.eval_fraction {t.devsplit.eval_fraction}: expected a value in (0, 1)")
+        if t.devsplit.group_by not in GROUP_FIELDS[t.type]:
+            p.append(did_you_mean(t.devsplit.group_by, GROUP_FIELDS[t.type], f"devsplit.group_by for {t.type}"))
+
+    # hyper-parameters
+    h = t.hparams
+    if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < 8 or not h.learning_rates:
+        p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= 8 and a learning rate (got {h})")
+    if any(lr <= 0 for lr in h.learning_rates):
+        p.append(f"hparams.learning_rates: {h.learning_rates} must be positive")
+    qa_fields = ("doc_stride", "max_query_len", "max_answer_len", "n_best")
+    if t.type == "span_qa":
+        lacking = [f for f in qa_fields if getattr(h, f) is None]
+        if lacking:
+            p.append(f"hparams: a span_qa task needs {lacking}")
+        elif h.max_query_len + 3 >= h.max_seq_len:
+            p.append(f"hparams: max_query_len {h.max_query_len} leaves no room for the document in {h.max_seq_len}")
+    else:
+        extra = [f for f in qa_fields if getattr(h, f) is not None]
+        if extra:
+            p.append(f"hparams: {extra} apply to span_qa tasks only")
+    if not t.seeds:
+        p.append("seeds: at least one seed")
+    return p
+
+
+def load_task_file(path: Path, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
+    """Load and validate one task file; every problem in it is listed in one `BertbenchError`."""
+    from bertbench.config import from_dict
+
+    path = Path(path)
+    data = _read_with_includes(path)
+    for k in ("family", "path"):
+        if k in data:
+            raise BertbenchError(f"{path}: {k!r} is set from the file's location, not written in it")
+    task = from_dict(TaskSpec, data, str(path))
+    try:
+        rel = path.resolve().relative_to(Path(tasks_dir).resolve())
+        task.family = rel.parts[0] if len(rel.parts) > 1 else ""
+    except ValueError:
+        task.family = path.parent.name
+    task.path = str(path)
+    problems = _problems(task)
+    if task.name != path.stem:
+        problems.insert(0, f"name {task.name!r} must match the file name {path.stem!r}")
+    if problems:
+        raise BertbenchError(f"{path}: " + "; ".join(problems))
+    return task
+
+
+def task_files(tasks_dir: Path = TASKS_DIR) -> list[Path]:
+    """Every task file under `tasks_dir` (templates starting with '_' excluded), sorted."""
+    return sorted(p for p in Path(tasks_dir).rglob("*.yaml") if not p.name.startswith("_"))
+
+
+def collect_tasks(tasks_dir: Path = TASKS_DIR) -> tuple[dict[str, TaskSpec], list[str]]:
+    """(tasks by name, every problem found) — for `tasks validate`, which reports all at once."""
+    tasks: dict[str, TaskSpec] = {}
+    problems: list[str] = []
+    files = task_files(tasks_dir)
+    if not files:
+        problems.append(f"{tasks_dir}: no task files (*.yaml) found")
+    for f in files:
+        try:
+            t = load_task_file(f, tasks_dir)
+        except BertbenchError as err:
+            problems.append(str(err))
+            continue
+        if t.name in tasks:
+            problems.append(f"{f}: task name {t.name!r} is already defined in {tasks[t.name].path}")
+            continue
+        tasks[t.name] = t
+    return tasks, problems
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(tasks_dir: str) -> dict[str, TaskSpec]:
+    tasks, problems = collect_tasks(Path(tasks_dir))
+    if problems:
+        raise BertbenchError(f"{len(problems)} problem(s) in {tasks_dir}:\n" + "\n".join(problems))
+    return tasks
+
+
+def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
+    """All tasks by name; raises one error listing every problem if any file is invalid."""
+    return copy.deepcopy(_load_cached(str(Path(tasks_dir).resolve())))  # callers may change their copy
+
+
+def get_task(name: str, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
+    tasks = load_tasks(tasks_dir)
+    if name not in tasks:
+        raise BertbenchError(did_you_mean(name, tasks, "task"))
+    return tasks[name]
+
+
+def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
+    """Group names -> task names: each family's official tasks (eval_kind 'dev', so `glue` is the
+    official GLUE tasks and never a devsplit variant), `devsplit` (every devsplit variant) and `all`."""
+    groups: dict[str, list[str]] = {}
+    for t in tasks.values():
+        if t.family and t.eval_kind == "dev":
+            groups.setdefault(t.family, []).append(t.name)
+        if t.eval_kind == "devsplit":
+            groups.setdefault("devsplit", []).append(t.name)
+    groups["all"] = list(tasks)
+    return groups
+
+
+def resolve_task_names(spec: str, tasks_dir: Path = TASKS_DIR) -> list[str]:
+    """'rte,stsb' | 'glue' | 'all' | a mix ('glue,squad_v1_devsplit') -> task names, in order, no repeats."""
+    tasks = load_tasks(tasks_dir)
+    groups = task_groups(tasks)
+    out: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if item in tasks:
+            names = [item]
+        elif item in groups:
+            names = groups[item]
+        else:
+            raise BertbenchError(did_you_mean(item, set(tasks) | set(groups), "task or task group"))
+        out.extend(n for n in names if n not in out)
+    if not out:
+        raise BertbenchError(f"no tasks selected by {spec!r}")
+    return out

@@ -1,0 +1,154 @@
+"""`bertbench pretrain` end to end on a tiny generated corpus: run directory, ablation switches, exact resume."""
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+
+runner = CliRunner()
+WORDS = ("river stone light garden window music paper winter silver forest bridge candle "
+         "harbor meadow lantern orchard valley thunder mirror ribbon").split()
+
+
+def write_corpus(folder, n_docs=14, seed=0):
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        paras = []
+        for _ in range(3):
+            sents = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))).capitalize() + "." for _ in range(4)]
+            paras.append(" ".join(sents))
+        (folder / f"doc{d:02d}.txt").write_text("\n\n".join(paras) + "\n")
+    return folder
+
+
+TINY = ["--model-size", "tiny", "--vocab-size", "200", "--max-seq-len", "32", "--batch-size", "8",
+        "--eval-every", "5", "--checkpoint-every", "5", "--precision", "32", "--set", "eval_batches=2", "--set", "log_every=1"]
+
+
+def pretrain(args, monkeypatch):
+    monkeypatch.setenv("BERTBENCH_PROGRESS", "0")
+    r = runner.invoke(app, ["pretrain", *args])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    return r
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs")
+
+
+@pytest.mark.parametrize("flags,objective,nsp", [
+    ([], "mlm", True),
+    (["--no-nsp"], "mlm", False),
+    (["--objective", "clm"], "clm", False),
+    (["--mask-ratio", "0.4", "--mask-procedure", "100/0/0", "--whole-word-mask"], "mlm", True),
+])
+def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
+    out = tmp_path / "run"
+    pretrain(["--corpus", str(corpus), "--max-steps", "10", "--out", str(out), *TINY, *flags], monkeypatch)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["objective"] == objective and summary["nsp"] == nsp
+    assert summary["steps"] == 10 and summary["tokens_seen"] > 0 and 0 < summary["loss_tokens"] <= summary["tokens_seen"]
+    for key in ("data_fingerprint", "code_version", "hardware", "wall_seconds", "final_train_loss", "precision"):
+        assert summary[key] is not None, key
+    held = summary["heldout"]
+    if objective == "clm":
+        assert held["clm_loss"] > 0 and summary["loss_tokens"] > 0.8 * summary["tokens_seen"]  # every position
+    else:
+        assert held["mlm_loss"] > 0 and "mlm_loss_std" in held
+        assert ("nsp_accuracy" in held) == nsp
+    if "--mask-ratio" in flags:
+        assert summary["mask_ratio"] == 0.4 and summary["mask_procedure"] == [100, 0, 0] and summary["whole_word_mask"]
+        assert held["mlm_loss"] != held["mlm_loss_std"]  # the standard 15% yardstick is measured separately
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [int(r["step"]) for r in rows] == list(range(1, 11))
+    assert rows[4]["eval_mlm_loss" if objective == "mlm" else "eval_clm_loss"] != ""
+    import bertbench
+
+    ck = bertbench.load_checkpoint(out / "checkpoint")
+    assert ck.config.causal == (objective == "clm")
+    assert ck.summary["steps"] == 10
+
+
+def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, corpus, monkeypatch):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    common = ["--corpus", str(corpus), "--max-steps", "20", *TINY]
+    pretrain([*common, "--out", str(straight)], monkeypatch)
+    r = pretrain([*common, "--out", str(split), "--stop-at-step", "10"], monkeypatch)
+    assert "stopped at step 10" in r.output
+    assert (split / "checkpoints" / "last.ckpt").is_file() and not (split / "summary.json").exists()
+    r = runner.invoke(app, ["pretrain", *common, "--out", str(split)])
+    assert r.exit_code == 2 and "--resume auto" in r.output  # never silently restarts over a run
+    pretrain([*common, "--out", str(split), "--resume", "auto"], monkeypatch)
+    a = json.loads((straight / "summary.json").read_text())
+    b = json.loads((split / "summary.json").read_text())
+    assert a["final_train_loss"] == b["final_train_loss"]
+    assert a["tokens_seen"] == b["tokens_seen"]
+    assert a["heldout"] == b["heldout"]
+    rows_a = list(csv.DictReader(open(straight / "metrics.csv")))
+    rows_b = list(csv.DictReader(open(split / "metrics.csv")))
+    assert [r["train_loss"] for r in rows_a] == [r["train_loss"] for r in rows_b]
+
+
+def test_tiny_model_overfits_tiny_corpus(tmp_path):
+    """Data → masking collator → model learns: > 90% MLM accuracy on the instances it trained on."""
+    from bertbench.config import DataConfig, ModelConfig
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.data.masking import make_collator
+    from bertbench.model import BertForPreTraining
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    docs = write_corpus(tmp_path / "docs", n_docs=6, seed=3)
+    tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)
+    cfg = DataConfig(corpus=[str(docs)], max_seq_len=32, nsp=False, seed=1)
+    data = build_pretraining_data(cfg, tok, "mlm", seed=1, cache_dir=tmp_path / "cache")
+    instances = [data.train[i] for i in range(min(16, len(data.train)))]
+    collate = make_collator(cfg, tok, "mlm", seed=1)
+    torch.manual_seed(0)
+    model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=2,
+                                           intermediate_size=128, dropout=0.0, attention_dropout=0.0))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for step in range(250):
+        collate.set_epoch(step % 4)  # four fixed maskings of the same instances
+        b = collate(instances)
+        loss = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_labels=b["mlm_labels"]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for e in range(4):
+            collate.set_epoch(e)
+            b = collate(instances)
+            out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_labels=b["mlm_labels"])
+            correct += (out.mlm_logits.argmax(-1) == out.mlm_targets).sum().item()
+            total += out.mlm_targets.numel()
+    assert total > 100
+    assert correct / total > 0.9, correct / total
+
+
+def test_bad_corpus_is_a_clear_error(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("")
+    r = runner.invoke(app, ["pretrain", "--corpus", str(empty), "--max-steps", "2", "--out", str(tmp_path / "o"), *TINY])
+    assert r.exit_code == 2 and str(empty) in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["pretrain", "--corpus", str(tmp_path / "missing"), "--out", str(tmp_path / "o2"), *TINY])
+    assert r.exit_code == 2 and "missing" in r.output
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.txt").write_bytes(b"caf\xe9 latin-1 text\n")
+    r = runner.invoke(app, ["pretrain", "--corpus", str(bad), "--out", str(tmp_path / "o3"), *TINY])
+    assert r.exit_code == 2 and "x.txt" in r.output
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_size: tiny\noptim:\n  weight_decy: 0.1\n")
+    r = runner.invoke(app, ["pretrain", "--recipe", str(recipe), "--corpus", str(bad), "--out", str(tmp_path / "o4")])
+    assert r.exit_code == 2 and "weight_decy" in r.output and "did you mean 'weight_decay'" in r.output
