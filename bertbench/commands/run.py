@@ -1,10 +1,28 @@
-"""`bertbench run` (not implemented yet)."""
+"""`bertbench run --preset NAME`: one command from raw text to the report."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 
-def run() -> None:
-    """Not implemented yet."""
-    typer.echo("bertbench run: not implemented yet", err=True)
-    raise typer.Exit(code=2)
+def run(
+    preset: Annotated[str, typer.Option("--preset", help="smoke, cpu-quick, cpu-hour, paper-base (recipes/presets/), or a YAML file.")],
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Corpus and task data (default: $BERTBENCH_DATA_DIR or ../shared/data).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: runs/<preset>).")] = None,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots with the report.")] = True,
+    validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
+) -> None:
+    """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
+    skips finished stages (by config hash) and resumes an interrupted pre-training."""
+    from bertbench.paths import default_data_dir
+    from bertbench.run_preset import load_preset, run_preset
+
+    spec = load_preset(preset)
+    if validate_only:
+        typer.echo(f"preset {spec.name}: {len(spec.variants)} variants ({', '.join(v.name for v in spec.variants)}), "
+                   f"tasks {', '.join(spec.finetune.tasks)}: valid")
+        return
+    stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots)
+    typer.echo("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))

@@ -96,6 +96,8 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
         pre = {k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary}
+        for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
+            pre.setdefault(k, None)
     else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
         pre = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10],
                "whole_word_mask": False, "external": str(path)}

@@ -99,6 +99,9 @@ class PretrainModule(L.LightningModule):
             self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False)
         return out.loss
 
+    def on_train_start(self) -> None:
+        self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports
+
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         if self.budget_seconds and self.elapsed() >= self.budget_seconds:
             self.trainer.should_stop = True

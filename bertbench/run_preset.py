@@ -1,0 +1,196 @@
+"""`bertbench run --preset NAME`: raw text → tokenizer → pre-train each variant → fine-tune each on every
+task with data → report. One command, re-runnable: a stage whose config hash already has a finished
+output is skipped, and an interrupted pre-training resumes from its checkpoint.
+
+Output folder:
+    tokenizer-<hash>/               WordPiece trained once on the corpus, shared by every variant
+    pretrain/<variant>-<hash>/      a pre-training run directory per variant
+    results/<variant>-<hash>/<task>/  result records + predictions files
+    <preset>.md, <preset>.csv, plots/   `bertbench report` over results/
+    stages.json                     wall time of each stage of the last invocation
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bertbench.config import PretrainConfig, from_dict, load_yaml, to_dict
+from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.paths import RECIPES_DIR
+
+PRESETS_DIR = RECIPES_DIR / "presets"
+
+
+@dataclass
+class VariantSpec:
+    name: str  # folder name and the report's provenance key, e.g. "mlm_nsp"
+    pretrain: dict = field(default_factory=dict)  # overrides onto the preset's base PretrainConfig
+    random_init: bool = False  # no pre-training: the control row (same size, same tokenizer)
+
+
+@dataclass
+class FinetuneSpec:
+    tasks: list[str]
+    seeds: Optional[list[int]] = None  # None: each task's own seeds
+    grid: str = "none"
+    lr: Optional[float] = None
+    epochs: Optional[float] = None
+    batch_size: Optional[int] = None
+    max_seq_len: Optional[int] = None
+    max_steps: Optional[int] = None
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
+
+
+@dataclass
+class RunPreset:
+    name: str
+    description: str
+    pretrain: PretrainConfig
+    variants: list[VariantSpec]
+    finetune: FinetuneSpec
+    title: str = ""
+
+
+def list_presets() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.yaml"))}
+
+
+def load_preset(name_or_path: str) -> RunPreset:
+    p = Path(name_or_path)
+    if not (p.suffix in (".yaml", ".yml") and p.is_file()):
+        known = list_presets()
+        if name_or_path not in known:
+            raise BertbenchError(did_you_mean(name_or_path, known, "preset"))
+        p = known[name_or_path]
+    preset = from_dict(RunPreset, load_yaml(p), str(p))
+    names = [v.name for v in preset.variants]
+    if len(set(names)) != len(names):
+        raise BertbenchError(f"{p}: variant names repeat: {names}")
+    for v in preset.variants:  # every variant's config must be valid before anything runs
+        variant_config(preset, v, Path("."))
+    return preset
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def variant_config(preset: RunPreset, variant: VariantSpec, data_dir: Path) -> PretrainConfig:
+    merged = _merge(to_dict(preset.pretrain), variant.pretrain)
+    return from_dict(PretrainConfig, merged, f"preset {preset.name} variant {variant.name}").with_data_dir(data_dir)
+
+
+def config_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def run_preset(
+    preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True
+) -> dict[str, Any]:
+    """Run every stage not already done; returns {stage: seconds} of this invocation."""
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stages: dict[str, float] = {}
+    data_dir = Path(data_dir)
+
+    def stage(name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        result = fn()
+        stages[name] = round(time.perf_counter() - t0, 1)
+        echo(f"[{name}] {stages[name]:.0f} s")
+        return result
+
+    # 1. one tokenizer for every variant, so the comparison changes only the objective
+    base = variant_config(preset, VariantSpec("base"), data_dir)
+    tokenizer_path = base.tokenizer
+    if not base.tokenizer or base.tokenizer == "train":
+        key = config_hash({"corpus": base.data.corpus, "docs": base.data.max_documents, "vocab": base.tokenizer_vocab_size,
+                           "lower": base.lowercase})
+        tok_dir = out / f"tokenizer-{key}"
+        tokenizer_path = str(tok_dir)
+        if not (tok_dir / "vocab.txt").is_file():
+            def train_tokenizer():
+                from bertbench.data.corpus import iter_documents
+
+                sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents) for s in doc)
+                WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
+
+            stage("tokenizer", train_tokenizer)
+        else:
+            echo(f"[tokenizer] done before: {tok_dir}")
+
+    # 2. pre-train each variant (skipped when finished, resumed when interrupted)
+    sources: dict[str, tuple[str, str]] = {}  # variant → (model source, results folder name)
+    for v in preset.variants:
+        cfg = dataclasses.replace(variant_config(preset, v, data_dir), tokenizer=tokenizer_path)
+        if v.random_init:
+            sources[v.name] = (f"random:{cfg.model_size}", f"{v.name}-{config_hash(['random', cfg.model_size, tokenizer_path])}")
+            continue
+        h = config_hash(to_dict(cfg))
+        run_dir = out / "pretrain" / f"{v.name}-{h}"
+        if (run_dir / "summary.json").is_file():
+            echo(f"[pretrain {v.name}] done before: {run_dir}")
+        else:
+            from bertbench.training.pretrain_run import pretrain
+
+            stage(f"pretrain {v.name}", lambda: pretrain(cfg, run_dir, resume="auto"))
+        sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
+
+    # 3. fine-tune each variant on every task with data
+    from bertbench.training.finetune_run import FinetuneRequest, run_finetune
+
+    ft = preset.finetune
+    for v in preset.variants:
+        model, folder = sources[v.name]
+        for feature_based in (False, True):
+            tasks = [t for t in ft.tasks if not feature_based or t in ft.feature_based_tasks]
+            if not tasks:
+                continue
+            req = FinetuneRequest(
+                model=model, tasks=",".join(tasks), out=out / "results" / (folder + ("-features" if feature_based else "")),
+                data_dir=data_dir, tokenizer=tokenizer_path if v.random_init else None, seeds=ft.seeds, grid=ft.grid,
+                lr=ft.lr, epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
+                max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
+                feature_based=feature_based, precision=preset.pretrain.precision,
+            )
+            marker = req.out / "done.json"
+            key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
+            if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+                echo(f"[finetune {v.name}{' features' if feature_based else ''}] done before: {req.out}")
+                continue
+
+            def do_finetune(req=req, marker=marker, key=key):
+                from bertbench.io_utils import atomic_write_json
+
+                run_finetune(req, echo=echo)
+                atomic_write_json(marker, {"key": key})
+
+            stage(f"finetune {v.name}{' features' if feature_based else ''}", do_finetune)
+
+    # 4. the report
+    stage("report", lambda: write_report(out, preset, plots))
+    from bertbench.io_utils import atomic_write_json
+
+    atomic_write_json(out / "stages.json", stages)
+    return stages
+
+
+def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
+    """`bertbench report OUT/results --out OUT/<preset>.md --plots OUT/plots`."""
+    from bertbench.commands.report import report
+
+    path = out / f"{preset.name}.md"
+    report([out / "results"], out=path, csv=out / f"{preset.name}.csv", json_out=None, plots=(out / "plots") if plots else None)
+    return path

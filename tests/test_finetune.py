@@ -1,0 +1,116 @@
+"""`bertbench finetune` end to end on fixture files of every format: records, predictions files, skips."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from bertbench.results import load_records
+
+runner = CliRunner()
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
+VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
+ALL_TYPES = "rte,stsb,mnli,qqp,swag,squad_v1,squad_v2,conll2003"
+EXPECTED_FILES = {
+    "rte": ".predictions.tsv", "stsb": ".predictions.tsv", "mnli": ".predictions.tsv", "qqp": ".predictions.tsv",
+    "swag": ".predictions.tsv", "squad_v1": ".predictions.json", "squad_v2": ".predictions.json",
+    "conll2003": ".predictions.conll",
+}
+
+
+def finetune(*args):
+    r = runner.invoke(app, ["finetune", *args])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    return r
+
+
+def test_every_task_type_end_to_end_on_fixtures(tmp_path):
+    out = tmp_path / "out"
+    r = finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", ALL_TYPES, "--data-dir", str(FIXTURE_DATA),
+                 "--max-steps", "3", "--seeds", "1", "--out", str(out), "--precision", "32")
+    records = load_records([out])
+    by_task = {rec.data["task"]: rec for rec in records}
+    assert set(by_task) == set(EXPECTED_FILES), r.output
+    for task, rec in by_task.items():
+        data = rec.data
+        assert data["model"]["pretraining"] is None  # the random-init control
+        assert data["finetune"]["max_steps"] == 3 and data["finetune"]["steps"] <= 3
+        assert data["metrics"][data["primary_metric"]] is not None
+        pred = rec.path.parent / data["predictions_file"]
+        assert pred.is_file() and pred.name.endswith(EXPECTED_FILES[task]), pred
+        assert data["split"]["eval_size"] > 0
+    v2 = by_task["squad_v2"].data
+    assert {"squad_v2_f1", "best_f1", "best_f1_thresh"} <= set(v2["metrics"])
+    assert any(f.endswith("null_odds.json") for f in v2["extra"]["other_files"])
+    preds = json.loads((by_task["squad_v1"].path.parent / by_task["squad_v1"].data["predictions_file"]).read_text())
+    assert len(preds) == by_task["squad_v1"].data["split"]["eval_size"]
+    conll = (by_task["conll2003"].path.parent / by_task["conll2003"].data["predictions_file"]).read_text()
+    assert len(conll.splitlines()[0].split()) == 3  # word, gold, predicted
+
+
+def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
+    from bertbench.checkpoint import save_checkpoint
+    from bertbench.config import ModelConfig
+    from bertbench.model import BertForPreTraining
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_vocab(VOCAB)
+    torch.manual_seed(0)
+    model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, causal=True))
+    summary = {"objective": "clm", "nsp": False, "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
+               "code_version": "test", "hardware": "cpu", "run_dir": str(tmp_path), "heldout": {"clm_loss": 3.0}}
+    save_checkpoint(tmp_path / "ckpt", model, tok, run_config={}, summary=summary)
+    out = tmp_path / "out"
+    finetune("--model", str(tmp_path / "ckpt"), "--tasks", "rte,conll2003", "--data-dir", str(FIXTURE_DATA),
+             "--max-steps", "2", "--seeds", "1,2", "--out", str(out), "--precision", "32")
+    records = load_records([out])
+    assert len(records) == 4
+    for rec in records:
+        pre = rec.data["model"]["pretraining"]
+        assert pre["objective"] == "clm" and pre["tokens_seen"] == 1234
+        assert rec.data["model"]["fingerprint"].startswith("sha256:")
+    assert sorted(r.data["seed"] for r in records if r.data["task"] == "rte") == [1, 2]
+
+
+def test_group_skips_missing_data_and_names_the_file(tmp_path, monkeypatch):
+    partial = tmp_path / "data"
+    (partial / "glue").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(FIXTURE_DATA / "glue" / "RTE", partial / "glue" / "RTE")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    r = finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "glue", "--data-dir", str(partial),
+                 "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "out"), "--precision", "32")
+    assert "skip mrpc: no local data" in r.output and str(partial / "glue" / "MRPC") in r.output
+    assert "skip cola" in r.output
+    assert len(load_records([tmp_path / "out"])) == 1
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "mrpc",
+                            "--data-dir", str(partial), "--out", str(tmp_path / "o2")])
+    assert r.exit_code == 2 and "no task ran" in r.output
+
+
+def test_unknown_task_and_bad_model_are_clear_errors(tmp_path):
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "cloa",
+                            "--data-dir", str(FIXTURE_DATA), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "cola" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["finetune", "--model", str(tmp_path / "nope"), "--tasks", "rte",
+                            "--data-dir", str(FIXTURE_DATA), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "not found" in r.output
+
+
+def test_malformed_rows_name_file_and_line(tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DATA / "glue" / "RTE", data / "glue" / "RTE")
+    train = data / "glue" / "RTE" / "train.tsv"
+    lines = train.read_text().splitlines()
+    lines[2] = lines[2].rsplit("\t", 1)[0] + "\tmaybe"  # a label not in the task's label list
+    train.write_text("\n".join(lines) + "\n")
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                            "--data-dir", str(data), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "train.tsv:3" in r.output and "maybe" in r.output, r.output
