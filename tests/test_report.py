@@ -389,3 +389,22 @@ def test_math_sanity_of_the_fixture_perplexity(fixture_records):
     """Table 6's LM (ppl) for our rows is exp(held-out MLM loss): 4.2 nats -> 66.69."""
     rows = {row[0]: row for row in build_report(collect(fixture_records)).tables[2].rows}
     assert rows["mini MLM+NSP"][2] == f"{math.exp(4.2):.2f}" == "66.69"
+
+
+def test_embed_puts_the_generated_main_table_between_markers(tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Title\n\nbefore\n<!-- bertbench report: begin board -->\nstale\n<!-- bertbench report: end board -->\nafter\n")
+    out = tmp_path / "lb" / "board.md"
+    args = [str(RECORDS), "--out", str(out), "--embed", str(readme)]
+    r = _cli(args, monkeypatch, registry=False)
+    assert r.exit_code == 0, r.output
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("# Title\n\nbefore\n") and text.endswith("after\n")
+    block = text.split("begin board -->\n", 1)[1].split("<!-- bertbench report: end", 1)[0]
+    main_table = out.read_text().split("## Results\n\n", 1)[1].split("\n\n", 1)[0]
+    assert main_table in block  # exactly the table the report generated
+    again = _cli(args, monkeypatch, registry=False)
+    assert again.exit_code == 0 and readme.read_text() == text  # idempotent
+    readme.write_text("no markers here\n")
+    bad = _cli(args, monkeypatch, registry=False)
+    assert bad.exit_code == 2 and "markers" in bad.output

@@ -61,6 +61,11 @@ def report(
     plots: Annotated[
         Optional[Path], typer.Option("--plots", help="Folder for PNG plots: per-task bars and pre-training curves.")
     ] = None,
+    embed: Annotated[
+        Optional[Path],
+        typer.Option("--embed", help="Also put the main table into this file (e.g. README.md) between "
+                     "'<!-- bertbench report: begin NAME -->' and '<!-- bertbench report: end NAME -->', NAME = the --out stem."),
+    ] = None,
 ) -> None:
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
@@ -88,6 +93,14 @@ def report(
         atomic_write_text(out, render_markdown(rep))
         index = _write_index(out.parent)
         typer.echo(f"wrote {out}" + (f" and {index}" if index else ""))
+    if embed is not None:
+        from bertbench.report import embed_block
+
+        if not embed.is_file():
+            raise BertbenchError(f"{embed}: no such file to embed the table in")
+        name = out.stem if out is not None else "report"
+        atomic_write_text(embed, embed_block(embed.read_text(encoding="utf-8"), rep, name, str(embed)))
+        typer.echo(f"updated the '{name}' table in {embed}")
     if csv is not None or json_out is not None:
         import pandas as pd
 
