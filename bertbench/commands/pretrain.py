@@ -28,16 +28,6 @@ def resolve_recipe(name_or_path: str) -> Path:
     return known[name_or_path]
 
 
-def parse_procedure(text: str) -> list[int]:
-    try:
-        parts = [int(x) for x in text.replace(",", "/").split("/")]
-    except ValueError:
-        raise BertbenchError(f"--mask-procedure {text!r}: expected MASK/SAME/RND percentages like 80/10/10") from None
-    if len(parts) != 3 or sum(parts) != 100:
-        raise BertbenchError(f"--mask-procedure {text!r}: expected three percentages summing to 100, like 80/10/10")
-    return parts
-
-
 def build_config(recipe: Optional[str], flags: dict, data_flags: dict, optim_flags: dict, sets: list[str]):
     from dataclasses import replace
 
@@ -98,9 +88,11 @@ def pretrain(
         precision=precision, devices=devices, accelerator=accelerator, strategy=strategy, num_nodes=num_nodes,
         seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
     )
+    from bertbench.data.masking import parse_mask_procedure
+
     data_flags = dict(
         corpus=list(corpus) if corpus else None, nsp=False if no_nsp else None, full_sentences=full_sentences or None,
-        mask_ratio=mask_ratio, mask_procedure=parse_procedure(mask_procedure) if mask_procedure else None,
+        mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure) if mask_procedure else None,
         whole_word_mask=whole_word_mask or None, max_predictions_per_seq=max_predictions_per_seq, masking=masking,
         dupe_factor=dupe_factor, max_seq_len=max_seq_len, max_documents=max_documents,
     )

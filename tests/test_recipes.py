@@ -1,0 +1,31 @@
+"""Every pre-training recipe in recipes/ loads into PretrainConfig (unknown keys would be errors)."""
+from __future__ import annotations
+
+import pytest
+
+from bertbench.commands.pretrain import resolve_recipe
+from bertbench.config import PretrainConfig, load_config
+from bertbench.paths import RECIPES_DIR
+from bertbench.training.pretrain_run import phase_plan
+
+RECIPES = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def test_the_four_recipes_exist():
+    assert {"tiny-debug", "cpu-quick", "cpu-hour", "bert-base-paper"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_loads(name, tmp_path):
+    cfg = load_config(PretrainConfig, resolve_recipe(name)).with_data_dir(tmp_path)
+    assert cfg.data.corpus and all(c.startswith(str(tmp_path)) for c in cfg.data.corpus)
+    plan = phase_plan(cfg)
+    assert plan[0][0] == 0 and all(a[0] < b[0] for a, b in zip(plan, plan[1:]))
+
+
+def test_paper_recipe_is_the_papers():
+    cfg = load_config(PretrainConfig, resolve_recipe("bert-base-paper"))
+    assert (cfg.model_size, cfg.batch_size, cfg.max_steps, cfg.optim.lr, cfg.optim.warmup_steps) == ("base", 256, 1_000_000, 1e-4, 10_000)
+    assert [(p.fraction, p.max_seq_len) for p in cfg.phases] == [(0.9, 128), (0.1, 512)]
+    assert phase_plan(cfg)[1][0] == 900_000
+    assert cfg.optim.betas == [0.9, 0.999] and cfg.optim.weight_decay == 0.01
