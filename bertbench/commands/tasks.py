@@ -40,7 +40,10 @@ def ls(data_dir: DataDirOption = None, tasks_dir: TasksDirOption = None) -> None
             shown = escape(", ".join(_rel(p, data_dir) for p in missing))
             local = f"[red]missing[/red] {shown}" + (" [dim](hub)[/dim]" if t.hub is not None else "")
         table.add_row(t.name, t.family, t.type, t.primary_metric, t.eval_kind, str(t.version), local)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped or captured: wide enough that no column is squeezed to nothing
+        console = Console(width=200)
+    console.print(table)
 
 
 def _rel(path: Path, root: Path) -> str:
