@@ -1,0 +1,264 @@
+"""What each optimisation of the pre-training step contributes: one variant switched off (or on) at a time.
+
+    python -m bertbench.benchmarks.ablations --model-size mini [--steps 8] [--only default,fp32,...]
+    python -m bertbench.benchmarks.ablations --model-size mini --compile      # torch.compile, with compile time
+    python -m bertbench.benchmarks.ablations --model-size mini --allocator    # tcmalloc vs glibc (subprocesses)
+
+Every variant starts from the same weights and runs the same batches in alternating rounds (see
+`common.run_rounds`); the result is each variant's median tokens/s and the median per-round ratio
+against `default` (bertbench's default path: bf16 autocast, vocabulary projection at masked positions,
+foreach AdamW, dropout 0.1 everywhere, torch's thread count). Prints one JSON document.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+from bertbench.benchmarks import common
+from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches, train_step
+from bertbench.config import ModelConfig, OptimConfig
+
+
+def full_projection_forward(model, b: dict):
+    """MLM over every position (as transformers does), loss on the labelled ones only."""
+    import torch.nn.functional as F
+
+    out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, V) logits, no labels
+    mlm = F.cross_entropy(out.mlm_logits.flatten(0, 1).float(), b["mlm_labels"].flatten(), ignore_index=-100)
+    return mlm + F.cross_entropy(out.nsp_logits.float(), b["nsp_labels"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Candidate model.py changes, applied to one model instance so they can be timed beside the default.
+
+
+class FastDropout(torch.autograd.Function):
+    """Dropout from 16 random bits per element, four elements per 64-bit draw (torch's CPU dropout draws
+    one Bernoulli sample per element). Keep probability 1 − round(p·65536)/65536: p to within 1e-5."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        n = x.numel()
+        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
+        keep = bits.view(torch.int16)[:n].view(x.shape) >= -32768 + round(p * 65536)  # (…) bool
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x.mul(keep).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return grad.mul(keep).mul_(ctx.scale), None
+
+
+def fast_dropout(x, p: float, training: bool = True):
+    return FastDropout.apply(x, p) if training and p > 0 else x
+
+
+def patch(model, dropout: str = "torch", attention: str = "sdpa") -> None:
+    """Candidate model.py changes on one model instance.
+
+    dropout="fast": every nn.Dropout uses `fast_dropout`.
+    attention="manual": while attention dropout is active (training, p > 0), attention runs as explicit
+    matmuls + softmax + dropout (`dropout` picks which) instead of SDPA, whose CPU flash kernel has no
+    dropout (it falls back to its unfused math path); "manual_always": explicit matmuls even without dropout.
+    """
+    import types
+
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    from bertbench.model import SelfAttention
+
+    drop = fast_dropout if dropout == "fast" else (lambda x, p, training=True: F.dropout(x, p, training))
+    for m in model.modules():
+        if dropout == "fast" and isinstance(m, nn.Dropout):
+            m.forward = types.MethodType(lambda self, x: fast_dropout(x, self.p, self.training), m)
+        if attention != "sdpa" and isinstance(m, SelfAttention):
+            def forward(self, x, mask, is_causal):
+                p = self.attn_dropout if self.training else 0.0
+                if is_causal or (p == 0.0 and attention != "manual_always"):
+                    return SelfAttention.forward(self, x, mask, is_causal)
+                B, T, H = x.shape
+                q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
+                q = q.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
+                k = k.view(B, T, self.nh, H // self.nh).transpose(1, 2)
+                v = v.view(B, T, self.nh, H // self.nh).transpose(1, 2)
+                scores = (q * (H // self.nh) ** -0.5) @ k.transpose(-2, -1)  # (B, nh, T, T)
+                if mask is not None:
+                    scores = scores.masked_fill(~mask, float("-inf"))
+                probs = drop(torch.softmax(scores, dim=-1), p)
+                y = (probs.to(v.dtype) @ v).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+                return self.norm(x + self.dropout(self.out(y)))
+
+            m.forward = types.MethodType(forward, m)
+
+
+def _with_threads(step: Callable, n: int) -> Callable:
+    def run(i: int):
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            return step(i)
+        finally:
+            torch.set_num_threads(before)
+
+    return run
+
+
+# name → how the variant differs from the default path
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "full_vocab_projection": {"forward": full_projection_forward},
+    "fp32": {"bf16": False},
+    "fp32_full_vocab_projection": {"bf16": False, "forward": full_projection_forward},
+    "adamw_plain_loop": {"optimizer": "plain"},
+    "adamw_fused": {"optimizer": "fused"},
+    "one_thread": {"threads": 1},
+    "attention_dropout_0": {"cfg": {"attention_dropout": 0.0}},
+    "no_dropout": {"cfg": {"attention_dropout": 0.0, "dropout": 0.0}},
+    "no_grad_clip": {"clip": 0.0},
+    "fast_dropout": {"patch": {"dropout": "fast"}},
+    "manual_attention": {"patch": {"attention": "manual"}},
+    "fast_dropout_manual_attention": {"patch": {"dropout": "fast", "attention": "manual"}},
+    "attention_dropout_0_manual_attention": {"cfg": {"attention_dropout": 0.0}, "patch": {"attention": "manual_always"}},
+}
+
+
+def _optimizer(model, kind: str):
+    from bertbench.training.pretrain_module import make_adamw, param_groups
+
+    if kind == "foreach":
+        return make_adamw(model, OptimConfig(), "cpu")
+    cfg = OptimConfig()
+    flag = {"plain": {"foreach": False}, "fused": {"fused": True}}[kind]
+    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, **flag)
+
+
+def build(cfg: ModelConfig, base_state: dict, batches: list, name: str, spec: dict[str, Any]) -> common.Side:
+    from bertbench.model import BertForPreTraining
+
+    model = BertForPreTraining(dataclasses.replace(cfg, **spec.get("cfg", {}))).train()
+    model.load_state_dict(base_state)
+    if "patch" in spec:
+        patch(model, **spec["patch"])
+    opt = _optimizer(model, spec.get("optimizer", "foreach"))
+    bf16 = spec.get("bf16", True)
+    step = train_step(model, opt, spec.get("forward", ours_forward), batches, bf16=bf16, clip=spec.get("clip", 1.0))
+    if "threads" in spec:
+        step = _with_threads(step, spec["threads"])
+    if spec.get("compile"):
+        model.forward = torch.compile(model.forward)
+    tokens = [b["input_ids"].numel() for b in batches]
+    return common.Side(name, "bertbench", "bf16-mixed" if bf16 else "32-true", step, tokens)
+
+
+def _setup(model_size: str, batch_size: int, seq_len: int, n: int):
+    from bertbench.model import BertForPreTraining
+
+    cfg = ModelConfig.from_size(model_size)
+    torch.manual_seed(0)
+    state = BertForPreTraining(cfg).state_dict()
+    return cfg, state, synthetic_batches(cfg, n, batch_size, seq_len)
+
+
+def _summary(sides: list[common.Side]) -> dict[str, Any]:
+    ref = sides[0]
+    out = {}
+    for s in sides:
+        out[s.name] = {
+            "tokens_per_s": round(common.median(s.rates), 1),
+            "step_ms": round(1000 * common.median(s.seconds), 1),
+            "speed_vs_default": common.compare(s, ref)["speedup_median"],  # > 1: faster than default
+            "loss_last": round(s.losses[-1], 4),
+        }
+    return out
+
+
+def run_variants(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int, only: list[str]) -> dict[str, Any]:
+    cfg, state, batches = _setup(model_size, batch_size, seq_len, warmup + steps)
+    specs = VARIANTS
+    names = ["default", *[n for n in (only or specs) if n != "default"]]
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(specs)}")
+    sides = [build(cfg, state, batches, n, specs[n]) for n in names]
+    common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
+    return {"variants": _summary(sides)}
+
+
+def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict[str, Any]:
+    """Eager vs torch.compile'd forward (default mode); the compiled side's first step is the compile time."""
+    cfg, state, batches = _setup(model_size, batch_size, seq_len, warmup + steps + 1)
+    eager = build(cfg, state, batches, "default", {})
+    compiled = build(cfg, state, batches, "compiled", {"compile": True})
+    t0 = time.perf_counter()
+    compiled.step(0)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    eager.step(0)
+    eager_first = time.perf_counter() - t0
+    shifted = lambda s: (lambda i: s(i + 1))  # noqa: E731  (batch 0 was used for the first step)
+    eager.step, compiled.step = shifted(eager.step), shifted(compiled.step)
+    eager.tokens, compiled.tokens = eager.tokens[1:], compiled.tokens[1:]
+    common.run_rounds([eager, compiled], warmup, steps, common.progress_to_stderr(False))
+    out = _summary([eager, compiled])
+    gain = common.median(eager.seconds) - common.median(compiled.seconds)
+    out["compiled"]["first_step_s"] = round(first, 2)
+    out["default"]["first_step_s"] = round(eager_first, 2)
+    out["compiled"]["break_even_steps"] = round((first - eager_first) / gain) if gain > 0 else None
+    return {"variants": out}
+
+
+def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int, repeats: int) -> dict[str, Any]:
+    """The default step in fresh processes, alternately with and without tcmalloc preloaded."""
+    found = common.tcmalloc_library()
+    if found is None:
+        raise SystemExit("libtcmalloc_minimal.so.4 not found: apt-get install -y libtcmalloc-minimal4")
+    args = [sys.executable, "-m", "bertbench.benchmarks.ablations", "--model-size", model_size, "--batch-size", str(batch_size),
+            "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--only", "default"]
+    env_plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    runs: dict[str, list[float]] = {"glibc": [], "tcmalloc": []}
+    for r in range(repeats):
+        for name in (("glibc", "tcmalloc") if r % 2 == 0 else ("tcmalloc", "glibc")):
+            env = dict(env_plain, **({"LD_PRELOAD": found} if name == "tcmalloc" else {}))
+            res = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(res.stdout)["variants"]["default"]["tokens_per_s"])
+            print(f"{name}: {runs[name][-1]} tokens/s", file=sys.stderr, flush=True)
+    ratios = [t / g for t, g in zip(runs["tcmalloc"], runs["glibc"])]
+    return {"allocator": {"tokens_per_s": runs, "tcmalloc_speedup_median": round(common.median(ratios), 3)}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-size", default="mini")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--only", default="", help="comma-separated variants (default is always included)")
+    p.add_argument("--compile", action="store_true", help="eager vs torch.compile instead of the variants")
+    p.add_argument("--allocator", action="store_true", help="tcmalloc vs glibc in subprocesses instead of the variants")
+    p.add_argument("--repeats", type=int, default=4, help="process pairs for --allocator")
+    a = p.parse_args(argv)
+    if a.compile:
+        result = run_compile(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup)
+    elif a.allocator:
+        result = run_allocator(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup, a.repeats)
+    else:
+        result = run_variants(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup, [x for x in a.only.split(",") if x])
+    result["machine"] = common.machine()
+    result["config"] = {"model_size": a.model_size, "batch_size": a.batch_size, "seq_len": a.seq_len, "steps": a.steps, "warmup": a.warmup}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

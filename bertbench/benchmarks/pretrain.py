@@ -1,0 +1,229 @@
+"""`bench pretrain`: full pre-training steps of bertbench's default path against `transformers.BertForPreTraining`.
+
+A step is forward (MLM + NSP loss), backward, gradient clipping at 1.0, AdamW step, zero_grad — what
+both trainers do (Lightning's `gradient_clip_val`, the HF Trainer's `max_grad_norm`). Both sides start
+from the same weights and see the same batches: random tokens, no padding, 15% of positions masked.
+How each side runs is how its users run it:
+- bertbench: `BertForPreTraining(cfg)` with `make_adamw` (our training's optimizer); the vocabulary is
+  projected only at the masked positions.
+- transformers: `BertForPreTraining._from_config(..., attn_implementation="sdpa")`, labels with -100
+  (it projects every position), AdamW with `fused=True` (the Trainer's default optimizer since torch 2.8).
+bf16 is autocast around forward and loss with fp32 master weights on both sides (Lightning "bf16-mixed",
+the Trainer's `bf16=True`).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import Any, Optional
+
+from bertbench.benchmarks import common
+from bertbench.config import ModelConfig, OptimConfig
+
+MASK_RATIO = 0.15
+
+
+def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`n` MLM + NSP batches: random tokens, exactly round(15% · T) masked positions per row, no padding."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    V, B, T = cfg.vocab_size, batch_size, seq_len
+    k = max(1, round(MASK_RATIO * T))
+    mask_id = min(103, V - 1)  # [MASK] in the BERT vocabularies; any id serves for random tokens
+    out = []
+    for _ in range(n):
+        tokens = torch.randint(5, V, (B, T), generator=gen)
+        picked = torch.rand(B, T, generator=gen).argsort(dim=1)[:, :k]  # (B, k) distinct positions per row
+        labels = torch.full((B, T), -100, dtype=torch.long).scatter_(1, picked, tokens.gather(1, picked))
+        inputs = tokens.scatter(1, picked, mask_id)
+        types = (torch.arange(T) >= T // 2).long().expand(B, T).contiguous()
+        out.append({
+            "input_ids": inputs,
+            "token_type_ids": types,
+            "attention_mask": torch.ones(B, T, dtype=torch.long),
+            "mlm_labels": labels,
+            "nsp_labels": torch.randint(0, 2, (B,), generator=gen),
+        })
+    return out
+
+
+def predicted_share(seq_len: int) -> float:
+    return max(1, round(MASK_RATIO * seq_len)) / seq_len
+
+
+def hf_config(cfg: ModelConfig):
+    from transformers import BertConfig
+
+    from bertbench.hf_compat import config_to_hf
+
+    return BertConfig(**config_to_hf(cfg))
+
+
+def build_hf_pretraining(cfg: ModelConfig, ours_state: dict):
+    """transformers' BertForPreTraining (SDPA attention) holding the same weights as our model."""
+    from transformers import BertForPreTraining
+
+    from bertbench.hf_compat import state_dict_to_hf
+
+    model = BertForPreTraining._from_config(hf_config(cfg), attn_implementation="sdpa")
+    model.load_state_dict(state_dict_to_hf(ours_state, cfg))
+    return model.train()
+
+
+def hf_adamw(model, lr: float, weight_decay: float = 0.01, fused: bool = True):
+    """The HF Trainer's default: torch AdamW (fused since torch 2.8), no decay on biases and LayerNorm."""
+    import torch
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "LayerNorm" not in n]
+    ids = {id(p) for p in decay}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, **({"fused": True} if fused else {}))
+
+
+def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[dict], bf16: bool, clip: float = 1.0):
+    """A closure running one full training step on batch i; returns the detached loss."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(i: int):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = forward(model, batches[i])
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def ours_forward(model, b: dict):
+    return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["mlm_labels"], b["nsp_labels"]).loss
+
+
+def hf_forward(model, b: dict):
+    return model(
+        input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
+        labels=b["mlm_labels"], next_sentence_label=b["nsp_labels"],
+    ).loss
+
+
+def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, seed: int = 0) -> list[common.Side]:
+    """bertbench at its default precision, fp32 and bf16 (deduplicated); transformers at fp32 and bf16."""
+    import torch
+
+    from bertbench.model import BertForPreTraining
+    from bertbench.training.pretrain_module import make_adamw
+
+    torch.manual_seed(seed)
+    base = BertForPreTraining(cfg).train()
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    optim = OptimConfig()
+    tokens = [b["input_ids"].numel() for b in batches]
+    precisions = list(dict.fromkeys([default_precision, "32-true", "bf16-mixed"]))
+    sides = []
+    for p in precisions:
+        model = copy.deepcopy(base)
+        opt = make_adamw(model, optim, "cpu")
+        step = train_step(model, opt, ours_forward, batches, bf16=p == "bf16-mixed")
+        sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, tokens,
+                                 {"optimizer": "AdamW foreach (make_adamw)", "vocab_projection": "masked positions"}))
+    for p in ("32-true", "bf16-mixed"):
+        model = build_hf_pretraining(cfg, state)
+        opt = hf_adamw(model, optim.lr, optim.weight_decay)
+        step = train_step(model, opt, hf_forward, batches, bf16=p == "bf16-mixed")
+        sides.append(common.Side(f"transformers_{common.PRECISION_LABEL[p]}", "transformers", p, step, tokens,
+                                 {"optimizer": "AdamW fused (Trainer default)", "vocab_projection": "all positions"}))
+    return sides
+
+
+def side_report(side: common.Side, flops_per_token: float, peak: dict[str, float]) -> dict[str, Any]:
+    tps = common.median(side.rates)
+    gflops = flops_per_token * tps / 1e9
+    return {
+        "impl": side.impl,
+        "precision": side.precision,
+        "tokens_per_s": round(tps, 1),
+        "tokens_per_s_best": round(max(side.rates), 1),  # noise only slows a step: the best round is the least disturbed
+        "step_ms": round(1000 * common.median(side.seconds), 2),
+        "model_gflops_per_s": round(gflops, 1),
+        "flops_per_token": round(flops_per_token),
+        "mfu_fp32_peak": round(gflops / peak["fp32"], 4),
+        "mfu_bf16_peak": round(gflops / peak["bf16"], 4),
+        "loss_first": round(side.losses[0], 4),
+        "loss_last": round(side.losses[-1], 4),
+        **side.extra,
+    }
+
+
+def run(
+    model_size: str,
+    vocab_size: int = 30522,
+    batch_size: int = 32,
+    seq_len: int = 128,
+    precision: str = "auto",
+    steps: int = 8,
+    warmup: int = 2,
+    threads: Optional[int] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict[str, Any]:
+    from bertbench.errors import BertbenchError
+    from bertbench.model import flops_per_token
+
+    default = common.parse_precision(precision)
+    cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)
+    if not 8 <= seq_len <= cfg.max_position_embeddings:
+        raise BertbenchError(f"--seq-len {seq_len}: expected 8..{cfg.max_position_embeddings}")
+    if batch_size < 1 or vocab_size < 8:
+        raise BertbenchError("--batch-size must be ≥ 1 and --vocab-size ≥ 8")
+    common.set_threads(threads)
+    meter = common.PeakMeter()
+    batches = synthetic_batches(cfg, warmup + steps, batch_size, seq_len)
+    sides = build_sides(cfg, batches, default)
+    common.run_rounds(sides, warmup, steps, progress, after_round=meter.sample)
+    peak = meter.result()
+
+    share = predicted_share(seq_len)
+    by_name = {s.name: s for s in sides}
+    reports = {
+        s.name: side_report(s, flops_per_token(cfg, seq_len, share if s.impl == "bertbench" else 1.0), peak)
+        for s in sides
+    }
+    ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
+    comparisons = {
+        "headline_default_vs_transformers_fp32": common.compare(ours_default, by_name["transformers_fp32"]),
+        "matched_fp32": common.compare(by_name["bertbench_fp32"], by_name["transformers_fp32"]),
+        "matched_bf16": common.compare(by_name["bertbench_bf16"], by_name["transformers_bf16"]),
+    }
+    return {
+        "benchmark": "pretrain",
+        "machine": common.machine(),
+        "config": {
+            "model_size": model_size,
+            "num_layers": cfg.num_layers,
+            "hidden_size": cfg.hidden_size,
+            "num_heads": cfg.num_heads,
+            "intermediate_size": cfg.intermediate_size,
+            "vocab_size": vocab_size,
+            "batch_size": batch_size,
+            "seq_len": seq_len,
+            "masked_share": round(share, 4),
+            "steps": steps,
+            "warmup": warmup,
+            "lr": OptimConfig().lr,
+            "grad_clip": 1.0,
+        },
+        "default_precision": default,
+        "peak_gflops_per_s": peak,
+        "peak_method": "torch.matmul 2048x2048x2048, best of samples taken before and after every round",
+        "sides": reports,
+        "comparisons": comparisons,
+        "tcmalloc": common.tcmalloc_preloaded(),
+        "hint": common.allocator_hint(),
+        "expected_loss_random_tokens": round(math.log(vocab_size) + math.log(2), 3),
+    }

@@ -1,0 +1,92 @@
+"""`bertbench bench …` end to end on a tiny config: valid JSON with the keys the report promises, and
+numbers that mean something (same initial weights on every side, positive throughputs). No timing asserts."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+
+runner = CliRunner()
+TINY = ["--model-size", "tiny", "--vocab-size", "1000", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--json"]
+
+
+def _invoke(args: list[str]) -> dict:
+    r = runner.invoke(app, ["bench", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _check_machine(result: dict) -> None:
+    m = result["machine"]
+    assert {"hardware", "torch", "threads", "tcmalloc"} <= set(m)
+    assert m["threads"] >= 1 and isinstance(m["tcmalloc"], bool)
+    assert result["tcmalloc"] == m["tcmalloc"]
+    assert (result["hint"] is None) == m["tcmalloc"]  # a hint exactly when tcmalloc is missing
+
+
+def test_bench_pretrain_json():
+    out = _invoke(["pretrain", *TINY, "--seq-len", "32", "--precision", "32"])
+    _check_machine(out)
+    assert out["benchmark"] == "pretrain" and out["default_precision"] == "32-true"
+    assert out["config"] | {"vocab_size": 1000, "batch_size": 4, "seq_len": 32, "steps": 2} == out["config"]
+    assert out["config"]["masked_share"] == pytest.approx(5 / 32, abs=1e-3)  # round(0.15 · 32) positions per row
+    assert set(out["sides"]) == {"bertbench_fp32", "bertbench_bf16", "transformers_fp32", "transformers_bf16"}
+    assert out["peak_gflops_per_s"]["fp32"] > 0 and out["peak_gflops_per_s"]["bf16"] > 0
+    for name, side in out["sides"].items():
+        assert side["precision"] in ("32-true", "bf16-mixed")
+        assert side["tokens_per_s"] > 0 and side["mfu_bf16_peak"] > 0 and side["mfu_fp32_peak"] > 0
+        assert side["model_gflops_per_s"] == pytest.approx(side["tokens_per_s"] * side["flops_per_token"] / 1e9, rel=1e-2, abs=0.06)
+        # random tokens: MLM ≈ ln V, NSP ≈ ln 2 at the start, from the same initial weights on every side
+        assert math.isfinite(side["loss_last"])
+        assert side["loss_first"] == pytest.approx(math.log(1000) + math.log(2), abs=0.6), name
+    # Our FLOPs count the vocabulary projection at masked positions only; transformers' at all of them.
+    assert out["sides"]["bertbench_fp32"]["flops_per_token"] < out["sides"]["transformers_fp32"]["flops_per_token"]
+    # fp32, same weights, same first batch, dropout aside: the two implementations start at the same loss.
+    assert out["sides"]["bertbench_fp32"]["loss_first"] == pytest.approx(out["sides"]["transformers_fp32"]["loss_first"], abs=0.1)
+    comps = out["comparisons"]
+    assert set(comps) == {"headline_default_vs_transformers_fp32", "matched_fp32", "matched_bf16"}
+    assert comps["headline_default_vs_transformers_fp32"]["ours"] == "bertbench_fp32"
+    assert comps["matched_bf16"] == comps["matched_bf16"] | {"ours": "bertbench_bf16", "theirs": "transformers_bf16"}
+    for c in comps.values():
+        assert c["speedup_min"] <= c["speedup_median"] <= c["speedup_max"]
+
+
+def test_bench_finetune_json():
+    out = _invoke(["finetune", *TINY, "--min-len", "8", "--max-len", "64", "--group-by-length"])
+    _check_machine(out)
+    assert out["benchmark"] == "finetune" and out["config"]["group_by_length"] is True
+    names = set(out["sides"])
+    assert names == {
+        "bertbench_fp32", "bertbench_bf16", "transformers_max_length_fp32", "transformers_max_length_bf16",
+        "transformers_dynamic_fp32", "transformers_dynamic_bf16",
+    }
+    sides = out["sides"]
+    for side in sides.values():
+        assert side["tokens_per_s"] > 0 and side["examples_per_s"] > 0
+        assert side["loss_first"] == pytest.approx(math.log(2), abs=0.3)
+    assert sides["bertbench_fp32"]["batches"] == sides["transformers_dynamic_fp32"]["batches"] == "length-grouped (group_by_length)"
+    assert sides["transformers_max_length_fp32"]["batches"] == "random"
+    # padding to max length costs more padded tokens than padding to the longest in the batch
+    assert sides["transformers_max_length_fp32"]["padded_tokens_per_real"] > sides["bertbench_fp32"]["padded_tokens_per_real"] >= 1.0
+    assert sides["transformers_dynamic_fp32"]["padded_tokens_per_real"] == sides["bertbench_fp32"]["padded_tokens_per_real"]
+    assert {"matched_fp32_vs_max_length", "matched_bf16_vs_max_length", "matched_fp32_vs_dynamic", "matched_bf16_vs_dynamic"} < set(out["comparisons"])
+
+
+def test_bench_data_json():
+    out = _invoke(["data", "--synthetic-mb", "0.2", "--repeats", "1", "--seq-len", "64", "--json"])
+    assert out["benchmark"] == "data"
+    assert out["config"]["corpus_mb"] == pytest.approx(0.2, rel=0.2)
+    for stage in ("end_to_end", "instances_from_cache"):
+        assert out["stages"][stage]["mb_per_s"] > 0
+    stats = out["stats"]
+    assert stats["train_instances"] > 0 and 0 < stats["mean_length"] <= 64
+    assert out["instances_per_s_end_to_end"] > 0
+
+
+def test_bench_rejects_bad_precision():
+    r = runner.invoke(app, ["bench", "pretrain", "--precision", "16-mixed", "--model-size", "tiny"])
+    assert r.exit_code == 2 and "--precision" in r.output
