@@ -1,0 +1,38 @@
+"""The CPU fast paths of model.py against their torch references."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from bertbench.config import ModelConfig
+from bertbench.model import SelfAttention, attention_mask_for_sdpa, dropout
+
+
+def test_dropout_keeps_one_minus_p_and_scales():
+    torch.manual_seed(0)
+    x = torch.ones(1_000_000, requires_grad=True)
+    y = dropout(x, 0.1, training=True)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.9) < 0.002, kept
+    assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad, (y != 0).float() / 0.9)  # the same mask in backward
+    assert dropout(x, 0.1, training=False) is x
+
+
+def test_explicit_cpu_attention_equals_sdpa():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=10, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64, attention_dropout=0.0)
+    attn = SelfAttention(cfg)
+    B, nh, T, hs = 2, 4, 9, 8
+    q, k, v = (torch.randn(B, nh, T, hs) for _ in range(3))
+    pad = torch.ones(B, T, dtype=torch.long)
+    pad[1, 6:] = 0
+    for causal in (False, True):
+        mask, is_causal = attention_mask_for_sdpa(pad, T, causal, q.device)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        got = attn.explicit_attention(q, k, v, mask, is_causal)
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+        mask, is_causal = attention_mask_for_sdpa(None, T, causal, q.device)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        torch.testing.assert_close(attn.explicit_attention(q, k, v, mask, is_causal), ref, atol=1e-5, rtol=0)
