@@ -152,3 +152,21 @@ def test_bad_corpus_is_a_clear_error(tmp_path, monkeypatch):
     recipe.write_text("model_size: tiny\noptim:\n  weight_decy: 0.1\n")
     r = runner.invoke(app, ["pretrain", "--recipe", str(recipe), "--corpus", str(bad), "--out", str(tmp_path / "o4")])
     assert r.exit_code == 2 and "weight_decy" in r.output and "did you mean 'weight_decay'" in r.output
+
+
+def test_two_phase_schedule_switches_sequence_length(tmp_path, corpus, monkeypatch):
+    """phases: seq 32 for the first half of the steps, then 64 (the paper's 128 → 512, scaled down)."""
+    recipe = tmp_path / "phases.yaml"
+    recipe.write_text(
+        "model_size: tiny\ntokenizer_vocab_size: 200\nbatch_size: 4\nprecision: '32'\nlog_every: 1\neval_every: 0\n"
+        "checkpoint_every: 0\nphases:\n  - {fraction: 0.5, max_seq_len: 32}\n  - {fraction: 0.5, max_seq_len: 64}\n"
+        "data:\n  max_seq_len: 32\n"
+    )
+    out = tmp_path / "run"
+    pretrain(["--recipe", str(recipe), "--corpus", str(corpus), "--max-steps", "6", "--out", str(out)], monkeypatch)
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    per_step = [int(b["tokens"]) - int(a["tokens"]) for a, b in zip(rows, rows[1:])]
+    assert max(per_step[:2]) <= 4 * 32 < max(per_step[3:]) <= 4 * 64  # longer sequences in the second phase
+    import bertbench
+
+    assert bertbench.load_checkpoint(out / "checkpoint").config.max_position_embeddings >= 64
