@@ -216,6 +216,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
 
     from bertbench.data.features import build_features
     from bertbench.data.task_readers import data_fingerprint, read_split
+    from bertbench.io_utils import atomic_write_json, atomic_write_text
     from bertbench.paths import default_data_dir
     from bertbench.provenance import resolve_precision
     from bertbench.results import provenance, record_filename, write_record
@@ -312,8 +313,6 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                 record["extra"]["grid_selected"] = lr == best_lr if len(results) > 1 else None
                 fname = record_filename(record)
                 stem = fname[: -len(".record.json")]
-                from bertbench.io_utils import atomic_write_text
-
                 pred_files = []
                 for suffix, text in scored.predictions_text.items():
                     atomic_write_text(folder / f"{stem}.{suffix}", text)
@@ -324,8 +323,6 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                 if lr == best_lr:
                     written.append(write_record(folder / fname, record))
                 else:  # grid points that lost on dev: kept for inspection, not read by the report
-                    from bertbench.io_utils import atomic_write_json
-
                     atomic_write_json(folder / f"{stem}.grid.json", record)
         ran += 1
         echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{' selected on dev' if len(lrs) > 1 else ''})")
