@@ -17,7 +17,7 @@ import torch
 
 from bertbench.config import ModelConfig, OptimConfig
 from bertbench.model import BertForPreTraining
-from bertbench.training.pretrain_module import make_adamw
+from bertbench.training.optim import make_adamw
 
 STEP_TOL = 0.01  # nats, at every step
 FINAL_TOL = 0.005  # nats, at the last step

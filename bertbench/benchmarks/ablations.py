@@ -134,7 +134,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def _optimizer(model, kind: str):
-    from bertbench.training.pretrain_module import make_adamw, param_groups
+    from bertbench.training.optim import make_adamw, param_groups
 
     if kind == "foreach":
         return make_adamw(model, OptimConfig(), "cpu")

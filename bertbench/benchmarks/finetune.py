@@ -90,13 +90,11 @@ def hf_forward(model, b: dict):
 
 
 def _adamw_like_finetune_loop(model):
-    """The optimizer of `finetune_loop.train` on CPU."""
-    import torch
+    """The optimizer of `finetune_loop.train` on CPU (the same `make_adamw` call)."""
+    from bertbench.config import OptimConfig
+    from bertbench.training.optim import make_adamw
 
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2 and "norm" not in n]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and (p.ndim < 2 or "norm" in n)]
-    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=LR, foreach=True)
+    return make_adamw(model, OptimConfig(lr=LR, weight_decay=0.01, eps=1e-8), "cpu")
 
 
 def build_sides(

@@ -118,7 +118,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     import torch
 
     from bertbench.model import BertForPreTraining
-    from bertbench.training.pretrain_module import make_adamw
+    from bertbench.training.optim import make_adamw
 
     torch.manual_seed(seed)
     base = BertForPreTraining(cfg).train()

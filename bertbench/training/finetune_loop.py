@@ -16,7 +16,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from bertbench.config import OptimConfig
 from bertbench.model import IGNORE_INDEX
+from bertbench.training.optim import make_adamw
 
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
 PAD_VALUE = {"input_ids": 0, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
@@ -142,13 +144,8 @@ def train(
     seed_everything(seed)
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2 and "norm" not in n]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and (p.ndim < 2 or "norm" in n)]
-    assert len(decay) + len(no_decay) == len(params)
-    extra = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr, **extra
-    )
+    # torch's default eps 1e-8 for fine-tuning (as HF's Trainer); pre-training keeps BERT's 1e-6
+    opt = make_adamw(model, OptimConfig(lr=hp.lr, weight_decay=hp.weight_decay, eps=1e-8), device.type)
     n = len(train_features)
     steps_per_epoch = math.ceil(n / hp.batch_size)
     total = math.ceil(steps_per_epoch * hp.epochs)

@@ -14,22 +14,7 @@ import torch
 
 from bertbench.config import OptimConfig
 from bertbench.model import BertForPreTraining
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only: not on LayerNorm weights, biases (as the original BERT)."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def make_adamw(model: torch.nn.Module, cfg: OptimConfig, device_type: str) -> torch.optim.Optimizer:
-    # fused AdamW on CUDA; foreach (multi-tensor) elsewhere — both avoid a Python loop per parameter.
-    extra = {"fused": True} if device_type == "cuda" else {"foreach": True}
-    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, **extra)
+from bertbench.training.optim import make_adamw
 
 
 def linear_warmup_decay(progress: float, warmup: float) -> float:
