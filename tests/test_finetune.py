@@ -100,6 +100,9 @@ def test_unknown_task_and_bad_model_are_clear_errors(tmp_path):
     r = runner.invoke(app, ["finetune", "--model", str(tmp_path / "nope"), "--tasks", "rte",
                             "--data-dir", str(FIXTURE_DATA), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "not found" in r.output
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                            "--precision", "fp16", "--data-dir", str(FIXTURE_DATA), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "bf16-mixed, 32-true or auto" in r.output  # not a silent fp32 run labelled fp16
 
 
 def test_malformed_rows_name_file_and_line(tmp_path):

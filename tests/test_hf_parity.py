@@ -8,7 +8,7 @@ transformers = pytest.importorskip("transformers")
 
 from bertbench.config import ModelConfig  # noqa: E402
 from bertbench.hf_compat import config_from_hf, state_dict_from_hf, state_dict_to_hf  # noqa: E402
-from bertbench.model import BertForPreTraining  # noqa: E402
+from bertbench.model import BertForPreTraining, Packing  # noqa: E402
 
 
 def hf_model(vocab_size=99, layers=2, hidden=32, heads=4, seed=0):
@@ -48,21 +48,27 @@ def batch(vocab_size, seed=1):
     return ids, types, mask
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("vocab_size", [99, 30522 // 100])
-def test_forward_parity(vocab_size):
+def test_forward_parity(vocab_size, packed, monkeypatch):
+    """Padded: every position equals HF's, padded queries included. Packed (the default on batches with
+    ≥ 10% padding): every real position equals HF's, and padded positions are zeros, not garbage."""
+    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
     hf = hf_model(vocab_size)
     ours = ours_from(hf)
     assert not ours.cfg.causal
     ids, types, mask = batch(vocab_size)
+    assert Packing.worth_it(mask) == packed  # the batch has 29% padding
     with torch.no_grad():
         ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
         out = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    valid = mask.bool()  # HF computes garbage-but-finite values at padded queries too; compare all
-    torch.testing.assert_close(out.last_hidden_state, ref.hidden_states[-1], atol=1e-5, rtol=0)
-    torch.testing.assert_close(out.mlm_logits, ref.prediction_logits, atol=1e-5, rtol=0)
+    valid = mask.bool() if packed else torch.ones_like(mask, dtype=torch.bool)
+    torch.testing.assert_close(out.last_hidden_state[valid], ref.hidden_states[-1][valid], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.mlm_logits[valid], ref.prediction_logits[valid], atol=1e-5, rtol=0)
     torch.testing.assert_close(out.nsp_logits, ref.seq_relationship_logits, atol=1e-5, rtol=0)
     assert out["mlm_logits"].shape == (3, 17, vocab_size)
-    assert valid.sum() < valid.numel()  # the batch really has padding
+    if packed:
+        assert torch.equal(out.last_hidden_state[~mask.bool()], torch.zeros(int((mask == 0).sum()), hf.config.hidden_size))
 
 
 def test_masked_positions_equal_full_logits():

@@ -170,3 +170,25 @@ def test_two_phase_schedule_switches_sequence_length(tmp_path, corpus, monkeypat
     import bertbench
 
     assert bertbench.load_checkpoint(out / "checkpoint").config.max_position_embeddings >= 64
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_module_clips_gradients_when_its_optimizer_is_fused(fused):
+    """Lightning refuses to clip for a fused optimizer, so the module does it (and only then)."""
+    from bertbench.config import ModelConfig, OptimConfig
+    from bertbench.model import BertForPreTraining
+    from bertbench.training.pretrain_module import PretrainModule
+
+    model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
+    module = PretrainModule(model, OptimConfig(grad_clip=1.0), max_steps=10, fused_optimizer=fused)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    before = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+    opt = module.configure_optimizers()["optimizer"]
+    assert bool(opt.defaults.get("fused")) == fused
+    module.on_before_optimizer_step(opt)
+    after = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+    if fused:
+        assert after == pytest.approx(1.0, rel=1e-4)
+    else:
+        assert after == before  # the Trainer's gradient_clip_val clips in this configuration

@@ -7,7 +7,7 @@
 Every variant starts from the same weights and runs the same batches in alternating rounds (see
 `common.run_rounds`); the result is each variant's median tokens/s and the median per-round ratio
 against `default` (bertbench's default path: bf16 autocast, vocabulary projection at masked positions,
-foreach AdamW, dropout 0.1 everywhere, torch's thread count). Prints one JSON document.
+fused AdamW, dropout 0.1 everywhere, torch's thread count). Prints one JSON document.
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "fp32": {"bf16": False},
     "fp32_full_vocab_projection": {"bf16": False, "forward": full_projection_forward},
     "adamw_plain_loop": {"optimizer": "plain"},
-    "adamw_fused": {"optimizer": "fused"},
+    "adamw_foreach": {"optimizer": "foreach"},
     "one_thread": {"threads": 1},
     "attention_dropout_0": {"cfg": {"attention_dropout": 0.0}},
     "no_dropout": {"cfg": {"attention_dropout": 0.0, "dropout": 0.0}},
@@ -136,10 +136,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 def _optimizer(model, kind: str):
     from bertbench.training.optim import make_adamw, param_groups
 
-    if kind == "foreach":
-        return make_adamw(model, OptimConfig(), "cpu")
+    if kind == "default":
+        return make_adamw(model, OptimConfig(), "cpu")  # fused
     cfg = OptimConfig()
-    flag = {"plain": {"foreach": False}, "fused": {"fused": True}}[kind]
+    flag = {"plain": {"foreach": False}, "foreach": {"foreach": True}}[kind]
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, **flag)
 
 
@@ -150,7 +150,7 @@ def build(cfg: ModelConfig, base_state: dict, batches: list, name: str, spec: di
     model.load_state_dict(base_state)
     if "patch" in spec:
         patch(model, **spec["patch"])
-    opt = _optimizer(model, spec.get("optimizer", "foreach"))
+    opt = _optimizer(model, spec.get("optimizer", "default"))
     bf16 = spec.get("bf16", True)
     step = train_step(model, opt, spec.get("forward", ours_forward), batches, bf16=bf16, clip=spec.get("clip", 1.0))
     if "threads" in spec:

@@ -132,7 +132,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
         opt = make_adamw(model, optim, "cpu")
         step = train_step(model, opt, ours_forward, batches, bf16=p == "bf16-mixed")
         sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, tokens,
-                                 {"optimizer": "AdamW foreach (make_adamw)", "vocab_projection": "masked positions"}))
+                                 {"optimizer": "AdamW fused (make_adamw)", "vocab_projection": "masked positions"}))
     for p in ("32-true", "bf16-mixed"):
         model = build_hf_pretraining(cfg, state)
         opt = hf_adamw(model, optim.lr, optim.weight_decay)

@@ -230,7 +230,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     source = resolve_model_source(req.model, req.tokenizer, data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(req.precision, device.type)
-    bf16 = precision.startswith("bf16")
+    if precision not in ("bf16-mixed", "32-true"):  # the loop has autocast for bf16 and no fp16 grad scaler
+        raise BertbenchError(f"--precision {req.precision}: fine-tuning runs bf16-mixed, 32-true or auto")
+    bf16 = precision == "bf16-mixed"
     out = Path(req.out)
     written: list[Path] = []
     ran = 0

@@ -33,8 +33,13 @@ class PretrainModule(L.LightningModule):
         budget_seconds: Optional[float] = None,
         eval_fn=None,
         eval_every: int = 0,
+        fused_optimizer: bool = False,
     ):
+        """fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
+        whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
+        #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip."""
         super().__init__()
+        self.fused_optimizer = fused_optimizer
         self.model = model
         self.optim_cfg = optim
         self.max_steps = max_steps
@@ -62,7 +67,7 @@ class PretrainModule(L.LightningModule):
         return self.optim_cfg.warmup_fraction
 
     def configure_optimizers(self):
-        opt = make_adamw(self.model, self.optim_cfg, self.device.type)
+        opt = make_adamw(self.model, self.optim_cfg, self.device.type, fused=self.fused_optimizer)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda step: linear_warmup_decay(self.progress(step), self.warmup_share())
         )
@@ -83,6 +88,10 @@ class PretrainModule(L.LightningModule):
             self.log("train/mlm_loss", out.mlm_loss, on_step=True, on_epoch=False)
             self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False)
         return out.loss
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if self.fused_optimizer and self.optim_cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
 
     def on_train_start(self) -> None:
         self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports

@@ -312,10 +312,13 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
     precision = resolve_precision(cfg.precision, device_type)
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size))
     eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
+    # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
+    # clip (it unscales and gathers first), so those keep foreach AdamW.
+    fused = precision != "16-mixed" and "fsdp" not in str(cfg.strategy).lower()
     module = PretrainModule(
         model, cfg.optim, cfg.max_steps,
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
-        eval_fn=eval_fn, eval_every=cfg.eval_every,
+        eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
     run_log, periodic = _callbacks(cfg, out_dir, stop_at_step)
     callbacks = [run_log, periodic]
@@ -327,7 +330,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
     trainer = L.Trainer(
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=precision, max_steps=cfg.max_steps, accumulate_grad_batches=cfg.grad_accum,
-        gradient_clip_val=cfg.optim.grad_clip or None, logger=False, enable_checkpointing=False,
+        gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
         enable_model_summary=False, enable_progress_bar=len(callbacks) > 2, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),

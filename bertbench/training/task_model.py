@@ -82,7 +82,9 @@ class TaskModel(nn.Module):
 
     def _encode(self, input_ids, token_type_ids, attention_mask) -> EncoderOutput:
         if self.feature_based is None:
-            return self.bert(input_ids, token_type_ids, attention_mask)
+            # Sequence-level heads read the pooled token alone: the last layer need not compute the others.
+            pooled_only = self.task_type in ("classification", "regression", "multiple_choice")
+            return self.bert(input_ids, token_type_ids, attention_mask, pooled_only=pooled_only)
         self.bert.eval()  # frozen encoder: no dropout in the features either
         with torch.no_grad():
             return self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=True)

@@ -1,0 +1,193 @@
+"""The fine-tuning fast paths compute the same function as the plain padded encoder, and as HF's task models.
+
+- Packing: on batches with ≥ 10% padding, position-wise work runs on the real tokens only.
+- pooled_only: sequence-level heads read one token, so the last layer computes only that token's output.
+Both must give the same outputs *and* the same gradients, or fine-tuning would train a different model.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from bertbench.config import ModelConfig  # noqa: E402
+from bertbench.hf_compat import state_dict_to_hf  # noqa: E402
+from bertbench.model import BertForPreTraining, Packing  # noqa: E402
+from bertbench.training.task_model import TaskModel  # noqa: E402
+
+
+def cfg(causal=False):
+    return ModelConfig(vocab_size=97, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
+                       max_position_embeddings=40, causal=causal)
+
+
+def ragged_batch(B=5, T=23, seed=0):
+    """Right-padded sentence pairs of lengths 4..T, at least one full row: ~40% padding."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([T, 4, 11, 17, 7][:B])
+    ids = torch.randint(5, 97, (B, T), generator=g)
+    ids[:, 0] = 2  # a [CLS]-like token
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
+    types = ((torch.arange(T)[None, :] >= (lengths // 2)[:, None]) & mask.bool()).long()
+    ids[mask == 0] = 0
+    return ids, types, mask
+
+
+def perturbed(model, seed=1):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)  # biases and LayerNorms away from 0/1, so all are exercised
+    return model
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_packing_round_trip():
+    ids, _, mask = ragged_batch()
+    pk = Packing(mask)
+    x = torch.randn(*ids.shape, 3)
+    packed = pk.pack(x)
+    assert packed.shape == (int(mask.sum()), 3)
+    back = pk.pad(packed)
+    assert torch.equal(back[mask.bool()], x[mask.bool()])
+    assert torch.equal(back[~mask.bool()], torch.zeros(int((mask == 0).sum()), 3))
+    flat = torch.tensor([0, 1 * 23 + 3, 4 * 23 + 6])  # real tokens: (0,0), (1,3), (4,6)
+    assert torch.equal(packed[pk.rows_of(flat)], x.reshape(-1, 3)[flat])
+
+
+def test_packing_threshold():
+    full = torch.ones(4, 10, dtype=torch.long)
+    assert not Packing.worth_it(None) and not Packing.worth_it(full)
+    full[0, 9] = 0  # 2.5% padding: not worth the gathers
+    assert not Packing.worth_it(full)
+    full[:, 8:] = 0  # 20%
+    assert Packing.worth_it(full)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_packed_matches_padded_outputs_and_gradients(causal, monkeypatch):
+    torch.manual_seed(0)
+    model = perturbed(BertForPreTraining(cfg(causal))).eval()  # eval: no dropout, so the two paths are comparable
+    ids, types, mask = ragged_batch()
+    labels = torch.full_like(ids, -100)
+    labels[mask.bool() & (torch.arange(ids.size(1)) % 3 == 0)] = 7
+    nsp = torch.tensor([0, 1, 0, 1, 1])
+    runs = {}
+    for name, threshold in (("padded", 1.1), ("packed", 0.1)):
+        monkeypatch.setattr(Packing, "MIN_PADDING", threshold)
+        model.zero_grad()
+        out = model(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
+        out.loss.backward()
+        runs[name] = (out, grads(model))
+    (a, ga), (b, gb) = runs["padded"], runs["packed"]
+    valid = mask.bool()
+    torch.testing.assert_close(b.last_hidden_state[valid], a.last_hidden_state[valid], atol=1e-5, rtol=0)
+    torch.testing.assert_close(b.mlm_logits, a.mlm_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(b.nsp_logits, a.nsp_logits, atol=1e-5, rtol=0)
+    assert ga.keys() == gb.keys() and len(ga) == len(list(model.parameters()))
+    for n in ga:
+        torch.testing.assert_close(gb[n], ga[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, monkeypatch):
+    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
+    torch.manual_seed(0)
+    bert = perturbed(BertForPreTraining(cfg(causal))).bert.eval()
+    ids, types, mask = ragged_batch()
+    weight = torch.randn(32)
+    results = []
+    for pooled_only in (False, True):
+        bert.zero_grad()
+        out = bert(ids, types, mask, pooled_only=pooled_only)
+        assert (out.last_hidden_state is None) == pooled_only
+        (out.pooled @ weight).sum().backward()
+        results.append((out.pooled, grads(bert)))
+    (full, g_full), (only, g_only) = results
+    torch.testing.assert_close(only, full, atol=1e-5, rtol=0)
+    assert g_full.keys() == g_only.keys()
+    for n in g_full:
+        torch.testing.assert_close(g_only[n], g_full[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
+def test_pooled_only_without_padding_and_causal_flag():
+    """No attention mask at all: the causal model pools from the last position, which sees every key."""
+    torch.manual_seed(0)
+    bert = perturbed(BertForPreTraining(cfg(causal=True))).bert.eval()
+    ids = torch.randint(5, 97, (3, 9))
+    torch.testing.assert_close(bert(ids, pooled_only=True).pooled, bert(ids).pooled, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="pooled_only"):
+        bert(ids, pooled_only=True, output_hidden_states=True)
+
+
+def hf_pair(task_type: str, num_labels: int):
+    """Our TaskModel and the matching transformers model with the same weights (eval mode)."""
+    torch.manual_seed(0)
+    c = cfg()
+    pre = perturbed(BertForPreTraining(c))
+    ours = TaskModel(pre.bert, task_type, num_labels).eval()
+    hf_cfg = transformers.BertConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads, intermediate_size=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings, num_labels=num_labels,
+    )
+    cls = {"classification": transformers.BertForSequenceClassification,
+           "span_qa": transformers.BertForQuestionAnswering,
+           "token_classification": transformers.BertForTokenClassification}[task_type]
+    hf = cls(hf_cfg).eval()
+    sd = {k: v for k, v in state_dict_to_hf(pre.state_dict(), c).items() if k.startswith("bert.")}
+    head = ours.head.out
+    key = "qa_outputs" if task_type == "span_qa" else "classifier"
+    sd[f"{key}.weight"], sd[f"{key}.bias"] = head.weight.detach(), head.bias.detach()
+    if task_type != "classification":
+        sd = {k: v for k, v in sd.items() if not k.startswith("bert.pooler")}  # these HF models have no pooler
+    hf.load_state_dict(sd, strict=True)
+    return ours, hf
+
+
+@pytest.mark.parametrize("task_type,num_labels", [("classification", 3), ("span_qa", 2), ("token_classification", 5)])
+def test_task_models_match_transformers_on_ragged_batches(task_type, num_labels):
+    """What fine-tuning runs (packed, pooled-only where it applies) against HF's padded task models."""
+    ours, hf = hf_pair(task_type, num_labels)
+    ids, types, mask = ragged_batch()
+    assert Packing.worth_it(mask)
+    with torch.no_grad():
+        logits, _ = ours({"input_ids": ids, "token_type_ids": types, "attention_mask": mask})
+        ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    if task_type == "classification":
+        torch.testing.assert_close(logits, ref.logits, atol=1e-5, rtol=0)
+    elif task_type == "span_qa":
+        valid = mask.bool()
+        torch.testing.assert_close(logits[..., 0][valid], ref.start_logits[valid], atol=1e-5, rtol=0)
+        torch.testing.assert_close(logits[..., 1][valid], ref.end_logits[valid], atol=1e-5, rtol=0)
+    else:
+        torch.testing.assert_close(logits[mask.bool()], ref.logits[mask.bool()], atol=1e-5, rtol=0)
+
+
+def test_classification_gradients_match_transformers():
+    """One fine-tuning step's gradients, ours (packed + pooled-only) vs BertForSequenceClassification (padded)."""
+    ours, hf = hf_pair("classification", 2)
+    ids, types, mask = ragged_batch()
+    labels = torch.tensor([0, 1, 1, 0, 1])
+    _, loss = ours({"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels})
+    loss.backward()
+    ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
+    ref.loss.backward()
+    torch.testing.assert_close(loss, ref.loss, atol=1e-6, rtol=0)
+    # Our gradients under HF's names (fused qkv split back); the pre-training heads are absent here.
+    ours_grads = {f"bert.{n}": p.grad for n, p in ours.bert.named_parameters()}
+    pre_only = BertForPreTraining(ours.bert.cfg).state_dict()
+    named = state_dict_to_hf({**{k: torch.zeros_like(v) for k, v in pre_only.items()}, **ours_grads}, ours.bert.cfg)
+    hf_grads = {n: p.grad for n, p in hf.named_parameters()}
+    compared = 0
+    for name, g in hf_grads.items():
+        if name.startswith("bert."):
+            torch.testing.assert_close(named[name], g, atol=1e-5, rtol=1e-4, msg=name)
+            compared += 1
+    assert compared == len([n for n in hf_grads if n.startswith("bert.")]) > 20
+    torch.testing.assert_close(ours.head.out.weight.grad, hf.classifier.weight.grad, atol=1e-5, rtol=1e-4)
