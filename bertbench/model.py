@@ -11,6 +11,10 @@ No Lightning import here: training wraps this module from outside.
 Attention runs through `F.scaled_dot_product_attention` on CUDA. On CPU it runs as explicit matmuls with
 an fp32 softmax, and dropout uses a cheaper random-bit kernel. Both were measured faster there by
 `bertbench bench pretrain`, and tests/test_model.py checks them against SDPA and the dropout definition.
+
+Two fast paths change no result at the positions anyone reads (tests/test_packing.py, test_hf_parity.py):
+- batches with ≥ 10% padding run *packed*: position-wise work on the real tokens only (see Packing);
+- `pooled_only=True` (sequence-level heads) computes the last layer at the pooled token alone.
 """
 from __future__ import annotations
 
@@ -63,24 +67,66 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
-class Packing:
-    """The real tokens of a padded (B, T) batch, so that position-wise work runs on them only.
+@dataclass
+class Bucket:
+    """Rows of similar length, attended together on their own (nb, T_b) grid."""
 
-    Everything in a layer except attention's QKᵀ and AV acts on each position alone, so it can run on the
-    N real tokens packed as (N, H) instead of (B, T, H). On GLUE-like batches (lengths 20–128, padded to the
-    longest) that skips ~40% of the FLOPs. Attention scatters q, k, v back into (B, T) form, zeros at
-    padding (masked as keys), then gathers its output again: the unpadding idea of FlashAttention-varlen
-    and of Hugging Face's padding-free path. Outputs at padded positions come back as zeros rather than the
-    finite garbage a padded model computes there; nothing reads them (heads and losses skip padding).
+    rows: torch.Tensor  # (nb,) batch rows in this bucket
+    T: int  # the grid's length: the furthest real token among these rows, + 1
+    src: torch.Tensor  # (n,) packed rows of the bucket's real tokens, in grid order
+    dst: torch.Tensor  # (n,) where they go in the flattened (nb·T) grid
+    mask: Optional[torch.Tensor]  # attention mask for the grid, as attention_mask_for_sdpa makes it
+    is_causal: bool
+    key_mask: Optional[torch.Tensor]  # (nb, 1, 1, T) real keys, for one query per row; None: all real
+
+
+class Packing:
+    """The real tokens of a padded (B, T) batch, so that no work is spent on padding.
+
+    Everything in a layer except attention's QKᵀ and AV acts on each position alone, so it runs on the N
+    real tokens packed as (N, H) instead of (B, T, H). On GLUE-like batches (lengths 20–128, padded to the
+    longest) that skips ~40% of the FLOPs. For attention the rows are sorted by length into a few buckets,
+    and each bucket's q, k, v are scattered onto its own (nb, T_b) grid (zeros at padding, masked as keys):
+    the padded QKᵀ, softmax and dropout shrink with T_b². The unpadding idea of FlashAttention's varlen
+    kernels and Hugging Face's padding-free path, in plain tensor ops. Outputs at padded positions come back
+    as zeros rather than the finite garbage a padded model computes there; nothing reads them (heads and
+    losses skip padding). tests/test_packing.py checks outputs and gradients against the padded path and HF.
     """
 
-    # Below this share of padding the gathers and scatters cost more than they save (bench finetune).
-    MIN_PADDING = 0.1
+    MIN_PADDING = 0.1  # below this share of padding the gathers cost more than they save (bench finetune)
+    BUCKETS = 4  # attention buckets per batch, each of at least MIN_BUCKET_ROWS rows
+    MIN_BUCKET_ROWS = 4
 
-    def __init__(self, attention_mask: torch.Tensor):
-        self.B, self.T = attention_mask.shape
-        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of real tokens
-        self.positions = self.index % self.T  # (N,) position ids of the packed tokens
+    def __init__(self, attention_mask: torch.Tensor, causal: bool = False):
+        self.B, self.T = B, T = attention_mask.shape
+        dev = attention_mask.device
+        real = attention_mask.bool()
+        self.index = real.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of real tokens
+        self.positions = self.index % T  # (N,) position ids of the packed tokens
+        n = self.index.numel()
+        self.row_of = torch.full((B * T,), -1, dtype=torch.long, device=dev)  # flat position → packed row
+        self.row_of[self.index] = torch.arange(n, device=dev)
+        extent = (real * torch.arange(1, T + 1, device=dev)).amax(1)  # (B,) last real position + 1
+        order = extent.argsort(descending=True)
+        groups = max(1, min(self.BUCKETS, B // self.MIN_BUCKET_ROWS))
+        self.buckets: list[Bucket] = []
+        for rows in order.tensor_split(groups):
+            Tb = max(1, int(extent[rows].max()))  # a host sync per bucket, once per forward
+            m = attention_mask[rows, :Tb]  # (nb, Tb)
+            dst = m.reshape(-1).bool().nonzero().squeeze(1)  # (n_b,)
+            src = self.row_of[(rows[:, None] * T + torch.arange(Tb, device=dev)).reshape(-1)[dst]]  # (n_b,)
+            mask, is_causal = attention_mask_for_sdpa(m, Tb, causal, dev)
+            key_mask = None if mask is None else m.bool()[:, None, None, :]
+            self.buckets.append(Bucket(rows, Tb, src, dst, mask, is_causal, key_mask))
+        # merge() concatenates the buckets' tokens (rows) in bucket order; these put them back
+        self.token_order = self._inverse(torch.cat([b.src for b in self.buckets]))  # (N,)
+        self.row_order = self._inverse(torch.cat([b.rows for b in self.buckets]))  # (B,)
+
+    @staticmethod
+    def _inverse(perm: torch.Tensor) -> torch.Tensor:
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(perm.numel(), device=perm.device)
+        return inv
 
     @staticmethod
     def worth_it(attention_mask: Optional[torch.Tensor]) -> bool:
@@ -95,11 +141,26 @@ class Packing:
         out = x.new_zeros(self.B * self.T, x.size(-1)).index_copy(0, self.index, x)  # (N, C) → (B·T, C)
         return out.view(self.B, self.T, -1)  # (B, T, C)
 
+    def grid(self, x: torch.Tensor, b: Bucket) -> torch.Tensor:
+        """(N, C) packed → (nb, T_b, C), zeros at padding."""
+        nb, C = b.rows.numel(), x.size(-1)
+        picked = x.index_select(0, b.src)  # (n_b, C)
+        if b.dst.numel() == nb * b.T:  # no padding in this bucket
+            return picked.view(nb, b.T, C)
+        return x.new_zeros(nb * b.T, C).index_copy(0, b.dst, picked).view(nb, b.T, C)
+
+    def merge(self, grids: list[torch.Tensor]) -> torch.Tensor:
+        """Each bucket's (nb, T_b, C) → the packed (N, C), real tokens only."""
+        parts = [g.reshape(-1, g.size(-1)).index_select(0, b.dst) for g, b in zip(grids, self.buckets)]
+        return torch.cat(parts).index_select(0, self.token_order)
+
+    def merge_rows(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """Each bucket's (nb, C) → (B, C) in batch order."""
+        return torch.cat(parts).index_select(0, self.row_order)
+
     def rows_of(self, flat_positions: torch.Tensor) -> torch.Tensor:
         """Where flat padded positions (b·T + t, all real tokens) sit among the N packed rows."""
-        row = torch.full((self.B * self.T,), -1, dtype=torch.long, device=self.index.device)
-        row[self.index] = torch.arange(self.index.numel(), device=self.index.device)
-        return row[flat_positions]
+        return self.row_of[flat_positions]
 
 
 class Embeddings(nn.Module):
@@ -136,15 +197,17 @@ class SelfAttention(nn.Module):
         self, x: torch.Tensor, mask: Optional[torch.Tensor], is_causal: bool, packing: Optional[Packing] = None
     ) -> torch.Tensor:
         """x: (B, T, H), or (N, H) packed real tokens; returns the same shape."""
-        H = x.size(-1)
         qkv = self.qkv(x)  # (B, T, 3H) or (N, 3H)
-        grid = qkv if packing is None else packing.pad(qkv)  # (B, T, 3H)
-        B, T, _ = grid.shape
-        q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in grid.split(H, dim=2))  # 3 × (B, nh, T, hs)
-        y = self.attend(q, k, v, mask, is_causal).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
-        if packing is not None:
-            y = packing.pack(y)  # (N, H)
+        if packing is None:
+            y = self.grid_attention(qkv, mask, is_causal)  # (B, T, H)
+        else:  # bucket by bucket, each on its own shorter grid
+            y = packing.merge([self.grid_attention(packing.grid(qkv, b), b.mask, b.is_causal) for b in packing.buckets])  # (N, H)
         return self.norm(x + self.dropout(self.out(y)))  # post-LN, as the original
+
+    def grid_attention(self, qkv: torch.Tensor, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+        B, T, H = qkv.size(0), qkv.size(1), qkv.size(2) // 3
+        q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in qkv.split(H, dim=2))  # 3 × (B, nh, T, hs)
+        return self.attend(q, k, v, mask, is_causal).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
 
     def forward_at(
         self, x: torch.Tensor, rows: torch.Tensor, key_mask: Optional[torch.Tensor], packing: Optional[Packing]
@@ -155,15 +218,21 @@ class SelfAttention(nn.Module):
         key: right for [CLS], and for a causal model's last real token (everything real is at or before it).
         """
         H = x.size(-1)
-        flat = x.reshape(-1, H)  # (B·T or N, H)
-        qkv = self.qkv(x)  # (B, T, 3H) or (N, 3H)
-        grid = qkv if packing is None else packing.pad(qkv)  # (B, T, 3H)
-        B, T, _ = grid.shape
+        qkv = self.qkv(x).reshape(-1, 3 * H)  # (B·T or N, 3H)
+        if packing is None:
+            y = self.query_attention(qkv[rows, :H], qkv[:, H:].view(x.size(0), x.size(1), 2 * H), key_mask)  # (B, H)
+        else:
+            kv = qkv[:, H:]  # (N, 2H)
+            y = packing.merge_rows([self.query_attention(qkv[rows[b.rows], :H], packing.grid(kv, b), b.key_mask)
+                                    for b in packing.buckets])  # (B, H)
+        return self.norm(x.reshape(-1, H)[rows] + self.dropout(self.out(y)))  # (B, H)
+
+    def query_attention(self, q: torch.Tensor, kv: torch.Tensor, key_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """q (B, H) against the keys and values of kv (B, T, 2H) → (B, H)."""
+        B, T, H = kv.size(0), kv.size(1), q.size(-1)
         hs = H // self.nh
-        q = qkv.reshape(-1, 3 * H)[rows, :H].view(B, self.nh, 1, hs)  # (B, nh, 1, hs)
-        k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in grid[..., H:].split(H, dim=2))  # 2 × (B, nh, T, hs)
-        y = self.attend(q, k, v, key_mask, False).reshape(B, H)  # (B, H)
-        return self.norm(flat[rows] + self.dropout(self.out(y)))  # (B, H)
+        k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in kv.split(H, dim=2))  # 2 × (B, nh, T, hs)
+        return self.attend(q.view(B, self.nh, 1, hs), k, v, key_mask, False).reshape(B, H)
 
     def attend(self, q, k, v, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
         if q.device.type == "cpu":
@@ -268,7 +337,7 @@ class BertModel(nn.Module):
         if pooled_only and output_hidden_states:
             raise ValueError("pooled_only skips the per-token states that output_hidden_states returns")
         mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device)
-        packing = Packing(attention_mask) if Packing.worth_it(attention_mask) else None
+        packing = Packing(attention_mask, self.cfg.causal) if Packing.worth_it(attention_mask) else None
         x = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, H), or (N, H) packed
         unpack = (lambda t: t) if packing is None else packing.pad  # noqa: E731
         states = [unpack(x)] if output_hidden_states else None

@@ -42,13 +42,23 @@ def perturbed(model, seed=1):
     return model
 
 
+@pytest.fixture(params=[4, 1], ids=["one-bucket", "four-buckets"])
+def buckets(request, monkeypatch):
+    """ragged_batch has 5 rows: 4 rows per bucket at least → one bucket; 1 → four (some without padding)."""
+    monkeypatch.setattr(Packing, "MIN_BUCKET_ROWS", request.param)
+    return request.param
+
+
 def grads(model):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_packing_round_trip():
+def test_packing_round_trip(buckets):
     ids, _, mask = ragged_batch()
     pk = Packing(mask)
+    assert len(pk.buckets) == (1 if buckets == 4 else 4)
+    assert sorted(torch.cat([b.rows for b in pk.buckets]).tolist()) == list(range(5))
+    assert [b.T for b in pk.buckets] == ([23] if buckets == 4 else [23, 11, 7, 4])  # lengths 23 and 17 share one
     x = torch.randn(*ids.shape, 3)
     packed = pk.pack(x)
     assert packed.shape == (int(mask.sum()), 3)
@@ -57,6 +67,11 @@ def test_packing_round_trip():
     assert torch.equal(back[~mask.bool()], torch.zeros(int((mask == 0).sum()), 3))
     flat = torch.tensor([0, 1 * 23 + 3, 4 * 23 + 6])  # real tokens: (0,0), (1,3), (4,6)
     assert torch.equal(packed[pk.rows_of(flat)], x.reshape(-1, 3)[flat])
+    grids = [pk.grid(packed, b) for b in pk.buckets]
+    for g, b in zip(grids, pk.buckets):  # each bucket's grid is its rows, cut to T_b, zeros at padding
+        torch.testing.assert_close(g, x[b.rows, :b.T] * mask[b.rows, :b.T, None], atol=0, rtol=0)
+    assert torch.equal(pk.merge(grids), packed)
+    assert torch.equal(pk.merge_rows([x[b.rows, 0] for b in pk.buckets]), x[:, 0])
 
 
 def test_packing_threshold():
@@ -69,7 +84,7 @@ def test_packing_threshold():
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-def test_packed_matches_padded_outputs_and_gradients(causal, monkeypatch):
+def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatch):
     torch.manual_seed(0)
     model = perturbed(BertForPreTraining(cfg(causal))).eval()  # eval: no dropout, so the two paths are comparable
     ids, types, mask = ragged_batch()
@@ -95,7 +110,7 @@ def test_packed_matches_padded_outputs_and_gradients(causal, monkeypatch):
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, monkeypatch):
+def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buckets, monkeypatch):
     monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
     torch.manual_seed(0)
     bert = perturbed(BertForPreTraining(cfg(causal))).bert.eval()
@@ -151,7 +166,7 @@ def hf_pair(task_type: str, num_labels: int):
 
 
 @pytest.mark.parametrize("task_type,num_labels", [("classification", 3), ("span_qa", 2), ("token_classification", 5)])
-def test_task_models_match_transformers_on_ragged_batches(task_type, num_labels):
+def test_task_models_match_transformers_on_ragged_batches(task_type, num_labels, buckets):
     """What fine-tuning runs (packed, pooled-only where it applies) against HF's padded task models."""
     ours, hf = hf_pair(task_type, num_labels)
     ids, types, mask = ragged_batch()
@@ -169,7 +184,7 @@ def test_task_models_match_transformers_on_ragged_batches(task_type, num_labels)
         torch.testing.assert_close(logits[mask.bool()], ref.logits[mask.bool()], atol=1e-5, rtol=0)
 
 
-def test_classification_gradients_match_transformers():
+def test_classification_gradients_match_transformers(buckets):
     """One fine-tuning step's gradients, ours (packed + pooled-only) vs BertForSequenceClassification (padded)."""
     ours, hf = hf_pair("classification", 2)
     ids, types, mask = ragged_batch()

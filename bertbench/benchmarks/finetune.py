@@ -1,8 +1,10 @@
 """`bench finetune`: sequence-classification training steps of `TaskModel` vs `transformers.BertForSequenceClassification`.
 
 GLUE-like batches: example lengths drawn uniformly from min_len..max_len, sentence pairs, two labels.
-- bertbench pads each batch to its longest example (`pad_collate`, rounded up to 8), AdamW fused as
-  `finetune_loop.train`; batches are length-grouped when `group_by_length` is on (the loop's option).
+- bertbench pads each batch to its longest example (`pad_collate`, rounded up to 8), and the model then runs
+  packed (projections and FFN on real tokens only, attention in length buckets) with the last layer at
+  [CLS] only (`pooled_only`): exactly `finetune_loop.train`'s path, AdamW fused as there. Batches are
+  length-grouped when `group_by_length` is on (the loop's option).
 - transformers "max_length": padded to max_len, as the Trainer's GLUE example does by default
   (`pad_to_max_length=True`).
 - transformers "dynamic": padded to the longest in the batch (`DataCollatorWithPadding`), to be fair.
@@ -128,7 +130,7 @@ def build_sides(
         model = copy.deepcopy(base)
         step = train_step(model, _adamw_like_finetune_loop(model), ours_forward, dynamic, bf16=p == "bf16-mixed")
         sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, ours_tokens,
-                                 {"padding": "longest in batch (pad_collate)", "batches": batching,
+                                 {"padding": "longest in batch (pad_collate), then packed", "batches": batching,
                                   "padded_tokens_per_real": padded(dynamic), "optimizer": "AdamW fused (finetune_loop)"}))
     hf = (
         ("max_length", fixed, random_tokens, f"max_length {max_len} (Trainer GLUE example)", "random"),
