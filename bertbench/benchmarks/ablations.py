@@ -83,10 +83,10 @@ def patch(model, dropout: str = "torch", attention: str = "sdpa") -> None:
         if dropout == "fast" and isinstance(m, nn.Dropout):
             m.forward = types.MethodType(lambda self, x: fast_dropout(x, self.p, self.training), m)
         if attention != "sdpa" and isinstance(m, SelfAttention):
-            def forward(self, x, mask, is_causal):
+            def forward(self, x, mask, is_causal, packing=None):
                 p = self.attn_dropout if self.training else 0.0
-                if is_causal or (p == 0.0 and attention != "manual_always"):
-                    return SelfAttention.forward(self, x, mask, is_causal)
+                if is_causal or packing is not None or (p == 0.0 and attention != "manual_always"):
+                    return SelfAttention.forward(self, x, mask, is_causal, packing)
                 B, T, H = x.shape
                 q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
                 q = q.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)

@@ -152,7 +152,7 @@ def run(
     min_len: int = 20,
     max_len: int = 128,
     precision: str = "auto",
-    steps: int = 8,
+    steps: int = 16,
     warmup: int = 2,
     threads: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,

@@ -122,7 +122,7 @@ def finetune(
         typer.Option("--group-by-length/--no-group-by-length", help="Length-grouped batches for our side; default: the fine-tuning default."),
     ] = None,
     precision: Precision = "auto",
-    steps: Steps = 8,
+    steps: Steps = 16,  # fine-tuning steps are short (0.15–0.7 s): more rounds steady the medians on a noisy machine
     warmup: Warmup = 2,
     threads: Threads = None,
     as_json: AsJson = False,

@@ -1,0 +1,127 @@
+"""What each optimisation of the fine-tuning step contributes: one switched off at a time.
+
+    python -m bertbench.benchmarks.finetune_ablations --model-size mini [--precision bf16] [--steps 8]
+
+The step is `bench finetune`'s bertbench side (sequence classification, GLUE-like batches of mixed
+lengths padded to the longest, `finetune_loop`'s optimizer). Every variant starts from the same weights
+and runs the same batches in alternating rounds (`common.run_rounds`); each reports its median real
+tokens/s and the median per-round ratio against `default`. Prints one JSON document.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from bertbench.benchmarks import common
+from bertbench.benchmarks import finetune as ft
+from bertbench.benchmarks.pretrain import train_step
+from bertbench.config import ModelConfig, OptimConfig
+from bertbench.model import Packing
+
+
+@contextlib.contextmanager
+def packing_settings(**values: Any) -> Iterator[None]:
+    """Packing's class-level knobs, set for one step and restored after it."""
+    before = {k: getattr(Packing, k) for k in values}
+    for k, v in values.items():
+        setattr(Packing, k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            setattr(Packing, k, v)
+
+
+def without_pooled_only(model) -> None:
+    """The last layer computes every position, as a padded encoder does."""
+    def encode(self, input_ids, token_type_ids, attention_mask):
+        return self.bert(input_ids, token_type_ids, attention_mask)
+
+    model._encode = types.MethodType(encode, model)
+
+
+# name → how the variant differs from the default path
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "no_packing": {"packing": {"MIN_PADDING": 1.1}},  # padded (B, T) all the way, as transformers runs
+    "packing_one_bucket": {"packing": {"BUCKETS": 1}},  # packed, but attention on the batch's full grid
+    "no_pooled_only": {"pooled_only": False},
+    "neither_packing_nor_pooled_only": {"packing": {"MIN_PADDING": 1.1}, "pooled_only": False},
+    "adamw_foreach": {"fused": False},
+}
+
+
+def build(cfg: ModelConfig, base, batches: list[dict], tokens: list[int], name: str, spec: dict[str, Any], bf16: bool) -> common.Side:
+    from bertbench.training.optim import make_adamw
+
+    model = copy.deepcopy(base)
+    if spec.get("pooled_only", True) is False:
+        without_pooled_only(model)
+    opt = make_adamw(model, OptimConfig(lr=ft.LR, weight_decay=0.01, eps=1e-8), "cpu", fused=spec.get("fused", True))
+    step = train_step(model, opt, ft.ours_forward, batches, bf16=bf16)
+    if "packing" in spec:
+        inner = step
+
+        def step(i: int, inner: Callable = inner, settings: dict = spec["packing"]):
+            with packing_settings(**settings):
+                return inner(i)
+
+    return common.Side(name, "bertbench", "bf16-mixed" if bf16 else "32-true", step, tokens)
+
+
+def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, precision: str, steps: int, warmup: int,
+                 only: list[str]) -> dict[str, Any]:
+    from bertbench.model import BertForPreTraining
+    from bertbench.training.finetune_loop import pad_collate
+    from bertbench.training.task_model import TaskModel
+
+    names = ["default", *[n for n in (only or VARIANTS) if n != "default"]]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    cfg = ModelConfig.from_size(model_size)
+    feats = ft.synthetic_features(cfg, (warmup + steps) * batch_size, min_len, max_len)
+    idx = ft.batch_indices(len(feats), batch_size, None)
+    batches = [pad_collate([feats[i] for i in ix]) for ix in idx]
+    tokens = [sum(len(feats[i]["input_ids"]) for i in ix) for ix in idx]  # real tokens, as bench finetune counts
+    torch.manual_seed(0)
+    base = TaskModel(BertForPreTraining(cfg).bert, "classification", 2).train()
+    bf16 = common.parse_precision(precision) == "bf16-mixed"
+    sides = [build(cfg, base, batches, tokens, n, VARIANTS[n], bf16) for n in names]
+    common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
+    ref = sides[0]
+    return {"variants": {s.name: {
+        "tokens_per_s": round(common.median(s.rates), 1),
+        "step_ms": round(1000 * common.median(s.seconds), 1),
+        "speed_vs_default": common.compare(s, ref)["speedup_median"],  # < 1: slower than default
+        "loss_last": round(s.losses[-1], 4),
+    } for s in sides}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-size", default="mini")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--min-len", type=int, default=20)
+    p.add_argument("--max-len", type=int, default=128)
+    p.add_argument("--precision", default="auto", help="auto | bf16 | fp32")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--only", default="", help="comma-separated variants (default is always included)")
+    a = p.parse_args(argv)
+    result = run_variants(a.model_size, a.batch_size, a.min_len, a.max_len, a.precision, a.steps, a.warmup,
+                          [x for x in a.only.split(",") if x])
+    result["machine"] = common.machine()
+    result["config"] = {k: getattr(a, k) for k in ("model_size", "batch_size", "min_len", "max_len", "precision", "steps", "warmup")}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
