@@ -52,6 +52,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no_packing": {"packing": {"MIN_PADDING": 1.1}},  # padded (B, T) all the way, as transformers runs
     "packing_one_bucket": {"packing": {"BUCKETS": 1}},  # packed, but attention on the batch's full grid
+    "packing_two_buckets": {"packing": {"BUCKETS": 2}},
+    "packing_eight_buckets": {"packing": {"BUCKETS": 8}},
     "no_pooled_only": {"pooled_only": False},
     "neither_packing_nor_pooled_only": {"packing": {"MIN_PADDING": 1.1}, "pooled_only": False},
     "adamw_foreach": {"fused": False},
