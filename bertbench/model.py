@@ -12,9 +12,11 @@ Attention runs through `F.scaled_dot_product_attention` on CUDA. On CPU it runs 
 an fp32 softmax, and dropout uses a cheaper random-bit kernel. Both were measured faster there by
 `bertbench bench pretrain`, and tests/test_model.py checks them against SDPA and the dropout definition.
 
-Two fast paths change no result at the positions anyone reads (tests/test_packing.py, test_hf_parity.py):
+Two fast paths change no result at the positions anyone reads (tests/test_packing.py checks outputs and
+gradients against the plain path and against transformers):
 - batches with ≥ 10% padding run *packed*: position-wise work on the real tokens only (see Packing);
-- `pooled_only=True` (sequence-level heads) computes the last layer at the pooled token alone.
+- the last layer computes its outputs only where a head reads them (see BertModel.forward): the pooled
+  token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM + NSP.
 """
 from __future__ import annotations
 
@@ -77,7 +79,6 @@ class Bucket:
     dst: torch.Tensor  # (n,) where they go in the flattened (nb·T) grid
     mask: Optional[torch.Tensor]  # attention mask for the grid, as attention_mask_for_sdpa makes it
     is_causal: bool
-    key_mask: Optional[torch.Tensor]  # (nb, 1, 1, T) real keys, for one query per row; None: all real
 
 
 class Packing:
@@ -116,11 +117,9 @@ class Packing:
             dst = m.reshape(-1).bool().nonzero().squeeze(1)  # (n_b,)
             src = self.row_of[(rows[:, None] * T + torch.arange(Tb, device=dev)).reshape(-1)[dst]]  # (n_b,)
             mask, is_causal = attention_mask_for_sdpa(m, Tb, causal, dev)
-            key_mask = None if mask is None else m.bool()[:, None, None, :]
-            self.buckets.append(Bucket(rows, Tb, src, dst, mask, is_causal, key_mask))
-        # merge() concatenates the buckets' tokens (rows) in bucket order; these put them back
+            self.buckets.append(Bucket(rows, Tb, src, dst, mask, is_causal))
+        # merge() concatenates the buckets' tokens in bucket order; this puts them back
         self.token_order = self._inverse(torch.cat([b.src for b in self.buckets]))  # (N,)
-        self.row_order = self._inverse(torch.cat([b.rows for b in self.buckets]))  # (B,)
 
     @staticmethod
     def _inverse(perm: torch.Tensor) -> torch.Tensor:
@@ -153,10 +152,6 @@ class Packing:
         """Each bucket's (nb, T_b, C) → the packed (N, C), real tokens only."""
         parts = [g.reshape(-1, g.size(-1)).index_select(0, b.dst) for g, b in zip(grids, self.buckets)]
         return torch.cat(parts).index_select(0, self.token_order)
-
-    def merge_rows(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        """Each bucket's (nb, C) → (B, C) in batch order."""
-        return torch.cat(parts).index_select(0, self.row_order)
 
     def rows_of(self, flat_positions: torch.Tensor) -> torch.Tensor:
         """Where flat padded positions (b·T + t, all real tokens) sit among the N packed rows."""
@@ -209,30 +204,25 @@ class SelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in qkv.split(H, dim=2))  # 3 × (B, nh, T, hs)
         return self.attend(q, k, v, mask, is_causal).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
 
-    def forward_at(
-        self, x: torch.Tensor, rows: torch.Tensor, key_mask: Optional[torch.Tensor], packing: Optional[Packing]
-    ) -> torch.Tensor:
-        """The output at one query per sequence only, (B, H): the pooled token of the last layer.
+    def forward_at(self, x: torch.Tensor, where: "Queries", packing: Optional[Packing]) -> torch.Tensor:
+        """The output at M chosen positions only, (M, H); keys and values still come from every real token.
 
-        rows: (B,) where each sequence's query sits among x's flattened rows. The query attends every real
-        key: right for [CLS], and for a causal model's last real token (everything real is at or before it).
+        For the last layer, when only some positions are read: [CLS] for sequence heads, the masked positions
+        (and [CLS]) for pre-training. Queries sit on a small (B, M_max) grid, one row per sequence.
         """
         H = x.size(-1)
-        qkv = self.qkv(x).reshape(-1, 3 * H)  # (B·T or N, 3H)
-        if packing is None:
-            y = self.query_attention(qkv[rows, :H], qkv[:, H:].view(x.size(0), x.size(1), 2 * H), key_mask)  # (B, H)
-        else:
-            kv = qkv[:, H:]  # (N, 2H)
-            y = packing.merge_rows([self.query_attention(qkv[rows[b.rows], :H], packing.grid(kv, b), b.key_mask)
-                                    for b in packing.buckets])  # (B, H)
-        return self.norm(x.reshape(-1, H)[rows] + self.dropout(self.out(y)))  # (B, H)
-
-    def query_attention(self, q: torch.Tensor, kv: torch.Tensor, key_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """q (B, H) against the keys and values of kv (B, T, 2H) → (B, H)."""
-        B, T, H = kv.size(0), kv.size(1), q.size(-1)
-        hs = H // self.nh
+        xs = x.reshape(-1, H)[where.rows]  # (M, H) the residual stream at the chosen positions
+        q = F.linear(xs, self.qkv.weight[:H], self.qkv.bias[:H])  # (M, H): queries only where asked
+        kv = F.linear(x, self.qkv.weight[H:], self.qkv.bias[H:])  # (B, T, 2H) or (N, 2H)
+        if packing is not None:
+            kv = packing.pad(kv)  # (B, T, 2H)
+        B, T, hs = kv.size(0), kv.size(1), H // self.nh
+        grid = q.new_zeros(B, where.width, H).index_put((where.batch, where.slot), q)  # (B, M_max, H)
+        qh = grid.view(B, where.width, self.nh, hs).transpose(1, 2)  # (B, nh, M_max, hs)
         k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in kv.split(H, dim=2))  # 2 × (B, nh, T, hs)
-        return self.attend(q.view(B, self.nh, 1, hs), k, v, key_mask, False).reshape(B, H)
+        y = self.attend(qh, k, v, where.mask, False).transpose(1, 2).reshape(B, where.width, H)  # (B, M_max, H)
+        y = y[where.batch, where.slot]  # (M, H)
+        return self.norm(xs + self.dropout(self.out(y)))  # (M, H)
 
     def attend(self, q, k, v, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
         if q.device.type == "cpu":
@@ -280,10 +270,8 @@ class Layer(nn.Module):
     ) -> torch.Tensor:
         return self.ffn(self.attn(x, mask, is_causal, packing))  # the FFN is position-wise: packed or not
 
-    def forward_at(
-        self, x: torch.Tensor, rows: torch.Tensor, key_mask: Optional[torch.Tensor], packing: Optional[Packing]
-    ) -> torch.Tensor:
-        return self.ffn(self.attn.forward_at(x, rows, key_mask, packing))  # (B, H)
+    def forward_at(self, x: torch.Tensor, where: "Queries", packing: Optional[Packing]) -> torch.Tensor:
+        return self.ffn(self.attn.forward_at(x, where, packing))  # (M, H)
 
 
 def attention_mask_for_sdpa(
@@ -303,11 +291,37 @@ def attention_mask_for_sdpa(
     return keys, False
 
 
+class Queries:
+    """M chosen positions of a (B, T) batch, laid out for `SelfAttention.forward_at`.
+
+    wanted: (B, T) bool. Each chosen position becomes a query in slot j of its row of a (B, M_max) grid;
+    it attends every real key of its sequence, and only keys at or before it when causal. Unused slots
+    attend the real keys too (finite, never read).
+    """
+
+    def __init__(self, wanted: torch.Tensor, attention_mask: Optional[torch.Tensor], causal: bool, packing: Optional[Packing]):
+        B, T = wanted.shape
+        dev = wanted.device
+        self.batch, self.position = wanted.nonzero(as_tuple=True)  # (M,) each, row-major
+        flat = self.batch * T + self.position  # (M,)
+        self.rows = flat if packing is None else packing.rows_of(flat)  # (M,) rows of x's flattened form
+        counts = torch.bincount(self.batch, minlength=B)  # (B,)
+        self.width = max(1, int(counts.max()))  # M_max; a host sync, once per forward
+        self.slot = torch.arange(self.batch.numel(), device=dev) - (counts.cumsum(0) - counts)[self.batch]  # (M,)
+        keys = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        if causal:
+            last = torch.full((B, self.width), T - 1, device=dev).index_put((self.batch, self.slot), self.position)  # (B, M_max)
+            upto = torch.arange(T, device=dev)[None, None, :] <= last[:, :, None]  # (B, M_max, T)
+            keys = upto[:, None] if keys is None else keys & upto[:, None]  # (B, 1, M_max, T)
+        self.mask = keys
+
+
 @dataclass
 class EncoderOutput:
-    last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None when only the pooled output was asked for
+    last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None when the last layer ran at chosen positions only
     pooled: torch.Tensor  # (B, H)
     hidden_states: Optional[list[torch.Tensor]] = None  # embeddings + each layer, when asked for
+    selected: Optional[torch.Tensor] = None  # (M, H) final states at `outputs_at`, row-major, when asked for
 
 
 class BertModel(nn.Module):
@@ -327,33 +341,48 @@ class BertModel(nn.Module):
         attention_mask: Optional[torch.Tensor] = None,
         output_hidden_states: bool = False,
         pooled_only: bool = False,
+        outputs_at: Optional[torch.Tensor] = None,
     ) -> EncoderOutput:
-        """pooled_only: the sequence-level heads read the pooled token alone, so the last layer computes its
-        output at that token only (its keys and values still come from every real token): the same pooled
-        output for ~1/L less work. Batches with ≥ 10% padding run packed (see Packing)."""
+        """Only what is read, computed: the last layer's output is needed only where a head reads it.
+
+        pooled_only: sequence-level heads read the pooled token alone. outputs_at: (B, T) bool, the real
+        positions whose final state is wanted (the masked positions of MLM), returned as `selected`; the
+        pooled output is always computed. Either way the last layer runs its queries, output projection and
+        FFN at those positions only (keys and values still come from every real token): the same numbers
+        for up to ~1/L less work. Batches with ≥ 10% padding run packed (see Packing).
+        """
         B, T = input_ids.shape
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        if pooled_only and output_hidden_states:
-            raise ValueError("pooled_only skips the per-token states that output_hidden_states returns")
+        partial = pooled_only or outputs_at is not None
+        if partial and output_hidden_states:
+            raise ValueError("pooled_only/outputs_at skip the per-token states that output_hidden_states returns")
         mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device)
         packing = Packing(attention_mask, self.cfg.causal) if Packing.worth_it(attention_mask) else None
         x = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, H), or (N, H) packed
         unpack = (lambda t: t) if packing is None else packing.pad  # noqa: E731
         states = [unpack(x)] if output_hidden_states else None
-        full = self.layers if not pooled_only else self.layers[:-1]
-        for layer in full:
+        for layer in self.layers[:-1] if partial else self.layers:
             x = layer(x, mask, is_causal, packing)
             if states is not None:
                 states.append(unpack(x))
-        if pooled_only:
-            flat = torch.arange(B, device=input_ids.device) * T + self.pooled_position(attention_mask, B, T, input_ids.device)
-            rows = flat if packing is None else packing.rows_of(flat)  # (B,)
-            key_mask = None if mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-            first = self.layers[-1].forward_at(x, rows, key_mask, packing)  # (B, H)
-            return EncoderOutput(None, torch.tanh(self.pooler(first)))
-        x = unpack(x)  # (B, T, H)
-        return EncoderOutput(x, self.pool(x, attention_mask), states)
+        if not partial:
+            x = unpack(x)  # (B, T, H)
+            return EncoderOutput(x, self.pool(x, attention_mask), states)
+        pool_at = self.pooled_position(attention_mask, B, T, input_ids.device)  # (B,)
+        wanted = torch.zeros(B, T, dtype=torch.bool, device=input_ids.device)
+        if outputs_at is not None:
+            if attention_mask is not None and bool((outputs_at & ~attention_mask.bool()).any()):
+                raise ValueError("outputs_at includes padded positions; labels belong on real tokens")
+            wanted |= outputs_at
+        wanted[torch.arange(B, device=wanted.device), pool_at] = True
+        where = Queries(wanted, attention_mask, self.cfg.causal, packing)
+        h = self.layers[-1].forward_at(x, where, packing)  # (M, H)
+        row = torch.full((B, T), -1, dtype=torch.long, device=h.device)
+        row[where.batch, where.position] = torch.arange(h.size(0), device=h.device)  # (B, T) → row of h
+        pooled = torch.tanh(self.pooler(h[row[torch.arange(B, device=h.device), pool_at]]))  # (B, H)
+        selected = None if outputs_at is None else h[row[outputs_at]]  # (M_sel, H), row-major
+        return EncoderOutput(None, pooled, None, selected)
 
     def pooled_position(self, attention_mask: Optional[torch.Tensor], B: int, T: int, device) -> torch.Tensor:
         """(B,) the token the pooler reads: [CLS]; a causal model has seen the whole input only at its last real token."""
@@ -390,7 +419,7 @@ class MLMHead(nn.Module):
 class PreTrainingOutput:
     """Also subscriptable (`out["mlm_logits"]`), like transformers' ModelOutput."""
 
-    last_hidden_state: torch.Tensor  # (B, T, H)
+    last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None with MLM labels (last layer at masked positions only)
     mlm_logits: torch.Tensor  # (B, T, V), or (N, V) at the N labelled positions when labels were given
     nsp_logits: torch.Tensor  # (B, 2)
     loss: Optional[torch.Tensor] = None
@@ -437,8 +466,12 @@ class BertForPreTraining(nn.Module):
         mlm_labels: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
     ) -> PreTrainingOutput:
-        enc = self.bert(input_ids, token_type_ids, attention_mask)
-        h = enc.last_hidden_state  # (B, T, H)
+        selected = None if mlm_labels is None else mlm_labels != IGNORE_INDEX  # (B, T)
+        # MLM reads ~15% of positions: the last layer runs only there (and at [CLS] for NSP). A causal LM's
+        # loss covers every position, so it runs in full.
+        sparse = selected is not None and not self.cfg.causal
+        enc = self.bert(input_ids, token_type_ids, attention_mask, outputs_at=selected if sparse else None)
+        h = enc.last_hidden_state  # (B, T, H), or None when the last layer ran at the masked positions only
         nsp_logits = self.nsp(enc.pooled)  # (B, 2)
         mlm_loss = nsp_loss = loss = targets = None
         if mlm_labels is None:
@@ -446,9 +479,9 @@ class BertForPreTraining(nn.Module):
         else:
             # Project onto the vocabulary only where a label is: ~15% of positions for MLM. For small
             # models this projection is most of the step's FLOPs, and the rest would be thrown away.
-            selected = mlm_labels != IGNORE_INDEX  # (B, T)
             targets = mlm_labels[selected]  # (N,)
-            mlm_logits = self.mlm(h[selected], self.bert.embeddings.word.weight)  # (N, V)
+            h_sel = enc.selected if sparse else h[selected]  # (N, H)
+            mlm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V)
             mlm_loss = F.cross_entropy(mlm_logits.float(), targets)
             loss = mlm_loss
         if nsp_labels is not None:
@@ -520,15 +553,21 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0) -> float:
+def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0, last_layer_share: float = 1.0) -> float:
     """Training FLOPs per token (forward + backward = 3× forward), counting matmuls only.
 
     predicted_share: the share of positions that go through the vocabulary projection.
+    last_layer_share: the share of positions at which the last layer computes its output (queries, output
+    projection, FFN); its keys and values are computed at every position (see BertModel.forward).
     """
     H, L, I, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
-    per_layer = 2 * (3 * H * H + H * H + 2 * H * I) + 2 * 2 * seq_len * H  # projections + QK^T and AV
+    attention = 2 * 2 * seq_len * H  # QKᵀ and AV, per query
+    queries_out_ffn = 2 * (H * H + H * H + 2 * H * I)
+    keys_values = 2 * (2 * H * H)
+    per_layer = keys_values + queries_out_ffn + attention
+    last = keys_values + last_layer_share * (queries_out_ffn + attention)
     head = predicted_share * 2 * (H * H + H * V)
-    return 3.0 * (L * per_layer + head)
+    return 3.0 * ((L - 1) * per_layer + last + head)
 
 
 __all__ = [

@@ -1,6 +1,7 @@
 """The CPU fast paths of model.py against their torch references."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -36,3 +37,17 @@ def test_explicit_cpu_attention_equals_sdpa():
         mask, is_causal = attention_mask_for_sdpa(None, T, causal, q.device)
         ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         torch.testing.assert_close(attn.explicit_attention(q, k, v, mask, is_causal), ref, atol=1e-5, rtol=0)
+
+
+def test_flops_per_token_counts_the_partial_last_layer():
+    from bertbench.config import ModelConfig
+    from bertbench.model import flops_per_token
+
+    cfg = ModelConfig(vocab_size=1000, hidden_size=64, num_layers=3, num_heads=4, intermediate_size=256)
+    H, L, I, V, T = 64, 3, 256, 1000, 32
+    full = 3 * (L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H) + 2 * (H * H + H * V))
+    assert flops_per_token(cfg, T) == full
+    # the last layer at a quarter of the positions: keys/values everywhere, the rest at a quarter
+    saved = 3 * 0.75 * (2 * (2 * H * H + 2 * H * I) + 4 * T * H)
+    assert flops_per_token(cfg, T, 1.0, 0.25) == pytest.approx(full - saved)
+    assert flops_per_token(cfg, T, 0.5) == pytest.approx(full - 3 * 0.5 * 2 * (H * H + H * V))

@@ -6,6 +6,8 @@ Both must give the same outputs *and* the same gradients, or fine-tuning would t
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -71,7 +73,6 @@ def test_packing_round_trip(buckets):
     for g, b in zip(grids, pk.buckets):  # each bucket's grid is its rows, cut to T_b, zeros at padding
         torch.testing.assert_close(g, x[b.rows, :b.T] * mask[b.rows, :b.T, None], atol=0, rtol=0)
     assert torch.equal(pk.merge(grids), packed)
-    assert torch.equal(pk.merge_rows([x[b.rows, 0] for b in pk.buckets]), x[:, 0])
 
 
 def test_packing_threshold():
@@ -97,6 +98,8 @@ def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatc
         model.zero_grad()
         out = model(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
         out.loss.backward()
+        with torch.no_grad():
+            out.last_hidden_state = model.bert(ids, types, mask).last_hidden_state  # every position
         runs[name] = (out, grads(model))
     (a, ga), (b, gb) = runs["padded"], runs["packed"]
     valid = mask.bool()
@@ -128,6 +131,70 @@ def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buc
     assert g_full.keys() == g_only.keys()
     for n in g_full:
         torch.testing.assert_close(g_only[n], g_full[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_outputs_at_matches_the_full_last_layer(causal, packed, buckets, monkeypatch):
+    """The last layer at chosen positions only: the same states there, the same pooled output, the same gradients."""
+    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
+    torch.manual_seed(0)
+    bert = perturbed(BertForPreTraining(cfg(causal))).bert.eval()
+    ids, types, mask = ragged_batch()
+    chosen = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3)
+    chosen[2] = False  # a row with nothing chosen (only its pooled token is computed)
+    chosen[1, 3] = True  # a row's last real token
+    w_sel, w_pool = torch.randn(32), torch.randn(32)
+    results = []
+    for partial in (False, True):
+        bert.zero_grad()
+        out = bert(ids, types, mask, outputs_at=chosen if partial else None)
+        sel = out.selected if partial else out.last_hidden_state[chosen]
+        assert sel.shape == (int(chosen.sum()), 32)
+        ((sel @ w_sel).sum() + (out.pooled @ w_pool).sum()).backward()
+        results.append((sel, out.pooled, grads(bert)))
+    (sel_full, pool_full, g_full), (sel_part, pool_part, g_part) = results
+    torch.testing.assert_close(sel_part, sel_full, atol=1e-5, rtol=0)
+    torch.testing.assert_close(pool_part, pool_full, atol=1e-5, rtol=0)
+    assert g_full.keys() == g_part.keys()
+    for n in g_full:
+        torch.testing.assert_close(g_part[n], g_full[n], atol=1e-5, rtol=1e-4, msg=n)
+    with pytest.raises(ValueError, match="padded positions"):
+        bert(ids, types, mask, outputs_at=torch.ones_like(chosen))
+
+
+def test_pretraining_loss_and_gradients_match_transformers(buckets):
+    """BERT's pre-training step (MLM + NSP on a ragged batch): ours runs the last layer at the masked positions
+    and [CLS] only (and packed); transformers.BertForPreTraining runs everything. Same loss, same gradients."""
+    torch.manual_seed(0)
+    c = dataclasses.replace(cfg(), dropout=0.0, attention_dropout=0.0)  # train mode, the same function on both sides
+    ours = perturbed(BertForPreTraining(c)).train()
+    hf_cfg = transformers.BertConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads,
+        intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    hf = transformers.BertForPreTraining(hf_cfg).train()
+    loaded = hf.load_state_dict(state_dict_to_hf(ours.state_dict(), c), strict=False)
+    assert loaded.missing_keys == [] and set(loaded.unexpected_keys) <= {"bert.embeddings.position_ids"}
+    ids, types, mask = ragged_batch()
+    labels = torch.full_like(ids, -100)
+    pick = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(5)) < 0.2)
+    labels[pick] = ids[pick]
+    nsp = torch.tensor([0, 1, 1, 0, 1])
+    out = ours(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
+    assert out.last_hidden_state is None  # the last layer ran at the chosen positions only
+    out.loss.backward()
+    ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
+    ref.loss.backward()
+    torch.testing.assert_close(out.loss, ref.loss, atol=1e-5, rtol=0)
+    ours_grads = {n: p.grad for n, p in ours.named_parameters()}
+    named = state_dict_to_hf(ours_grads, c)
+    compared = 0
+    for name, p in hf.named_parameters():
+        torch.testing.assert_close(named[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
+        compared += 1
+    assert compared == len(list(hf.parameters())) > 20
 
 
 def test_pooled_only_without_padding_and_causal_flag():

@@ -36,6 +36,17 @@ def full_projection_forward(model, b: dict):
     return mlm + F.cross_entropy(out.nsp_logits.float(), b["nsp_labels"])
 
 
+def full_last_layer_forward(model, b: dict):
+    """The last layer at every position (as transformers runs it); vocabulary projection still at the masked ones."""
+    import torch.nn.functional as F
+
+    enc = model.bert(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, H) everywhere
+    selected = b["mlm_labels"] != -100
+    logits = model.mlm(enc.last_hidden_state[selected], model.bert.embeddings.word.weight)  # (N, V)
+    mlm = F.cross_entropy(logits.float(), b["mlm_labels"][selected])
+    return mlm + F.cross_entropy(model.nsp(enc.pooled).float(), b["nsp_labels"])
+
+
 # ----------------------------------------------------------------------------------------------
 # Candidate model.py changes, applied to one model instance so they can be timed beside the default.
 
@@ -118,6 +129,8 @@ def _with_threads(step: Callable, n: int) -> Callable:
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "full_vocab_projection": {"forward": full_projection_forward},
+    "full_last_layer": {"forward": full_last_layer_forward},
+    "fp32_full_last_layer": {"bf16": False, "forward": full_last_layer_forward},
     "fp32": {"bf16": False},
     "fp32_full_vocab_projection": {"bf16": False, "forward": full_projection_forward},
     "adamw_plain_loop": {"optimizer": "plain"},

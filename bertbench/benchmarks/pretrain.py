@@ -5,7 +5,8 @@ both trainers do (Lightning's `gradient_clip_val`, the HF Trainer's `max_grad_no
 from the same weights and see the same batches: random tokens, no padding, 15% of positions masked.
 How each side runs is how its users run it:
 - bertbench: `BertForPreTraining(cfg)` with `make_adamw` (our training's optimizer); the vocabulary is
-  projected only at the masked positions.
+  projected only at the masked positions, and the last layer computes its outputs only there and at
+  [CLS] (keys and values everywhere). Its FLOPs per token count exactly that work.
 - transformers: `BertForPreTraining._from_config(..., attn_implementation="sdpa")`, labels with -100
   (it projects every position), AdamW with `fused=True` (the Trainer's default optimizer since torch 2.8).
 bf16 is autocast around forward and loss with fp32 master weights on both sides (Lightning "bf16-mixed",
@@ -191,7 +192,9 @@ def run(
     share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
     reports = {
-        s.name: side_report(s, flops_per_token(cfg, seq_len, share if s.impl == "bertbench" else 1.0), peak)
+        # ours: the vocabulary projection and the last layer's outputs at the masked positions (+ [CLS]) only
+        s.name: side_report(s, flops_per_token(cfg, seq_len, share, share + 1 / seq_len) if s.impl == "bertbench"
+                            else flops_per_token(cfg, seq_len), peak)
         for s in sides
     }
     ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
