@@ -571,7 +571,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
 
 
 __all__ = [
-    "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
+    "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
     "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
     "flops_per_token",
 ]

@@ -55,6 +55,12 @@ def grads(model):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+def assert_same_gradients(actual: dict, expected: dict) -> None:
+    assert actual.keys() == expected.keys() and expected
+    for n in expected:
+        torch.testing.assert_close(actual[n], expected[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
 def test_packing_round_trip(buckets):
     ids, _, mask = ragged_batch()
     pk = Packing(mask)
@@ -106,9 +112,8 @@ def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatc
     torch.testing.assert_close(b.last_hidden_state[valid], a.last_hidden_state[valid], atol=1e-5, rtol=0)
     torch.testing.assert_close(b.mlm_logits, a.mlm_logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(b.nsp_logits, a.nsp_logits, atol=1e-5, rtol=0)
-    assert ga.keys() == gb.keys() and len(ga) == len(list(model.parameters()))
-    for n in ga:
-        torch.testing.assert_close(gb[n], ga[n], atol=1e-5, rtol=1e-4, msg=n)
+    assert len(ga) == len(list(model.parameters()))
+    assert_same_gradients(gb, ga)
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -128,9 +133,7 @@ def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buc
         results.append((out.pooled, grads(bert)))
     (full, g_full), (only, g_only) = results
     torch.testing.assert_close(only, full, atol=1e-5, rtol=0)
-    assert g_full.keys() == g_only.keys()
-    for n in g_full:
-        torch.testing.assert_close(g_only[n], g_full[n], atol=1e-5, rtol=1e-4, msg=n)
+    assert_same_gradients(g_only, g_full)
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -156,9 +159,7 @@ def test_outputs_at_matches_the_full_last_layer(causal, packed, buckets, monkeyp
     (sel_full, pool_full, g_full), (sel_part, pool_part, g_part) = results
     torch.testing.assert_close(sel_part, sel_full, atol=1e-5, rtol=0)
     torch.testing.assert_close(pool_part, pool_full, atol=1e-5, rtol=0)
-    assert g_full.keys() == g_part.keys()
-    for n in g_full:
-        torch.testing.assert_close(g_part[n], g_full[n], atol=1e-5, rtol=1e-4, msg=n)
+    assert_same_gradients(g_part, g_full)
     with pytest.raises(ValueError, match="padded positions"):
         bert(ids, types, mask, outputs_at=torch.ones_like(chosen))
 
