@@ -51,6 +51,13 @@ def buckets(request, monkeypatch):
     return request.param
 
 
+def eval_encoder(causal: bool, packed: bool, monkeypatch) -> "torch.nn.Module":
+    """A perturbed encoder in eval mode (no dropout), with packing forced on or off for the test."""
+    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
+    torch.manual_seed(0)
+    return perturbed(BertForPreTraining(cfg(causal))).bert.eval()
+
+
 def grads(model):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -119,9 +126,7 @@ def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatc
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buckets, monkeypatch):
-    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
-    torch.manual_seed(0)
-    bert = perturbed(BertForPreTraining(cfg(causal))).bert.eval()
+    bert = eval_encoder(causal, packed, monkeypatch)
     ids, types, mask = ragged_batch()
     weight = torch.randn(32)
     results = []
@@ -140,9 +145,7 @@ def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buc
 @pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
 def test_outputs_at_matches_the_full_last_layer(causal, packed, buckets, monkeypatch):
     """The last layer at chosen positions only: the same states there, the same pooled output, the same gradients."""
-    monkeypatch.setattr(Packing, "MIN_PADDING", 0.1 if packed else 1.1)
-    torch.manual_seed(0)
-    bert = perturbed(BertForPreTraining(cfg(causal))).bert.eval()
+    bert = eval_encoder(causal, packed, monkeypatch)
     ids, types, mask = ragged_batch()
     chosen = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3)
     chosen[2] = False  # a row with nothing chosen (only its pooled token is computed)

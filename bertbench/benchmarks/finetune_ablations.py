@@ -60,7 +60,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def build(cfg: ModelConfig, base, batches: list[dict], tokens: list[int], name: str, spec: dict[str, Any], bf16: bool) -> common.Side:
+def build(base, batches: list[dict], tokens: list[int], name: str, spec: dict[str, Any], bf16: bool) -> common.Side:
     from bertbench.training.optim import make_adamw
 
     model = copy.deepcopy(base)
@@ -96,7 +96,7 @@ def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, p
     torch.manual_seed(0)
     base = TaskModel(BertForPreTraining(cfg).bert, "classification", 2).train()
     bf16 = common.parse_precision(precision) == "bf16-mixed"
-    sides = [build(cfg, base, batches, tokens, n, VARIANTS[n], bf16) for n in names]
+    sides = [build(base, batches, tokens, n, VARIANTS[n], bf16) for n in names]
     common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
     ref = sides[0]
     return {"variants": {s.name: {
