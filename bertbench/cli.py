@@ -78,6 +78,9 @@ _group(bench, "bench", "Throughput benchmarks against Hugging Face transformers 
 
 
 def main() -> None:
+    from bertbench.allocator import tune_glibc_malloc
+
+    tune_glibc_malloc()  # before torch allocates anything (see allocator.py)
     app()
 
 

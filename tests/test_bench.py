@@ -25,7 +25,8 @@ def _check_machine(result: dict) -> None:
     assert {"hardware", "torch", "threads", "tcmalloc"} <= set(m)
     assert m["threads"] >= 1 and isinstance(m["tcmalloc"], bool)
     assert result["tcmalloc"] == m["tcmalloc"]
-    assert (result["hint"] is None) == m["tcmalloc"]  # a hint exactly when tcmalloc is missing
+    assert m["allocator"] in ("tcmalloc", "glibc-tuned", "glibc")
+    assert (result["hint"] is None) == (m["allocator"] != "glibc")  # a hint exactly when malloc is untuned
 
 
 def test_bench_pretrain_json():

@@ -38,12 +38,7 @@ def parse_precision(precision: str) -> str:
 # Machine facts.
 
 
-def tcmalloc_preloaded() -> bool:
-    """Whether tcmalloc is mapped into this process (LD_PRELOAD=…libtcmalloc_minimal.so.4)."""
-    try:
-        return "tcmalloc" in Path("/proc/self/maps").read_text()
-    except OSError:
-        return "tcmalloc" in os.environ.get("LD_PRELOAD", "")
+from bertbench.allocator import allocator_name, tcmalloc_preloaded  # noqa: E402  (re-exported)
 
 
 def tcmalloc_library() -> Optional[str]:
@@ -52,8 +47,8 @@ def tcmalloc_library() -> Optional[str]:
 
 
 def allocator_hint() -> Optional[str]:
-    """How to enable tcmalloc, or None when it is already preloaded."""
-    if tcmalloc_preloaded():
+    """How to enable tcmalloc, or None when it is preloaded or glibc malloc is tuned (allocator.py)."""
+    if allocator_name() != "glibc":
         return None
     found = tcmalloc_library()
     lib = found or TCMALLOC_DEFAULT
@@ -87,6 +82,7 @@ def machine() -> dict[str, Any]:
         "python": versions.get("python"),
         "threads": torch.get_num_threads(),
         "tcmalloc": tcmalloc_preloaded(),
+        "allocator": allocator_name(),
         "code": code_version(),
     }
 
