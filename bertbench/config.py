@@ -283,7 +283,9 @@ class PretrainConfig:
     batch_size: int = 32
     grad_accum: int = 1
     max_steps: int = 1000
-    budget_minutes: Optional[float] = None  # schedule over wall-clock time instead of steps (Cramming-style)
+    # Schedule over wall-clock minutes of training instead of steps (Cramming's budget schedule): warm-up
+    # for optim.warmup_fraction of the budget, linear decay to 0 when it ends; max_steps is then no cap.
+    budget_minutes: Optional[float] = None
     precision: str = "auto"  # auto | 32 | bf16-mixed | 16-mixed
     eval_every: int = 200
     eval_batches: int = 20
@@ -304,6 +306,16 @@ class PretrainConfig:
         )
 
     def __post_init__(self) -> None:
+        if self.budget_minutes is not None:
+            if not self.budget_minutes > 0:
+                raise BertbenchError(f"budget_minutes {self.budget_minutes}: expected a positive number of minutes")
+            if self.optim.warmup_steps is not None:
+                raise BertbenchError(
+                    "budget_minutes schedules over time: its warm-up is optim.warmup_fraction of the budget, "
+                    "so optim.warmup_steps must be unset (--set optim.warmup_steps=null)"
+                )
+            if self.phases:
+                raise BertbenchError("budget_minutes with phases: phases are fractions of max_steps; use one or the other")
         if self.objective not in ("mlm", "clm"):
             raise BertbenchError(f"objective {self.objective!r}: expected 'mlm' or 'clm'")
         if self.model_size not in MODEL_SIZES:

@@ -192,3 +192,61 @@ def test_module_clips_gradients_when_its_optimizer_is_fused(fused):
         assert after == pytest.approx(1.0, rel=1e-4)
     else:
         assert after == before  # the Trainer's gradient_clip_val clips in this configuration
+
+
+def _lr_trace(run):
+    rows = list(csv.DictReader(open(run / "lr_schedule.csv")))
+    return [(int(r["step"]), float(r["training_seconds"]), float(r["lr"])) for r in rows]
+
+
+@pytest.mark.parametrize("slow_down", [False, True])
+def test_wall_clock_schedule_ends_at_lr_zero_when_the_budget_ends(tmp_path, corpus, monkeypatch, slow_down):
+    """A budget of a few seconds: warm-up then decay on the clock, the last step's lr within one step's
+    decay of 0, and the run over within one step of the budget — also when steps get 4x slower mid-run."""
+    import time as time_mod
+
+    from bertbench.training.pretrain_module import PretrainModule, linear_warmup_decay
+
+    budget_s, lr, slack_s = 8.0, 1e-3, 0.15
+    if slow_down:
+        original = PretrainModule.training_step
+
+        def slowed(self, batch, batch_idx):
+            if self.training_seconds() > budget_s / 2:
+                time_mod.sleep(0.15)
+            return original(self, batch, batch_idx)
+
+        monkeypatch.setattr(PretrainModule, "training_step", slowed)
+    out = tmp_path / "run"
+    pretrain(["--corpus", str(corpus), *TINY, "--out", str(out), "--max-steps", "1", "--lr", str(lr),
+              "--budget-minutes", str(budget_s / 60), "--set", "optim.warmup_fraction=0.2"], monkeypatch)
+    trace = _lr_trace(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == len(trace) >= 2  # max_steps (1) is no cap under a budget
+    assert [s for s, _, _ in trace] == list(range(1, len(trace) + 1))
+    sched = summary["schedule"]
+    assert sched["kind"] == "wall-clock" and sched["budget_seconds"] == pytest.approx(budget_s)
+    end = sched["training_seconds"]
+    durations = [b - a for (_, a, _), (_, b, _) in zip(trace, trace[1:])] + [end - trace[-1][1]]
+    warmup_s, decay_s = 0.2 * budget_s, 0.8 * budget_s
+    # every step ran at the schedule's lr for the clock reading when it started; the scheduler reads the
+    # clock when the step before it ends, a few ms earlier (slack for a loaded machine)
+    for step, t, step_lr in trace:
+        assert abs(step_lr - lr * linear_warmup_decay(t / budget_s, 0.2)) <= lr * slack_s / warmup_s, (step, t, step_lr)
+    assert any(t < warmup_s for _, t, _ in trace) and any(t > warmup_s for _, t, _ in trace)
+    # the last step started before the budget's end and ended after it: its lr is within one step of 0
+    assert trace[-1][1] < budget_s <= end
+    assert trace[-1][2] <= lr * (durations[-1] + slack_s) / decay_s, (trace[-1], durations[-1])
+    if slow_down:  # the slow half had longer steps, and the schedule still ended at the budget
+        import statistics
+
+        n = len(durations)
+        assert statistics.median(durations[n // 2 + 1:]) > 1.5 * statistics.median(durations[: max(1, n // 4)])
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_budget_must_be_positive(tmp_path, corpus, monkeypatch, value):
+    monkeypatch.setenv("BERTBENCH_PROGRESS", "0")
+    r = runner.invoke(app, ["pretrain", "--corpus", str(corpus), *TINY, "--out", str(tmp_path / "r"), "--budget-minutes", value])
+    assert r.exit_code == 2 and "budget_minutes" in r.output and "positive" in r.output
+    assert not (tmp_path / "r").exists()

@@ -2,12 +2,19 @@
 
 The model is a plain `BertForPreTraining`; this module only adds the optimiser, the schedule (over steps
 or over a wall-clock budget), held-out evaluation and the RNG state that exact resume needs.
+
+The wall-clock schedule (Cramming's budget schedule): with `budget_seconds`, warm-up and linear decay are
+functions of *training* seconds on the clock (held-out evaluation and checkpoint writing excluded), read
+afresh before every step. So the lr reaches 0 exactly when the budget is spent, however the machine's
+speed changes during the run, and the run ends there. Every step's lr is kept (`lr_trace`) and written
+beside the metrics, so a run shows which steps ran at which lr.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import lightning as L
 import torch
@@ -46,25 +53,45 @@ class PretrainModule(L.LightningModule):
         self.budget_seconds = budget_seconds
         self.eval_fn = eval_fn
         self.eval_every = eval_every
-        self.elapsed_before = 0.0  # training seconds of earlier (interrupted) sessions of this run
+        self.elapsed_before = 0.0  # wall seconds of earlier (interrupted) sessions of this run
+        self.paused_before = 0.0  # ... of which not training (evaluation, checkpoints)
         self._session_start = time.perf_counter()
+        self._paused = 0.0
         self.last_eval: dict[str, float] = {}
+        self.lr_trace: list[tuple[int, float, float]] = []  # (step, training seconds at its start, lr it ran at)
+        self.last_step_end = 0.0  # training seconds when the last step ended
 
     # -- schedule ---------------------------------------------------------------------------
     def elapsed(self) -> float:
+        """Wall seconds of this run, earlier sessions included."""
         return self.elapsed_before + time.perf_counter() - self._session_start
 
+    def paused_seconds(self) -> float:
+        return self.paused_before + self._paused
+
+    def training_seconds(self) -> float:
+        """Wall seconds spent training: what a budget counts (evaluation and checkpoint writes excluded)."""
+        return self.elapsed() - self.paused_seconds()
+
+    @contextlib.contextmanager
+    def clock_paused(self) -> Iterator[None]:
+        """Time inside does not count against the budget (held-out evaluation, checkpoint writes)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._paused += time.perf_counter() - t0
+
     def progress(self, step: int) -> float:
-        """Share of the schedule done: by steps, or by wall-clock time when a budget is set."""
-        p = step / max(1, self.max_steps)
+        """Share of the schedule done: training seconds over the budget when one is set, else steps."""
         if self.budget_seconds:
-            p = max(p, self.elapsed() / self.budget_seconds)
-        return min(1.0, p)
+            return min(1.0, self.training_seconds() / self.budget_seconds)
+        return min(1.0, step / max(1, self.max_steps))
 
     def warmup_share(self) -> float:
-        if self.optim_cfg.warmup_steps is not None:
+        if self.optim_cfg.warmup_steps is not None and not self.budget_seconds:
             return min(1.0, self.optim_cfg.warmup_steps / max(1, self.max_steps))
-        return self.optim_cfg.warmup_fraction
+        return self.optim_cfg.warmup_fraction  # a budget's warm-up is a share of its seconds (config checks)
 
     def configure_optimizers(self):
         opt = make_adamw(self.model, self.optim_cfg, self.device.type, fused=self.fused_optimizer)
@@ -89,6 +116,12 @@ class PretrainModule(L.LightningModule):
             self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False)
         return out.loss
 
+    def on_train_batch_start(self, batch, batch_idx) -> None:
+        if batch_idx % self.trainer.accumulate_grad_batches == 0:  # the first micro-batch of an optimiser step
+            # the lr this step runs at: the scheduler set it when the previous step ended, from the clock then
+            lr = self.trainer.optimizers[0].param_groups[0]["lr"]
+            self.lr_trace.append((self.trainer.global_step + 1, round(self.training_seconds(), 4), lr))
+
     def on_before_optimizer_step(self, optimizer) -> None:
         if self.fused_optimizer and self.optim_cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
@@ -96,16 +129,37 @@ class PretrainModule(L.LightningModule):
     def on_train_start(self) -> None:
         self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports
 
+    def budget_spent(self) -> bool:
+        return bool(self.budget_seconds) and self.training_seconds() >= self.budget_seconds
+
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        if self.budget_seconds and self.elapsed() >= self.budget_seconds:
+        self.last_step_end = self.training_seconds()
+        if self.budget_spent():
             self.trainer.should_stop = True
 
     def maybe_evaluate(self, step: int) -> bool:
         """Held-out evaluation every `eval_every` optimiser steps (called by the run log before it writes)."""
         if self.eval_fn is not None and self.eval_every and step % self.eval_every == 0:
-            self.last_eval = self.eval_fn(self.model)
+            with self.clock_paused():
+                self.last_eval = self.eval_fn(self.model)
             return True
         return False
+
+    def schedule_summary(self) -> dict[str, Any]:
+        """What the summary records about the schedule: its kind, where warm-up ended, the last step's lr."""
+        trace = self.lr_trace
+        peak = max((lr for _, _, lr in trace), default=0.0)
+        return {
+            "kind": "wall-clock" if self.budget_seconds else "steps",
+            "budget_seconds": self.budget_seconds,
+            "training_seconds": round(self.last_step_end, 4),
+            "warmup_share": self.warmup_share(),
+            "peak_lr": peak,
+            "peak_step": next((s for s, _, lr in trace if lr == peak), None),
+            "last_step": trace[-1][0] if trace else 0,
+            "last_step_lr": trace[-1][2] if trace else None,
+            "lr_trace": "lr_schedule.csv",
+        }
 
     # -- exact resume -------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -113,6 +167,8 @@ class PretrainModule(L.LightningModule):
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "elapsed": self.elapsed(),
+            "paused": self.paused_seconds(),
+            "lr_trace": list(self.lr_trace),
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -122,7 +178,10 @@ class PretrainModule(L.LightningModule):
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.elapsed_before = float(state.get("elapsed", 0.0))
+        self.paused_before = float(state.get("paused", 0.0))
+        self.lr_trace = [tuple(t) for t in state.get("lr_trace", [])]
         self._session_start = time.perf_counter()
+        self._paused = 0.0
 
 
 def perplexity(loss: float) -> float:

@@ -167,6 +167,8 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
     import lightning as L
     import torch
 
+    last_step = None if cfg.budget_minutes else cfg.max_steps  # a budget ends on the clock, not at a step
+
     class RunLog(L.Callback):
         """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
 
@@ -217,7 +219,8 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
             if (batch_idx + 1) % cfg.grad_accum:
                 return
             evaluated = pl_module.maybe_evaluate(step)
-            if step % cfg.log_every and not evaluated and not trainer.should_stop and step != cfg.max_steps:
+            ending = trainer.should_stop or step == last_step or pl_module.budget_spent()
+            if step % cfg.log_every and not evaluated and not ending:
                 return
             self._flush_counts()
             metrics = trainer.callback_metrics
@@ -252,7 +255,8 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
                 return
             step = trainer.global_step
             if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step:
-                save_lightning_checkpoint(trainer, out_dir)
+                with pl_module.clock_paused():  # writing a checkpoint is not training time
+                    save_lightning_checkpoint(trainer, out_dir)
             if step == stop_at_step:
                 trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
 
@@ -266,6 +270,14 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
     trainer.save_checkpoint(tmp)
     if trainer.is_global_zero:
         os.replace(tmp, ckpt_dir / "last.ckpt")
+
+
+def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
+    """Every optimiser step's lr: step, training seconds before it, lr (the schedule as it really ran)."""
+    from bertbench.io_utils import atomic_write_text
+
+    lines = ["step,training_seconds,lr"] + [f"{s},{t:.4f},{lr:.6g}" for s, t, lr in trace]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def _fmt(v) -> str:
@@ -327,9 +339,11 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
 
         callbacks.append(RichProgressBar(leave=True))
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
+    # With a wall-clock budget the clock ends the run (PretrainModule), and max_steps is no cap.
+    max_steps = -1 if cfg.budget_minutes else cfg.max_steps
     trainer = L.Trainer(
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=cfg.max_steps, accumulate_grad_batches=cfg.grad_accum,
+        precision=precision, max_steps=max_steps, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
         enable_model_summary=False, enable_progress_bar=len(callbacks) > 2, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
@@ -346,7 +360,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
     loader = DataLoader(
         batches, batch_size=None,
-        sampler=StepSampler(start_step * cfg.grad_accum, cfg.max_steps * cfg.grad_accum),
+        sampler=StepSampler(start_step * cfg.grad_accum, (len(batches) if cfg.budget_minutes else cfg.max_steps * cfg.grad_accum)),
         num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
         pin_memory=device_type == "cuda",
         # its own generator: creating a loader iterator draws a seed, and from the global RNG that
@@ -381,6 +395,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         "tokens_seen": run_log.tokens,
         "loss_tokens": run_log.loss_tokens,
         "wall_seconds": round(module.elapsed(), 2),
+        "schedule": module.schedule_summary(),
         "preprocessing_seconds": round(prep_seconds, 2),
         "tokens_per_second": round(run_log.tokens / max(1e-9, module.elapsed()), 1),
         "final_train_loss": run_log.last_train_loss,
@@ -400,5 +415,6 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         from bertbench.io_utils import atomic_write_json
 
         save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
+        write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
         atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
     return summary
