@@ -77,15 +77,7 @@ def _markdown(result: dict[str, Any], command: str) -> str:
 def _embed(result: dict[str, Any], target: Optional[Path], command: str) -> None:
     if target is None:
         return
-    from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text, replace_marked_block
-
-    if not target.is_file():
-        raise BertbenchError(f"{target}: no such file to embed the table in")
-    name = f"{result['benchmark']}-{result['config']['model_size']}"
-    text = replace_marked_block(target.read_text(encoding="utf-8"), f"<!-- bertbench bench: begin {name} -->",
-                                f"<!-- bertbench bench: end {name} -->", _markdown(result, command), str(target))
-    atomic_write_text(target, text)
+    _embed_block(target, f"{result['benchmark']}-{result['config']['model_size']}", _markdown(result, command))
 
 
 def pretrain(
@@ -160,4 +152,56 @@ def data(
     _emit(result, as_json)
 
 
-COMMANDS = {"pretrain": pretrain, "finetune": finetune, "data": data}
+def quality(
+    minutes: Annotated[float, typer.Option("--minutes", help="Training minutes per side (the clock pauses for held-out evaluation).")] = 25.0,
+    recipe: Annotated[str, typer.Option("--recipe", help="bertbench's recipe (recipes/ name or YAML); the HF side takes its model size, sequence length and batch size.")] = "cpu-quick",
+    sides: Annotated[str, typer.Option("--sides", help="Comma-separated: ours (bert-base-uncased vocab), hf (same vocab), ours-recipe (the recipe's own trained vocab).")] = "ours,hf,ours-recipe",
+    model_size: Annotated[Optional[str], typer.Option("--model-size", help="Override the recipe's model size (both sides).")] = None,
+    points: Annotated[int, typer.Option("--points", help="Held-out evaluations along each run (plus one at the start).")] = 6,
+    max_documents: Annotated[Optional[int], typer.Option("--max-documents", help="Use only the first N documents (quick checks).")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Corpus and vocabulary folder (default: $BERTBENCH_DATA_DIR or ../shared/data).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Keep the run folders here (default: a temporary folder).")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG.")] = None,
+    save_json: Annotated[Optional[Path], typer.Option("--save-json", help="Also write the result JSON to this file.")] = None,
+    as_json: AsJson = False,
+    quiet: Quiet = False,
+    embed: Embed = None,
+) -> None:
+    """Held-out MLM accuracy after the same training minutes: bertbench vs the Hugging Face stack, same tokenizer."""
+    from bertbench.benchmarks import common, quality as bench_quality
+    from bertbench.errors import BertbenchError
+    from bertbench.io_utils import atomic_write_text
+    from bertbench.paths import default_data_dir
+
+    if points < 1:
+        raise BertbenchError(f"--points {points}: expected at least 1")
+    result = bench_quality.run(
+        minutes, recipe, data_dir or default_data_dir(), [s.strip() for s in sides.split(",") if s.strip()],
+        model_size=model_size, points=points, max_documents=max_documents, out_dir=out,
+        progress=common.progress_to_stderr(quiet),
+    )
+    command = f"bertbench bench quality --minutes {minutes:g} --recipe {recipe} --sides {sides}"
+    if plot is not None:
+        bench_quality.plot(result, plot)
+    if save_json is not None:
+        atomic_write_text(save_json, bench_quality.dumps(result) + "\n")
+    if as_json:
+        typer.echo(bench_quality.dumps(result))
+    else:
+        typer.echo(bench_quality.markdown(result, command))
+    if embed is not None:
+        _embed_block(embed, "quality", bench_quality.markdown(result, command))
+
+
+def _embed_block(target: Path, name: str, body: str) -> None:
+    from bertbench.errors import BertbenchError
+    from bertbench.io_utils import atomic_write_text, replace_marked_block
+
+    if not target.is_file():
+        raise BertbenchError(f"{target}: no such file to embed the table in")
+    text = replace_marked_block(target.read_text(encoding="utf-8"), f"<!-- bertbench bench: begin {name} -->",
+                                f"<!-- bertbench bench: end {name} -->", body, str(target))
+    atomic_write_text(target, text)
+
+
+COMMANDS = {"pretrain": pretrain, "finetune": finetune, "data": data, "quality": quality}

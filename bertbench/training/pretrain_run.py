@@ -288,8 +288,11 @@ def _fmt(v) -> str:
 # The run
 
 
-def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None) -> dict:
-    """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'."""
+def pretrain(
+    cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None, extra_callbacks: tuple = ()
+) -> dict:
+    """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'. `extra_callbacks`:
+    Lightning callbacks added to the run's own (`bench quality` probes the model with one)."""
     import lightning as L
     import torch
     from torch.utils.data import DataLoader
@@ -333,8 +336,9 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
     run_log, periodic = _callbacks(cfg, out_dir, stop_at_step)
-    callbacks = [run_log, periodic]
-    if os.environ.get("BERTBENCH_PROGRESS", "1") != "0":
+    callbacks = [run_log, periodic, *extra_callbacks]
+    progress_bar = os.environ.get("BERTBENCH_PROGRESS", "1") != "0"
+    if progress_bar:
         from lightning.pytorch.callbacks import RichProgressBar
 
         callbacks.append(RichProgressBar(leave=True))
@@ -345,7 +349,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=precision, max_steps=max_steps, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=len(callbacks) > 2, callbacks=callbacks,
+        enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
     )

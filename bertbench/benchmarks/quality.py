@@ -1,0 +1,430 @@
+"""`bench quality`: what a model knows after the same wall-clock minutes, bertbench against Hugging Face.
+
+Each side pre-trains for `minutes` of training time on the same corpus, with the same sequence length,
+under the same wall-clock schedule (warm-up, then linear decay to 0 exactly when the budget ends:
+`pretrain_module.linear_warmup_decay` over training seconds). Held-out evaluation pauses the clock.
+
+Sides:
+- `ours`: `bertbench pretrain` itself (Lightning, the recipe's settings) with the shared bert-base-uncased
+  vocabulary.
+- `hf`: the Hugging Face stack as its `run_mlm` example trains: `BertForMaskedLM` (SDPA), documents as
+  `[CLS] doc [SEP]` concatenated and cut into blocks of `seq_len` ("group_texts"),
+  `DataCollatorForLanguageModeling` (15%, 80/10/10), AdamW (fused, no decay on biases and LayerNorm)
+  at lr 5e-4 with a 5% warm-up, gradient clipping at 1.0, bf16 autocast — the same vocabulary.
+- `ours-recipe`: `bertbench pretrain` with the recipe as written, its own trained vocabulary; its
+  accuracy is measured on that vocabulary, so it compares with its own unigram baseline, not with `hf`.
+
+The held-out set: documents never trained on (the recipe's held-out split, identical for every side),
+cut into `[CLS] chunk [SEP]` sequences of `seq_len`, masked once with a fixed seed at 15% 80/10/10.
+Sides on the same vocabulary see the very same tensors, so they are scored at identical positions. The
+unigram baseline guesses the most frequent training token at every masked position (accuracy) and
+scores the training unigram distribution (cross-entropy), on the same positions.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.benchmarks import common
+from bertbench.errors import BertbenchError
+
+SIDES = ("ours", "hf", "ours-recipe")
+HF_LR = 5e-4  # run_mlm's usual choice for a small BERT (library-notes.md)
+HF_WARMUP = 0.05
+EVAL_SEED = 20181011  # the masks of the held-out set: fixed, the same for every side
+EVAL_SEQUENCES = 512
+NUM_POINTS = 6  # evaluations along the run (plus one at the start)
+
+
+@dataclasses.dataclass
+class HeldOut:
+    """Masked held-out batches and the unigram baseline on their masked positions."""
+
+    batches: list[dict[str, Any]]
+    positions: int
+    unigram_accuracy: float
+    unigram_loss: float
+    fingerprint: str  # sha256 of the masked ids and labels: identical positions ⇔ identical fingerprint
+
+
+def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
+    """From the run's held-out documents: `[CLS] chunk [SEP]` sequences of cfg.data.max_seq_len, masked once."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from bertbench.config import DataConfig
+    from bertbench.data.instances import make_instances
+    from bertbench.data.masking import make_collator
+
+    seq_cfg = DataConfig(max_seq_len=cfg.data.max_seq_len, nsp=False, short_seq_prob=0.0)
+    instances = make_instances(data.corpus, data.heldout_docs, seq_cfg, "mlm", random.Random(EVAL_SEED),
+                               tokenizer.cls_id, tokenizer.sep_id)
+    n = min(EVAL_SEQUENCES, len(instances))
+    if n == 0:
+        raise BertbenchError("bench quality: the held-out documents hold no sequence")
+    collate = make_collator(seq_cfg, tokenizer, "mlm", seed=EVAL_SEED)
+    batches = []
+    for i, lo in enumerate(range(0, n, batch_size)):
+        collate.set_epoch(i)
+        batches.append(collate([instances[j] for j in range(lo, min(n, lo + batch_size))]))
+    digest = hashlib.sha256()
+    for b in batches:
+        digest.update(b["input_ids"].numpy().tobytes())
+        digest.update(b["mlm_labels"].numpy().tobytes())
+    # unigram statistics of the *training* documents
+    corpus = data.corpus
+    counts = np.zeros(tokenizer.vocab_size, dtype=np.int64)
+    so, do = corpus.sent_offsets, corpus.doc_offsets
+    for d in data.train_docs:
+        counts += np.bincount(np.asarray(corpus.tokens[so[do[d]]:so[do[d + 1]]], dtype=np.int64), minlength=tokenizer.vocab_size)
+    probs = (counts + 1) / (counts.sum() + tokenizer.vocab_size)  # add-one: no target gets probability 0
+    top = int(counts.argmax())
+    targets = torch.cat([b["mlm_labels"][b["mlm_labels"] != -100] for b in batches]).numpy()
+    return HeldOut(
+        batches=batches,
+        positions=int(targets.size),
+        unigram_accuracy=100.0 * float((targets == top).mean()),
+        unigram_loss=float(-np.log(probs[targets]).mean()),
+        fingerprint=digest.hexdigest()[:16],
+    )
+
+
+def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
+    """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32."""
+    import torch
+    import torch.nn.functional as F
+
+    was_training = model.training
+    model.eval()
+    correct = loss_sum = count = 0.0
+    with torch.no_grad():
+        for b in heldout.batches:
+            if hf:
+                logits = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                               attention_mask=b["attention_mask"]).logits
+                sel = b["mlm_labels"] != -100
+                logits, targets = logits[sel], b["mlm_labels"][sel]
+            else:
+                out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
+                            attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"])
+                logits, targets = out.mlm_logits, out.mlm_targets
+            logits = logits.float()
+            correct += float((logits.argmax(-1) == targets).sum())
+            loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
+            count += targets.numel()
+    model.train(was_training)
+    return {"mlm_accuracy": round(100.0 * correct / count, 3), "mlm_loss": round(loss_sum / count, 4)}
+
+
+class Probe:
+    """Evaluates at evenly spaced points of the budget, with the training clock paused."""
+
+    def __init__(self, heldout: HeldOut, budget_s: float, points: int, hf: bool,
+                 progress: Optional[Callable[[str], None]], name: str):
+        self.heldout, self.hf, self.progress, self.name = heldout, hf, progress, name
+        self.marks = [budget_s * k / points for k in range(points + 1)]  # 0 … budget
+        self.curve: list[dict[str, Any]] = []
+
+    def due(self, training_s: float) -> bool:
+        return len(self.curve) < len(self.marks) and training_s >= self.marks[len(self.curve)]
+
+    def record(self, model, training_s: float, tokens: int, step: int) -> None:
+        point = {"minutes": round(training_s / 60, 3), "tokens": int(tokens), "step": step, **score(model, self.heldout, self.hf)}
+        self.curve.append(point)
+        if self.progress:
+            self.progress(f"{self.name}: {point['minutes']:.1f} min, {tokens:,} tokens, held-out MLM accuracy "
+                          f"{point['mlm_accuracy']:.2f}%, loss {point['mlm_loss']:.3f}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Our side: `bertbench pretrain` itself, with the probe as a Lightning callback.
+
+
+def probe_callback(probe: Probe):
+    import lightning as L
+
+    class QualityProbe(L.Callback):
+        def __init__(self):
+            self.tokens = 0
+
+        def on_train_start(self, trainer, pl_module):
+            with pl_module.clock_paused():
+                probe.record(pl_module.model, 0.0, 0, 0)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+            t = pl_module.training_seconds()
+            if probe.due(t) or pl_module.budget_spent():
+                with pl_module.clock_paused():
+                    probe.record(pl_module.model, t, self.tokens, trainer.global_step)
+
+    return QualityProbe()
+
+
+def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: str) -> dict[str, Any]:
+    from bertbench.training.pretrain_run import pretrain
+
+    probe = Probe(heldout, cfg.budget_minutes * 60, points, hf=False, progress=progress, name=name)
+    summary = pretrain(cfg, out_dir, extra_callbacks=[probe_callback(probe)])
+    return {
+        "impl": "bertbench", "tokens_seen": summary["tokens_seen"], "steps": summary["steps"],
+        "training_seconds": summary["schedule"]["training_seconds"],
+        "tokens_per_s": round(summary["tokens_seen"] / max(1e-9, summary["schedule"]["training_seconds"]), 1),
+        "precision": summary["precision"], "vocab_size": summary["model_config"]["vocab_size"],
+        "parameters": summary["parameters"], "curve": probe.curve, "final": probe.curve[-1],
+        "settings": {"recipe_batch_size": cfg.batch_size, "lr": cfg.optim.lr, "warmup_share": cfg.optim.warmup_fraction,
+                     "nsp": cfg.data.nsp, "mask_ratio": cfg.data.mask_ratio, "dropout": cfg.model.get("dropout", 0.1)},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The Hugging Face side.
+
+
+def hf_blocks(data, tokenizer, seq_len: int):
+    """run_mlm's group_texts: `[CLS] doc [SEP]` for every training document, concatenated, cut into blocks."""
+    import numpy as np
+
+    corpus = data.corpus
+    so, do = corpus.sent_offsets, corpus.doc_offsets
+    parts = []
+    for d in data.train_docs:
+        parts += [np.array([tokenizer.cls_id]), np.asarray(corpus.tokens[so[do[d]]:so[do[d + 1]]], dtype=np.int64),
+                  np.array([tokenizer.sep_id])]
+    stream = np.concatenate(parts)
+    n = len(stream) // seq_len
+    return stream[: n * seq_len].reshape(n, seq_len)
+
+
+def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: str) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from transformers import BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling
+
+    from bertbench.benchmarks.pretrain import hf_adamw, hf_config
+    from bertbench.model import BertForPreTraining
+    from bertbench.provenance import resolve_precision
+    from bertbench.training.pretrain_module import linear_warmup_decay
+    from bertbench.training.pretrain_run import model_config_for
+
+    torch.manual_seed(cfg.seed)
+    mcfg = model_config_for(cfg, tokenizer.vocab_size)
+    model = BertForMaskedLM._from_config(hf_config(BertForPreTraining(mcfg).cfg), attn_implementation="sdpa").train()
+    hf_tok = BertTokenizerFast(vocab=str(cfg.tokenizer), do_lower_case=True)  # vocab=, not vocab_file=: library-notes.md
+    if len(hf_tok) != tokenizer.vocab_size:
+        raise BertbenchError(f"bench quality: transformers read {len(hf_tok)} tokens from {cfg.tokenizer}, "
+                             f"bertbench {tokenizer.vocab_size}")
+    collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15)
+    blocks = hf_blocks(data, tokenizer, cfg.data.max_seq_len)
+    order = np.random.default_rng(cfg.seed).permutation(len(blocks))
+    opt = hf_adamw(model, HF_LR)
+    bf16 = resolve_precision(cfg.precision, "cpu").startswith("bf16")
+    budget_s = cfg.budget_minutes * 60
+    probe = Probe(heldout, budget_s, points, hf=True, progress=progress, name=name)
+    probe.record(model, 0.0, 0, 0)
+    trained = paused = 0.0
+    tokens = step = 0
+    t0 = time.perf_counter()
+    while trained < budget_s:
+        for g in opt.param_groups:  # the same wall-clock schedule as our side
+            g["lr"] = HF_LR * linear_warmup_decay(min(1.0, trained / budget_s), HF_WARMUP)
+        rows = order[(np.arange(cfg.batch_size) + step * cfg.batch_size) % len(order)]
+        batch = collator([{"input_ids": blocks[i].tolist()} for i in rows])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        tokens += int(batch["input_ids"].numel())
+        trained = time.perf_counter() - t0 - paused
+        if probe.due(trained) or trained >= budget_s:
+            p0 = time.perf_counter()
+            probe.record(model, trained, tokens, step)
+            paused += time.perf_counter() - p0
+    return {
+        "impl": "transformers", "tokens_seen": tokens, "steps": step, "training_seconds": round(trained, 2),
+        "tokens_per_s": round(tokens / trained, 1), "precision": "bf16-mixed" if bf16 else "32-true",
+        "vocab_size": tokenizer.vocab_size, "parameters": sum(p.numel() for p in model.parameters()),
+        "curve": probe.curve, "final": probe.curve[-1],
+        "settings": {"batch_size": cfg.batch_size, "lr": HF_LR, "warmup_share": HF_WARMUP, "nsp": False,
+                     "mask_ratio": 0.15, "dropout": 0.1},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The benchmark.
+
+
+def _config(recipe: str, data_dir: Path, minutes: float, tokenizer: Optional[str], model_size: Optional[str]):
+    from bertbench.commands.pretrain import build_config
+
+    cfg = build_config(recipe, {}, {}, {}, []).with_data_dir(data_dir)
+    changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0, phases=[],
+                                   optim=dataclasses.replace(cfg.optim, warmup_steps=None))
+    if tokenizer is not None:
+        changes["tokenizer"] = tokenizer
+    if model_size is not None:
+        changes["model_size"] = model_size
+    return dataclasses.replace(cfg, **changes)
+
+
+def run(
+    minutes: float,
+    recipe: str,
+    data_dir: Path,
+    sides: list[str],
+    model_size: Optional[str] = None,
+    points: int = NUM_POINTS,
+    max_documents: Optional[int] = None,
+    out_dir: Optional[Path] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict[str, Any]:
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.training.pretrain_run import load_or_train_tokenizer
+
+    if not minutes > 0:
+        raise BertbenchError(f"--minutes {minutes}: expected a positive number")
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown or not sides:
+        raise BertbenchError(f"--sides {','.join(sides)}: expected some of {', '.join(SIDES)}")
+    shared_vocab = data_dir / "vocab" / "bert-base-uncased-vocab.txt"
+    if {"ours", "hf"} & set(sides) and not shared_vocab.is_file():
+        raise BertbenchError(f"{shared_vocab}: the shared bert-base-uncased vocabulary is missing (see --data-dir)")
+    work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bertbench-quality-"))
+    t_start = time.perf_counter()
+    result: dict[str, Any] = {"benchmark": "quality", "machine": common.machine(), "sides": {}, "heldout": {}}
+    base = _config(recipe, data_dir, minutes, None, model_size)
+    if max_documents is not None:
+        base = dataclasses.replace(base, data=dataclasses.replace(base.data, max_documents=max_documents))
+    result["config"] = {"recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": base.data.max_seq_len,
+                        "batch_size": base.batch_size, "corpus": base.data.corpus, "points": points,
+                        "max_documents": max_documents}
+    shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))
+    heldouts: dict[str, HeldOut] = {}
+
+    def heldout_for(cfg, name: str):
+        tok = (WordPieceTokenizer.load(Path(cfg.tokenizer)) if cfg.tokenizer not in ("", "train")
+               else load_or_train_tokenizer(cfg, work / name))
+        data = build_pretraining_data(cfg.data, tok, objective=cfg.objective, seed=cfg.seed)
+        return tok, data, build_heldout(cfg, tok, data)
+
+    for side in sides:
+        if progress:
+            progress(f"{side}: preparing data")
+        if side in ("ours", "hf"):
+            if "shared" not in heldouts:
+                tok, data, ho = heldout_for(shared_cfg, "shared")
+                heldouts["shared"] = ho
+                result["heldout"]["bert-base-uncased"] = _heldout_json(ho, data)
+                shared = (tok, data)
+            tok, data = shared
+            ho = heldouts["shared"]
+            if side == "ours":
+                entry = run_ours(shared_cfg, ho, work / "ours", points, progress, side)
+            else:
+                entry = run_hf(shared_cfg, tok, data, ho, points, progress, side)
+            entry["vocab"] = "bert-base-uncased"
+        else:
+            own_dir = work / "ours-recipe"
+            tok, data, ho = heldout_for(base, "ours-recipe")
+            result["heldout"]["own"] = _heldout_json(ho, data)
+            entry = run_ours(base, ho, own_dir, points, progress, side)
+            entry["vocab"] = f"own ({tok.vocab_size} WordPiece, trained on the corpus)"
+        entry["heldout_fingerprint"] = ho.fingerprint
+        entry["unigram_accuracy"] = round(ho.unigram_accuracy, 3)
+        entry["gain_over_unigram"] = round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)
+        result["sides"][side] = entry
+    s = result["sides"]
+    if "ours" in s and "hf" in s:
+        hf_gain = s["hf"]["gain_over_unigram"]
+        result["comparisons"] = {
+            "gain_ratio_ours_vs_hf": round(s["ours"]["gain_over_unigram"] / hf_gain, 3) if hf_gain > 0 else None,
+            "tokens_ratio_ours_vs_hf": round(s["ours"]["tokens_seen"] / max(1, s["hf"]["tokens_seen"]), 3),
+            "same_heldout_positions": s["ours"]["heldout_fingerprint"] == s["hf"]["heldout_fingerprint"],
+        }
+    result["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+    return result
+
+
+def _heldout_json(ho: HeldOut, data) -> dict[str, Any]:
+    return {"sequences": sum(len(b["input_ids"]) for b in ho.batches), "masked_positions": ho.positions,
+            "documents": int(len(data.heldout_docs)), "unigram_accuracy": round(ho.unigram_accuracy, 3),
+            "unigram_loss": round(ho.unigram_loss, 4), "fingerprint": ho.fingerprint}
+
+
+# ----------------------------------------------------------------------------------------------
+# Output: markdown and a plot.
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    m, c = result["machine"], result["config"]
+    lines = [
+        f"_Generated by `{command}` on {m['hardware']}, torch {m['torch']}, {m['threads']} threads, allocator "
+        f"{m.get('allocator', '?')}, {m['code']}; {c['minutes']:g} training minutes per side, {c['model_size']}, "
+        f"seq {c['seq_len']}; do not edit between the markers._", "",
+        "| side | vocabulary | tokens seen | tokens/s | held-out MLM acc. | loss (nats) | unigram acc. | gain over unigram |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in result["sides"].items():
+        f = s["final"]
+        lines.append(f"| {name} ({s['impl']}) | {s['vocab']} | {s['tokens_seen']:,} | {s['tokens_per_s']:.0f} | "
+                     f"{f['mlm_accuracy']:.1f}% | {f['mlm_loss']:.2f} | {s['unigram_accuracy']:.1f}% | "
+                     f"{s['gain_over_unigram']:+.1f} pts |")
+    cmp = result.get("comparisons")
+    if cmp:
+        ratio = "–" if cmp["gain_ratio_ours_vs_hf"] is None else f"{cmp['gain_ratio_ours_vs_hf']:.2f}×"
+        lines += ["", f"On the shared vocabulary, bertbench's gain over the unigram baseline is **{ratio}** the "
+                      f"Hugging Face side's, having seen {cmp['tokens_ratio_ours_vs_hf']:.2f}× its tokens; both are "
+                      f"scored at the same held-out positions ({'yes' if cmp['same_heldout_positions'] else 'NO'})."]
+    if "ours-recipe" in result["sides"]:
+        lines += ["", "`ours-recipe` is scored on its own vocabulary: compare it with its own unigram column, "
+                      "not with the other rows."]
+    lines += ["", "Curve (held-out MLM accuracy % at minutes of training):", ""]
+    for name, s in result["sides"].items():
+        lines.append(f"- {name}: " + ", ".join(f"{p['minutes']:.1f} min {p['mlm_accuracy']:.1f}" for p in s["curve"]))
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for name, s in result["sides"].items():
+        xs_min = [p["minutes"] for p in s["curve"]]
+        xs_tok = [p["tokens"] / 1e6 for p in s["curve"]]
+        ys = [p["mlm_accuracy"] for p in s["curve"]]
+        label = f"{name} ({s['vocab'].split(' ')[0]})"
+        axes[0].plot(xs_min, ys, marker="o", label=label)
+        axes[1].plot(xs_tok, ys, marker="o", label=label)
+    for name, h in result["heldout"].items():
+        for ax in axes:
+            ax.axhline(h["unigram_accuracy"], linestyle=":", color="grey")
+    axes[0].set_xlabel("training minutes")
+    axes[1].set_xlabel("tokens seen (millions)")
+    for ax in axes:
+        ax.set_ylabel("held-out MLM accuracy (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("bench quality: held-out MLM accuracy (dotted: unigram baselines)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def dumps(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=2)

@@ -1,0 +1,119 @@
+"""`bench quality` at tiny scale: both sides train on the clock, score the same held-out positions, and the
+JSON carries the curve, tokens, rates and the unigram baseline."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from tests.test_pretrain import write_corpus
+
+runner = CliRunner()
+
+RECIPE = """
+model_size: tiny
+tokenizer: train
+tokenizer_vocab_size: 150
+data:
+  corpus: ["{data_dir}/corpus"]
+  max_seq_len: 32
+  heldout_fraction: 0.2
+batch_size: 8
+max_steps: 5
+precision: "32"
+optim:
+  lr: 1.0e-3
+  warmup_fraction: 0.1
+"""
+
+
+@pytest.fixture(scope="module")
+def quality_result(tmp_path_factory):
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    root = tmp_path_factory.mktemp("quality")
+    data_dir = root / "data"
+    docs = write_corpus(data_dir / "corpus", n_docs=12, seed=5)
+    # the "shared" vocabulary: any WordPiece vocab.txt both sides read (the real run uses bert-base-uncased)
+    tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)
+    tok.save(root / "shared_tok")
+    (data_dir / "vocab").mkdir()
+    (data_dir / "vocab" / "bert-base-uncased-vocab.txt").write_text((root / "shared_tok" / "vocab.txt").read_text())
+    recipe = root / "tiny.yaml"
+    recipe.write_text(RECIPE)
+    saved = root / "quality.json"
+    r = runner.invoke(app, ["bench", "quality", "--minutes", "0.04", "--recipe", str(recipe), "--data-dir", str(data_dir),
+                            "--points", "2", "--quiet", "--json", "--save-json", str(saved), "--plot", str(root / "q.png"),
+                            "--out", str(root / "runs")], env={"BERTBENCH_PROGRESS": "0"})
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    result = json.loads(r.stdout)
+    assert json.loads(saved.read_text()) == result
+    assert (root / "q.png").stat().st_size > 1000
+    return result
+
+
+def test_every_side_trains_for_the_budget_and_reports_a_curve(quality_result):
+    sides = quality_result["sides"]
+    assert list(sides) == ["ours", "hf", "ours-recipe"]
+    for name, s in sides.items():
+        assert s["impl"] == ("transformers" if name == "hf" else "bertbench")
+        assert s["tokens_seen"] > 0 and s["steps"] > 0 and s["tokens_per_s"] > 0
+        assert 0.04 * 60 <= s["training_seconds"] < 0.04 * 60 + 5  # stopped at the budget, not at max_steps
+        curve = s["curve"]
+        # at 0, then at --points 2 marks along the run (a step that crosses two marks records once), last at the end
+        assert 2 <= len(curve) <= 3 and curve[-1]["minutes"] >= 0.04
+        assert curve[0]["tokens"] == 0 and curve[-1]["tokens"] == s["tokens_seen"]
+        assert [p["tokens"] for p in curve] == sorted(p["tokens"] for p in curve)
+        assert all(0.0 <= p["mlm_accuracy"] <= 100.0 and p["mlm_loss"] > 0 for p in curve)
+        assert s["final"] == curve[-1]
+        assert s["gain_over_unigram"] == pytest.approx(s["final"]["mlm_accuracy"] - s["unigram_accuracy"], abs=1e-3)
+
+
+def test_both_sides_on_the_shared_vocabulary_score_identical_positions(quality_result):
+    sides, held = quality_result["sides"], quality_result["heldout"]
+    assert sides["ours"]["heldout_fingerprint"] == sides["hf"]["heldout_fingerprint"] == held["bert-base-uncased"]["fingerprint"]
+    assert sides["ours"]["vocab_size"] == sides["hf"]["vocab_size"]
+    assert sides["ours-recipe"]["heldout_fingerprint"] == held["own"]["fingerprint"]
+    assert quality_result["comparisons"]["same_heldout_positions"] is True
+    for h in held.values():
+        assert h["masked_positions"] > 0 and 0 < h["unigram_accuracy"] < 100 and h["unigram_loss"] > 0
+
+
+def test_heldout_masks_are_fixed_and_the_unigram_baseline_is_counted_on_training_documents(tmp_path):
+    """Two builds give the same tensors; the baseline guesses the most frequent *training* token."""
+    import numpy as np
+    import torch
+
+    from bertbench.benchmarks.quality import build_heldout
+    from bertbench.config import DataConfig, PretrainConfig
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    docs = write_corpus(tmp_path / "docs", n_docs=10, seed=2)
+    tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)
+    cfg = PretrainConfig(model_size="tiny", data=DataConfig(corpus=[str(docs)], max_seq_len=32, heldout_fraction=0.2))
+    data = build_pretraining_data(cfg.data, tok, seed=1, cache_dir=tmp_path / "cache")
+    a, b = build_heldout(cfg, tok, data), build_heldout(cfg, tok, data)
+    assert a.fingerprint == b.fingerprint
+    for x, y in zip(a.batches, b.batches):
+        assert torch.equal(x["input_ids"], y["input_ids"]) and torch.equal(x["mlm_labels"], y["mlm_labels"])
+    # by hand: the most frequent token of the training documents, scored on the masked targets
+    c = data.corpus
+    train_tokens = np.concatenate([np.asarray(c.tokens[c.sent_offsets[c.doc_offsets[d]]:c.sent_offsets[c.doc_offsets[d + 1]]])
+                                   for d in data.train_docs])
+    top = np.bincount(train_tokens.astype(np.int64)).argmax()
+    targets = torch.cat([x["mlm_labels"][x["mlm_labels"] != -100] for x in a.batches]).numpy()
+    assert a.positions == targets.size
+    assert a.unigram_accuracy == pytest.approx(100 * (targets == top).mean())
+    assert not set(data.heldout_docs.tolist()) & set(data.train_docs.tolist())
+
+
+def test_bad_arguments_are_one_line(tmp_path):
+    r = runner.invoke(app, ["bench", "quality", "--minutes", "0", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--minutes 0" in r.output
+    r = runner.invoke(app, ["bench", "quality", "--sides", "ours,gpt", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "--sides" in r.output
+    r = runner.invoke(app, ["bench", "quality", "--sides", "hf", "--data-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "bert-base-uncased" in r.output
