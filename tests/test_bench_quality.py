@@ -103,10 +103,12 @@ def test_heldout_masks_are_fixed_and_the_unigram_baseline_is_counted_on_training
     c = data.corpus
     train_tokens = np.concatenate([np.asarray(c.tokens[c.sent_offsets[c.doc_offsets[d]]:c.sent_offsets[c.doc_offsets[d + 1]]])
                                    for d in data.train_docs])
-    top = np.bincount(train_tokens.astype(np.int64)).argmax()
+    counts = np.bincount(train_tokens.astype(np.int64), minlength=tok.vocab_size)
     targets = torch.cat([x["mlm_labels"][x["mlm_labels"] != -100] for x in a.batches]).numpy()
     assert a.positions == targets.size
-    assert a.unigram_accuracy == pytest.approx(100 * (targets == top).mean())
+    assert a.unigram_accuracy == pytest.approx(100 * (targets == counts.argmax()).mean())
+    add_one = (counts + 1) / (counts.sum() + tok.vocab_size)
+    assert a.unigram_loss == pytest.approx(-np.log(add_one[targets]).mean())
     assert not set(data.heldout_docs.tolist()) & set(data.train_docs.tolist())
 
 
