@@ -347,7 +347,7 @@ def pretrain(
     max_steps = -1 if cfg.budget_minutes else cfg.max_steps
     trainer = L.Trainer(
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=max_steps, accumulate_grad_batches=cfg.grad_accum,
+        precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
         enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
