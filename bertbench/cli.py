@@ -52,8 +52,13 @@ def _root(
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Also show the libraries' own notices and warnings.")] = False,
 ) -> None:
     """Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers."""
+    if not verbose:
+        from bertbench.quiet import silence_library_noise
+
+        silence_library_noise()
 
 
 app.command("pretrain")(user_errors(pretrain.pretrain))

@@ -267,7 +267,7 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
     ckpt_dir = out_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     tmp = ckpt_dir / ".last.ckpt.tmp"
-    trainer.save_checkpoint(tmp)
+    trainer.save_checkpoint(tmp, weights_only=False)  # the full state (optimiser, loops, RNG): resume needs it
     if trainer.is_global_zero:
         os.replace(tmp, ckpt_dir / "last.ckpt")
 
@@ -371,7 +371,8 @@ def pretrain(
         # draw would shift the dropout stream of a resumed run against an uninterrupted one
         generator=torch.Generator().manual_seed(cfg.seed),
     )
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None)
+    # weights_only=False: our own checkpoint holds the optimiser and RNG state (said here, so Lightning needn't)
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None, weights_only=False)
     if trainer.interrupted:
         raise KeyboardInterrupt
     if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:

@@ -1,0 +1,29 @@
+"""A quiet terminal: bertbench's own lines and progress, not the notices of its libraries.
+
+Each notice below is one a user can do nothing about, silenced where it comes from (its own logger, or one
+warning matched by its text), never by hiding all logging or all warnings. `bertbench --verbose` keeps them.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+
+# Loggers whose INFO lines are start-up banners: "GPU available: False, used: False", "TPU available…",
+# "Using bfloat16 Automatic Mixed Precision (AMP)", and the advertisement for a logging service.
+BANNER_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+)
+
+# Warnings raised inside libraries about their own internals (a deprecation between Lightning and torch's
+# pytree; not ours to fix, and gone when Lightning updates).
+LIBRARY_WARNINGS = (
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+)
+
+
+def silence_library_noise() -> None:
+    for name in BANNER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for pattern in LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
