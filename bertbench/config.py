@@ -261,7 +261,9 @@ class OptimConfig:
 
 @dataclass
 class PhaseConfig:
-    """Two-phase schedules: e.g. seq 128 for 90% of steps, then 512 (the paper's recipe)."""
+    """Multi-phase schedules: e.g. seq 128 for 90% of steps, then 512 (the paper's recipe). `fraction` is a
+    share of max_steps, or of the training minutes when budget_minutes is set (the switch is then made on
+    the clock, and the step it happened at is kept in the checkpoint, so a resume repeats it exactly)."""
 
     fraction: float
     max_seq_len: int
@@ -314,8 +316,8 @@ class PretrainConfig:
                     "budget_minutes schedules over time: its warm-up is optim.warmup_fraction of the budget, "
                     "so optim.warmup_steps must be unset (--set optim.warmup_steps=null)"
                 )
-            if self.phases:
-                raise BertbenchError("budget_minutes with phases: phases are fractions of max_steps; use one or the other")
+            if self.phases and self.num_workers:
+                raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
         if self.objective not in ("mlm", "clm"):
             raise BertbenchError(f"objective {self.objective!r}: expected 'mlm' or 'clm'")
         if self.model_size not in MODEL_SIZES:

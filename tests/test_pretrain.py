@@ -250,3 +250,46 @@ def test_budget_must_be_positive(tmp_path, corpus, monkeypatch, value):
     r = runner.invoke(app, ["pretrain", "--corpus", str(corpus), *TINY, "--out", str(tmp_path / "r"), "--budget-minutes", value])
     assert r.exit_code == 2 and "budget_minutes" in r.output and "positive" in r.output
     assert not (tmp_path / "r").exists()
+
+
+def test_phases_under_a_budget_switch_on_the_clock(tmp_path, corpus, monkeypatch):
+    """seq 16 for the first half of the minutes, then 32: the switch step is recorded, and the phases'
+    batches really differ (16-token rows before it, up to 32 after)."""
+    from bertbench.training.pretrain_run import PhasedBatches
+
+    seen = []
+    original = PhasedBatches.__getitem__
+
+    def spy(self, micro_step):
+        batch = original(self, micro_step)
+        seen.append((micro_step, batch["input_ids"].shape[1]))
+        return batch
+
+    monkeypatch.setattr(PhasedBatches, "__getitem__", spy)
+    recipe = tmp_path / "phased.yaml"
+    recipe.write_text("phases:\n  - {fraction: 0.5, max_seq_len: 16}\n  - {fraction: 0.5, max_seq_len: 32}\n")
+    out = tmp_path / "run"
+    pretrain(["--recipe", str(recipe), "--corpus", str(corpus), *TINY, "--out", str(out), "--budget-minutes", "0.08"],
+             monkeypatch)
+    summary = json.loads((out / "summary.json").read_text())
+    starts = summary["schedule"]["phase_starts"]
+    assert starts[0] == 0 and 0 < starts[1] < summary["steps"]
+    trace = _lr_trace(out)  # trace[i]: 0-based step i, (step i + 1, training seconds at its start, lr)
+    first_after = next(i for i, (_, t, _) in enumerate(trace) if t >= 0.5 * 0.08 * 60)
+    # the switch came once the clock passed half the budget, within the batches the loader had fetched ahead
+    assert first_after <= starts[1] <= first_after + 2, (first_after, starts)
+    assert max(width for step, width in seen if step < starts[1]) <= 16
+    assert max(width for step, width in seen if step >= starts[1]) > 16
+
+
+def test_phased_batches_start_a_clock_phase_at_the_first_unfetched_step():
+    from bertbench.training.pretrain_run import PhasedBatches
+
+    b = PhasedBatches([0, None], [["a"] * 100, ["b"] * 100], grad_accum=1)
+    assert [b[i] for i in range(3)] == ["a", "a", "a"]
+    assert b.begin_next() == 3 and b.starts == [0, 3]
+    assert [b[i] for i in range(3, 5)] == ["b", "b"]
+    assert b.begin_next() is None
+    resumed = PhasedBatches([0, None], [["a"] * 100, ["b"] * 100], grad_accum=1)
+    resumed.starts = [0, 3]  # restored from the checkpoint: the same switch, whatever the clock says now
+    assert [resumed[i] for i in range(2, 5)] == ["a", "b", "b"]

@@ -269,7 +269,7 @@ def _config(recipe: str, data_dir: Path, minutes: float, tokenizer: Optional[str
     from bertbench.commands.pretrain import build_config
 
     cfg = build_config(recipe, {}, {}, {}, []).with_data_dir(data_dir)
-    changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0, phases=[],
+    changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0,
                                    optim=dataclasses.replace(cfg.optim, warmup_steps=None))
     if tokenizer is not None:
         changes["tokenizer"] = tokenizer

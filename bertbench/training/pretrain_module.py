@@ -60,6 +60,8 @@ class PretrainModule(L.LightningModule):
         self.last_eval: dict[str, float] = {}
         self.lr_trace: list[tuple[int, float, float]] = []  # (step, training seconds at its start, lr it ran at)
         self.last_step_end = 0.0  # training seconds when the last step ended
+        self.phased_batches = None  # PhasedBatches whose later phases begin on the clock (attach_phases)
+        self.phase_bounds: list[float] = []
 
     # -- schedule ---------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -129,11 +131,24 @@ class PretrainModule(L.LightningModule):
     def on_train_start(self) -> None:
         self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports
 
+    def attach_phases(self, batches, bounds_seconds: list[float]) -> None:
+        """Phases on the clock: when training seconds pass bounds_seconds[k], phase k + 1 begins."""
+        self.phased_batches, self.phase_bounds = batches, list(bounds_seconds)
+
+    def _maybe_begin_phase(self) -> None:
+        b = self.phased_batches
+        if b is None or not self.phase_bounds:
+            return
+        begun = sum(s is not None for s in b.starts) - 1  # phases after the first that have begun
+        if begun < len(self.phase_bounds) and self.training_seconds() >= self.phase_bounds[begun]:
+            b.begin_next()
+
     def budget_spent(self) -> bool:
         return bool(self.budget_seconds) and self.training_seconds() >= self.budget_seconds
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.last_step_end = self.training_seconds()
+        self._maybe_begin_phase()
         if self.budget_spent():
             self.trainer.should_stop = True
 
@@ -159,6 +174,7 @@ class PretrainModule(L.LightningModule):
             "last_step": trace[-1][0] if trace else 0,
             "last_step_lr": trace[-1][2] if trace else None,
             "lr_trace": "lr_schedule.csv",
+            "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts),
         }
 
     # -- exact resume -------------------------------------------------------------------------
@@ -169,6 +185,7 @@ class PretrainModule(L.LightningModule):
             "elapsed": self.elapsed(),
             "paused": self.paused_seconds(),
             "lr_trace": list(self.lr_trace),
+            "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts),
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -180,6 +197,8 @@ class PretrainModule(L.LightningModule):
         self.elapsed_before = float(state.get("elapsed", 0.0))
         self.paused_before = float(state.get("paused", 0.0))
         self.lr_trace = [tuple(t) for t in state.get("lr_trace", [])]
+        if state.get("phase_starts") is not None and self.phased_batches is not None:
+            self.phased_batches.starts = list(state["phase_starts"])  # the switches made before the stop
         self._session_start = time.perf_counter()
         self._paused = 0.0
 

@@ -57,8 +57,9 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_size(cfg.model_size, vocab_size=vocab_size, causal=cfg.objective == "clm", **overrides)
 
 
-def phase_plan(cfg: PretrainConfig) -> list[tuple[int, DataConfig, int]]:
-    """[(first step, data config, batch size)] — one entry unless a multi-phase schedule is set."""
+def phase_plan(cfg: PretrainConfig) -> list[tuple[Optional[int], DataConfig, int]]:
+    """[(first step, data config, batch size)] — one entry unless a multi-phase schedule is set. Under a
+    wall-clock budget the first step of a later phase is None: the clock decides it (PhasedBatches)."""
     if not cfg.phases:
         return [(0, cfg.data, cfg.batch_size)]
     total = sum(p.fraction for p in cfg.phases)
@@ -69,24 +70,52 @@ def phase_plan(cfg: PretrainConfig) -> list[tuple[int, DataConfig, int]]:
         dcfg = replace(cfg.data, max_seq_len=p.max_seq_len)
         if p.max_predictions_per_seq is not None:
             dcfg = replace(dcfg, max_predictions_per_seq=p.max_predictions_per_seq)
-        plan.append((start, dcfg, p.batch_size or cfg.batch_size))
+        plan.append((start if (start == 0 or not cfg.budget_minutes) else None, dcfg, p.batch_size or cfg.batch_size))
         start += round(p.fraction * cfg.max_steps)
     return plan
 
 
-class PhasedBatches:
-    """Dispatch a step to the dataset of its phase (seq 128 for 90% of steps, then 512, say)."""
+def phase_seconds(cfg: PretrainConfig) -> list[float]:
+    """Under a budget: the training second at which each later phase begins (cumulative fractions)."""
+    if not (cfg.budget_minutes and cfg.phases):
+        return []
+    bounds, acc = [], 0.0
+    for p in cfg.phases[:-1]:
+        acc += p.fraction
+        bounds.append(acc * cfg.budget_minutes * 60)
+    return bounds
 
-    def __init__(self, starts: list[int], datasets: list[Any], grad_accum: int):
-        self.starts, self.datasets, self.grad_accum = starts, datasets, grad_accum
+
+class PhasedBatches:
+    """Dispatch a step to the dataset of its phase (seq 128 for 90% of steps, then 512, say).
+
+    Phases fixed in steps know their first steps up front. Phases on the clock begin at `begin_next`:
+    the next batch not yet fetched is the new phase's first (the loader fetches one batch ahead, so a
+    switch asked for after step s starts at s + 2), and `starts` — saved in the checkpoint — makes a
+    resumed run switch at the very same step."""
+
+    def __init__(self, starts: list[Optional[int]], datasets: list[Any], grad_accum: int):
+        self.starts, self.datasets, self.grad_accum = list(starts), datasets, grad_accum
+        self.fetched = 0  # optimiser steps whose batches were handed out
 
     def __len__(self) -> int:
         return 1 << 40
 
+    def phase_of(self, step: int) -> int:
+        return max(i for i, s in enumerate(self.starts) if s is not None and s <= step)
+
+    def begin_next(self) -> Optional[int]:
+        """Start the next phase at the first step not yet fetched; returns that step (None: no phase left)."""
+        k = next((i for i, s in enumerate(self.starts) if s is None), None)
+        if k is None:
+            return None
+        self.starts[k] = self.fetched
+        return self.fetched
+
     def __getitem__(self, micro_step: int):
         step = micro_step // self.grad_accum
-        k = max(i for i, s in enumerate(self.starts) if s <= step)
-        return self.datasets[k][micro_step]
+        self.fetched = max(self.fetched, step + 1)
+        return self.datasets[self.phase_of(step)][micro_step]
 
 
 def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precision: str):
@@ -362,6 +391,7 @@ def pretrain(
         for d, (_, dcfg, bs) in zip(datas, plan)
     ]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
+    module.attach_phases(batches, phase_seconds(cfg))
     loader = DataLoader(
         batches, batch_size=None,
         sampler=StepSampler(start_step * cfg.grad_accum, (len(batches) if cfg.budget_minutes else cfg.max_steps * cfg.grad_accum)),
