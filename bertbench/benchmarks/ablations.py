@@ -2,7 +2,7 @@
 
     python -m bertbench.benchmarks.ablations --model-size mini [--steps 8] [--only default,fp32,...]
     python -m bertbench.benchmarks.ablations --model-size mini --compile      # torch.compile, with compile time
-    python -m bertbench.benchmarks.ablations --model-size mini --allocator    # tcmalloc vs glibc (subprocesses)
+    python -m bertbench.benchmarks.ablations --model-size mini --allocator    # glibc, tuned glibc, tcmalloc (subprocesses)
 
 Every variant starts from the same weights and runs the same batches in alternating rounds (see
 `common.run_rounds`); the result is each variant's median tokens/s and the median per-round ratio
@@ -232,22 +232,33 @@ def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warm
 
 
 def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int, repeats: int) -> dict[str, Any]:
-    """The default step in fresh processes, alternately with and without tcmalloc preloaded."""
+    """The default step in fresh processes, in rotating order: plain glibc malloc, glibc as the CLI tunes it
+    (allocator.py), and tcmalloc preloaded where it is installed. Each process reports the allocator it ran."""
+    from bertbench.allocator import DISABLE_ENV
+
     found = common.tcmalloc_library()
-    if found is None:
-        raise SystemExit("libtcmalloc_minimal.so.4 not found: apt-get install -y libtcmalloc-minimal4")
     args = [sys.executable, "-m", "bertbench.benchmarks.ablations", "--model-size", model_size, "--batch-size", str(batch_size),
             "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--only", "default"]
-    env_plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    runs: dict[str, list[float]] = {"glibc": [], "tcmalloc": []}
+    env_plain = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", DISABLE_ENV)}
+    envs = {"glibc": dict(env_plain, **{DISABLE_ENV: "0"}), "glibc-tuned": env_plain}
+    if found is not None:
+        envs["tcmalloc"] = dict(env_plain, LD_PRELOAD=found)
+    names = list(envs)
+    runs: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
-        for name in (("glibc", "tcmalloc") if r % 2 == 0 else ("tcmalloc", "glibc")):
-            env = dict(env_plain, **({"LD_PRELOAD": found} if name == "tcmalloc" else {}))
-            res = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
-            runs[name].append(json.loads(res.stdout)["variants"]["default"]["tokens_per_s"])
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            res = json.loads(subprocess.run(args, env=envs[name], capture_output=True, text=True, check=True).stdout)
+            if res["machine"]["allocator"] != name:
+                raise SystemExit(f"asked for {name}, the process ran {res['machine']['allocator']}")
+            runs[name].append(res["variants"]["default"]["tokens_per_s"])
             print(f"{name}: {runs[name][-1]} tokens/s", file=sys.stderr, flush=True)
-    ratios = [t / g for t, g in zip(runs["tcmalloc"], runs["glibc"])]
-    return {"allocator": {"tokens_per_s": runs, "tcmalloc_speedup_median": round(common.median(ratios), 3)}}
+    out: dict[str, Any] = {"tokens_per_s": runs, "tcmalloc_installed": found is not None}
+    for name in names[1:]:  # each against plain glibc, pairing the processes of one rotation
+        out[f"{name}_vs_glibc_median"] = round(common.median([a / b for a, b in zip(runs[name], runs["glibc"])]), 3)
+    if found is not None:
+        out["glibc-tuned_vs_tcmalloc_median"] = round(
+            common.median([a / b for a, b in zip(runs["glibc-tuned"], runs["tcmalloc"])]), 3)
+    return {"allocator": out}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -259,9 +270,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--only", default="", help="comma-separated variants (default is always included)")
     p.add_argument("--compile", action="store_true", help="eager vs torch.compile instead of the variants")
-    p.add_argument("--allocator", action="store_true", help="tcmalloc vs glibc in subprocesses instead of the variants")
+    p.add_argument("--allocator", action="store_true", help="glibc vs tuned glibc vs tcmalloc in subprocesses instead of the variants")
     p.add_argument("--repeats", type=int, default=4, help="process pairs for --allocator")
     a = p.parse_args(argv)
+    from bertbench.allocator import tune_glibc_malloc
+
+    tune_glibc_malloc()  # as the CLI does (a no-op with tcmalloc preloaded or BERTBENCH_MALLOC_TUNING=0)
     if a.compile:
         result = run_compile(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup)
     elif a.allocator:

@@ -54,7 +54,7 @@ class HeldOut:
 
 
 def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
-    """From the run's held-out documents: `[CLS] chunk [SEP]` sequences of cfg.data.max_seq_len, masked once."""
+    """From the run's held-out documents: `[CLS] chunk [SEP]` sequences of the final sequence length, masked once."""
     import hashlib
 
     import numpy as np
@@ -64,7 +64,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
     from bertbench.data.instances import make_instances
     from bertbench.data.masking import make_collator
 
-    seq_cfg = DataConfig(max_seq_len=cfg.data.max_seq_len, nsp=False, short_seq_prob=0.0)
+    seq_cfg = DataConfig(max_seq_len=final_seq_len(cfg), nsp=False, short_seq_prob=0.0)
     instances = make_instances(data.corpus, data.heldout_docs, seq_cfg, "mlm", random.Random(EVAL_SEED),
                                tokenizer.cls_id, tokenizer.sep_id)
     n = min(EVAL_SEQUENCES, len(instances))
@@ -95,6 +95,11 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
         unigram_loss=float(-np.log(probs[targets]).mean()),
         fingerprint=digest.hexdigest()[:16],
     )
+
+
+def final_seq_len(cfg) -> int:
+    """The sequence length a run ends at: its last phase's, else data.max_seq_len (held-out and HF blocks use it)."""
+    return cfg.phases[-1].max_seq_len if cfg.phases else cfg.data.max_seq_len
 
 
 def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
@@ -223,7 +228,7 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
         raise BertbenchError(f"bench quality: transformers read {len(hf_tok)} tokens from {cfg.tokenizer}, "
                              f"bertbench {tokenizer.vocab_size}")
     collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15)
-    blocks = hf_blocks(data, tokenizer, cfg.data.max_seq_len)
+    blocks = hf_blocks(data, tokenizer, final_seq_len(cfg))
     order = np.random.default_rng(cfg.seed).permutation(len(blocks))
     opt = hf_adamw(model, HF_LR)
     bf16 = resolve_precision(cfg.precision, "cpu").startswith("bf16")
@@ -307,7 +312,7 @@ def run(
     base = _config(recipe, data_dir, minutes, None, model_size)
     if max_documents is not None:
         base = dataclasses.replace(base, data=dataclasses.replace(base.data, max_documents=max_documents))
-    result["config"] = {"recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": base.data.max_seq_len,
+    result["config"] = {"recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base), "phases": [dataclasses.asdict(p) for p in base.phases],
                         "batch_size": base.batch_size, "corpus": base.data.corpus, "points": points,
                         "max_documents": max_documents}
     shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))

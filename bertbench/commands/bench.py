@@ -163,6 +163,7 @@ def quality(
     out: Annotated[Optional[Path], typer.Option("--out", help="Keep the run folders here (default: a temporary folder).")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG.")] = None,
     save_json: Annotated[Optional[Path], typer.Option("--save-json", help="Also write the result JSON to this file.")] = None,
+    threads: Threads = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
     embed: Embed = None,
@@ -175,6 +176,7 @@ def quality(
 
     if points < 1:
         raise BertbenchError(f"--points {points}: expected at least 1")
+    common.set_threads(threads)  # A/B runs side by side on a shared machine: --threads 1 each
     result = bench_quality.run(
         minutes, recipe, data_dir or default_data_dir(), [s.strip() for s in sides.split(",") if s.strip()],
         model_size=model_size, points=points, max_documents=max_documents, out_dir=out,
