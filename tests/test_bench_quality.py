@@ -119,3 +119,25 @@ def test_bad_arguments_are_one_line(tmp_path):
     assert r.exit_code == 2 and "--sides" in r.output
     r = runner.invoke(app, ["bench", "quality", "--sides", "hf", "--data-dir", str(tmp_path)])
     assert r.exit_code == 2 and "bert-base-uncased" in r.output
+
+
+def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path):
+    import copy
+
+    base = quality_result
+    cand = copy.deepcopy(base)
+    cand["config"]["pretrain"]["optim"]["lr"] = 5e-4
+    cand["sides"]["ours-recipe"]["final"]["mlm_accuracy"] = base["sides"]["ours-recipe"]["final"]["mlm_accuracy"] + 2.5
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "lower_lr.json").write_text(json.dumps(cand))
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n<!-- bertbench bench: begin quality-ab -->\nold\n<!-- bertbench bench: end quality-ab -->\n")
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "base.json"), "--compare",
+                            str(tmp_path / "lower_lr.json"), "--embed", str(readme)])
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| base") or ln.startswith("| lower_lr")]
+    assert "baseline" in rows[0]
+    assert "optim.lr: 0.001 → 0.0005" in rows[1] and "+2.5" in rows[1]
+    assert "lower_lr" in readme.read_text() and "old" not in readme.read_text()
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "missing.json" in r.output

@@ -314,7 +314,7 @@ def run(
         base = dataclasses.replace(base, data=dataclasses.replace(base.data, max_documents=max_documents))
     result["config"] = {"recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base), "phases": [dataclasses.asdict(p) for p in base.phases],
                         "batch_size": base.batch_size, "corpus": base.data.corpus, "points": points,
-                        "max_documents": max_documents}
+                        "max_documents": max_documents, "pretrain": dataclasses.asdict(base)}
     shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))
     heldouts: dict[str, HeldOut] = {}
 
@@ -429,6 +429,46 @@ def plot(result: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
+
+
+def ab_markdown(results: list[tuple[str, dict[str, Any]]], side: str = "ours-recipe") -> str:
+    """Recipe A/B at equal minutes from saved `bench quality` JSONs: the first is the baseline; each row says
+    what its pre-training config changed and what it bought in held-out accuracy at the budget's end."""
+    if not results:
+        raise BertbenchError("--compare: no result files")
+    rows, base_cfg, base_acc = [], None, None
+    for name, r in results:
+        if side not in r["sides"]:
+            raise BertbenchError(f"{name}: has no '{side}' side (sides: {', '.join(r['sides'])})")
+        # the resolved pre-training config; files written before it was recorded have the summary config only
+        s = r["sides"][side]
+        cfg = r["config"].get("pretrain") or {k: v for k, v in r["config"].items() if k not in ("minutes", "corpus", "points")}
+        if base_cfg is None:
+            base_cfg, base_acc, changed = cfg, s["final"]["mlm_accuracy"], "baseline"
+        else:
+            flat_base = _flat(base_cfg)
+            changed = "; ".join(f"{k}: {_short(flat_base.get(k))} → {_short(v)}" for k, v in _flat(cfg).items()
+                                if flat_base.get(k) != v) or "(same config)"
+        delta = "–" if changed == "baseline" else f"{s['final']['mlm_accuracy'] - base_acc:+.1f}"
+        rows.append(f"| {name} | {changed} | {r['config']['minutes']:g} min × {r['machine']['threads']} thr | "
+                    f"{s['tokens_seen']:,} | {s['final']['mlm_accuracy']:.1f}% | {delta} | {s['unigram_accuracy']:.1f}% |")
+    head = ["| run | what changed | budget | tokens seen | held-out MLM acc. | Δ vs baseline | unigram |",
+            "|---|---|---|---|---|---|---|"]
+    return "\n".join(head + rows)
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _short(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else str(v)
 
 
 def dumps(result: dict[str, Any]) -> str:
