@@ -447,8 +447,8 @@ def ab_markdown(results: list[tuple[str, dict[str, Any]]], side: str = "ours-rec
             base_cfg, base_acc, changed = cfg, s["final"]["mlm_accuracy"], "baseline"
         else:
             flat_base = _flat(base_cfg)
-            changed = "; ".join(f"{k}: {_short(flat_base.get(k))} → {_short(v)}" for k, v in _flat(cfg).items()
-                                if flat_base.get(k) != v) or "(same config)"
+            changed = "; ".join(f"{k}: {_short(flat_base.get(k)) or '–'} → {_short(v)}" for k, v in _flat(cfg).items()
+                                if flat_base.get(k) != v and k != "recipe") or "(same config)"
         delta = "–" if changed == "baseline" else f"{s['final']['mlm_accuracy'] - base_acc:+.1f}"
         rows.append(f"| {name} | {changed} | {r['config']['minutes']:g} min × {r['machine']['threads']} thr | "
                     f"{s['tokens_seen']:,} | {s['final']['mlm_accuracy']:.1f}% | {delta} | {s['unigram_accuracy']:.1f}% |")
@@ -468,6 +468,9 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _short(v: Any) -> str:
+    if isinstance(v, list) and v and all(isinstance(p, dict) and "max_seq_len" in p for p in v):  # phases
+        return " then ".join(f"seq {p['max_seq_len']}" + (f" × {p['batch_size']}" if p.get("batch_size") else "")
+                             + f" for {p['fraction']:g}" for p in v)
     return json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else str(v)
 
 

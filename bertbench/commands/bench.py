@@ -179,9 +179,18 @@ def quality(
         loaded = []
         for f in compare:
             try:
-                loaded.append((f.stem, json.loads(f.read_text(encoding="utf-8"))))
+                result = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise BertbenchError(f"{f}: not a readable bench quality JSON ({err})") from None
+            recipe_beside = f.with_suffix(".yaml")
+            if "pretrain" not in result.get("config", {}) and recipe_beside.is_file():
+                # results saved before the resolved config was recorded: the recipe kept beside them
+                from dataclasses import asdict
+
+                from bertbench.config import PretrainConfig, load_config
+
+                result["config"]["pretrain"] = asdict(load_config(PretrainConfig, recipe_beside))
+            loaded.append((f.stem, result))
         table = bench_quality.ab_markdown(loaded)
         typer.echo(table)
         if embed is not None:
