@@ -38,7 +38,7 @@ def _pyplot():
 
 
 def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
-    """Bars for one row: our variants (median; error bars min..max over seeds), then the paper's numbers."""
+    """Bars for one row: our variants (mean; error bars the 95% t-interval over seeds), then the paper's numbers."""
     labels, heights, low, high, colors = [], [], [], [], []
     for variant in data.variants:
         cell = data.cell(variant, row)
@@ -46,9 +46,10 @@ def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
         if stats is None:
             continue
         labels.append(variant.label)
-        heights.append(stats.median)
-        low.append(stats.median - stats.values[0])
-        high.append(stats.values[-1] - stats.median)
+        interval = stats.interval
+        heights.append(stats.mean)
+        low.append(stats.mean - interval.low if interval else 0.0)  # one seed: no bar, never a fake one
+        high.append(interval.high - stats.mean if interval else 0.0)
         colors.append("tab:blue")
     ours = len(labels)
     if not ours:

@@ -159,10 +159,11 @@ def _rows(table) -> dict[str, tuple[str, ...]]:
 
 def test_fmt_stats():
     assert fmt_stats(None) == "–"
-    assert fmt_stats(seed_stats([{"metrics": {"a": 55.25}, "seed": 1}], "a")) == "55.2 (n=1)"
+    assert fmt_stats(seed_stats([{"metrics": {"a": 55.25}, "seed": 1}], "a")) == "55.2 (n=1, no interval)"
     stats = seed_stats([{"metrics": {"a": v}, "seed": s} for s, v in enumerate([60.0, 50.0, 58.0, None])], "a")
     assert stats.n == 3 and stats.seeds == (0, 1, 2)
-    assert fmt_stats(stats) == "58.0 (56.0 ± 5.3, n=3)"
+    assert fmt_stats(stats) == "56.0 [42.9, 69.1] (n=3)"  # 56 ± t(0.975, 2) · 5.29 / √3
+    assert stats.by_seed() == {0: 60.0, 1: 50.0, 2: 58.0}
 
 
 def test_glue_partial_coverage_label_and_same_task_paper_average(fixture_records):
@@ -199,8 +200,8 @@ def test_task_versions_are_never_averaged(fixture_records):
     table = main_table(collect(recs))
     rows = _rows(table)
     col = table.header.index("mini MLM+NSP")
-    assert rows["rte"][col] == "51.0 (51.0 ± 1.4, n=2)"
-    assert rows["rte v2"][col] == "70.0 (n=1)"
+    assert rows["rte"][col] == "51.0 [38.3, 63.7] (n=2)"
+    assert rows["rte v2"][col] == "70.0 (n=1, no interval)"
     assert any("separate rows, never averaged" in note for note in table.notes)
 
 
@@ -226,7 +227,7 @@ def test_best_setting_is_chosen_and_marked(fixture_records):
     recs = [_make(t, "rte", s, {"accuracy": 50.0 + s}, "accuracy") for s in (1, 2)]
     recs += [_make(t, "rte", s, {"accuracy": 60.0 + s}, "accuracy", finetune__lr=2e-5) for s in (1, 2)]
     table = main_table(collect(recs))
-    assert _rows(table)["rte"][table.header.index("mini MLM+NSP")] == "61.5 (61.5 ± 0.7, n=2) ‡"
+    assert _rows(table)["rte"][table.header.index("mini MLM+NSP")] == "61.5 [55.1, 67.9] (n=2) ‡"
     assert any(note.startswith("‡ best of several") for note in table.notes)
 
 
@@ -249,7 +250,7 @@ def test_other_metric_is_labelled_and_missing_cells_are_dashes(fixture_records):
     assert row[table.header.index("BERT-Mini (Turc et al.)")] == "71.8 (test)"  # Turc reports both
     t5 = table5(collect([_make(t, "mrpc", 1, {"accuracy": 70.0}, "accuracy")]))
     ours = _rows(t5)["mini MLM+NSP"]
-    assert ours == ("mini MLM+NSP", "–", "–", "70.0 (n=1)", "–", "–")
+    assert ours == ("mini MLM+NSP", "–", "–", "70.0 (n=1, no interval)", "–", "–")
 
 
 def test_uncertain_paper_numbers_are_never_shown(tmp_path, fixture_records):
@@ -408,3 +409,29 @@ def test_embed_puts_the_generated_main_table_between_markers(tmp_path, monkeypat
     readme.write_text("no markers here\n")
     bad = _cli(args, monkeypatch, registry=False)
     assert bad.exit_code == 2 and "markers" in bad.output
+
+
+def test_degenerate_cells_are_marked(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "sst2", 1, {"accuracy": 50.9}, "accuracy", extra={"degenerate": True}),
+            _make(t, "sst2", 2, {"accuracy": 80.0}, "accuracy")]
+    table = main_table(collect(recs))
+    assert _rows(table)["sst2"][table.header.index("mini MLM+NSP")].endswith(" ⊘")
+    assert any(note.startswith("⊘ degenerate") for note in table.notes)
+    clean = main_table(collect(recs[1:]))
+    assert "⊘" not in _rows(clean)["sst2"][clean.header.index("mini MLM+NSP")]
+
+
+def test_checkpoints_of_one_run_are_a_series_not_columns(fixture_records):
+    t = _template(fixture_records)
+    early = {**t["model"], "fingerprint": "sha256:early", "pretraining": {**t["model"]["pretraining"], "tokens_seen": 1000}}
+    recs = [_make(t, "sst2", s, {"accuracy": 70.0 + s}, "accuracy") for s in (1, 2)]
+    recs += [_make(t, "sst2", s, {"accuracy": 60.0 + s}, "accuracy", model=early) for s in (1, 2)]
+    data = collect(recs)
+    assert [v.label for v in data.variants] == ["mini MLM+NSP"]
+    assert data.variants[0].tokens_seen == t["model"]["pretraining"]["tokens_seen"]
+    series = data.checkpoints["mini MLM+NSP"]
+    assert [v.tokens_seen for v in series] == [1000, t["model"]["pretraining"]["tokens_seen"]]
+    (row,) = data.rows
+    assert seed_stats(data.cell(series[0], row).records, "accuracy").mean == 61.5
+    assert seed_stats(data.cell(data.variants[0], row).records, "accuracy").mean == 71.5
