@@ -289,7 +289,7 @@ def _resolve_metric(paper: PaperNumbers, records: Sequence[Record], row_metric: 
     return next((name for name in names if paper.paper_metric(name) == pmetric), None)
 
 
-def _stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+def stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
                kinds: Sequence[str]) -> tuple[Optional[Stats], Optional[RowKey]]:
     """Our stats for a paper (task, metric): official eval kinds in `kinds` order, newest task version."""
     candidates = [row for row in data.rows if data.paper.paper_task(row.task) == ptask and row.approach == approach
@@ -434,7 +434,7 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
         got = {}
         kinds: set[str] = set()
         for ptask, pmetric, _ in scores:
-            stats, row = _stats_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
+            stats, row = stats_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
             if stats is not None:
                 got[(ptask, pmetric)] = stats.mean
                 kinds.add(row.eval_kind)
@@ -488,12 +488,12 @@ def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Seque
 # --- ablation tables -----------------------------------------------------------------------------------
 
 
-_ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †
+ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †
 
 
 def _ours_cell(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
                stand_ins: set[str]) -> str:
-    stats, row = _stats_for(data, variant, ptask, pmetric, approach, _ABLATION_KINDS)
+    stats, row = stats_for(data, variant, ptask, pmetric, approach, ABLATION_KINDS)
     if stats is None:
         return MISSING
     if row.eval_kind != "dev":
@@ -684,7 +684,11 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
-    tables = (main_table(data), table5(data), table6(data), table8(data), provenance_table(data))
+    from bertbench.claims import claims_table  # these two build on this module
+    from bertbench.paired import differences_table
+
+    tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
+              table8(data), provenance_table(data))
     return Report(title, summary, tables, figures)
 
 

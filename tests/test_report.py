@@ -140,7 +140,8 @@ def test_markdown_is_deterministic_whatever_the_record_order(fixture_records):
 
 
 def _template(fixture_records) -> dict:
-    (rec,) = [r.data for r in fixture_records if r.data["task"] == "cola"]
+    (rec,) = [r.data for r in fixture_records
+              if r.data["task"] == "cola" and r.data["model"]["fingerprint"] == "sha256:aaaa0001"]
     return copy.deepcopy(rec)
 
 
@@ -266,8 +267,12 @@ def test_uncertain_paper_numbers_are_never_shown(tmp_path, fixture_records):
 
 def test_long_rows_hold_ours_and_the_papers(fixture_records):
     rows = long_rows(collect(fixture_records))
-    ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"]
+    ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"
+            and r["column"] == "mini MLM+NSP"]
     assert len(ours) == 1 and ours[0]["median"] == 12.3 and ours[0]["model_fingerprint"] == "sha256:aaaa0001"
+    assert ours[0]["ci95_low"] is None  # one seed: no interval in the CSV either
+    (rte,) = [r for r in rows if r["kind"] == "ours" and r["task"] == "rte" and r["column"] == "mini random init"]
+    assert rte["ci95_low"] < rte["mean"] < rte["ci95_high"] and rte["degenerate"] is False
     assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["median"] == 52.1
                for r in rows)
 
@@ -388,7 +393,8 @@ def test_cli_import_stays_light():
 
 def test_math_sanity_of_the_fixture_perplexity(fixture_records):
     """Table 6's LM (ppl) for our rows is exp(held-out MLM loss): 4.2 nats -> 66.69."""
-    rows = {row[0]: row for row in build_report(collect(fixture_records)).tables[2].rows}
+    (table6,) = [t for t in build_report(collect(fixture_records)).tables if t.key == "table6"]
+    rows = {row[0]: row for row in table6.rows}
     assert rows["mini MLM+NSP"][2] == f"{math.exp(4.2):.2f}" == "66.69"
 
 
