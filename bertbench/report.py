@@ -684,11 +684,12 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
-    from bertbench.claims import claims_table  # these two build on this module
+    from bertbench.claims import claims_table  # these three build on this module
     from bertbench.paired import differences_table
+    from bertbench.report_protocol import protocol_table
 
     tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
-              table8(data), provenance_table(data))
+              table8(data), protocol_table(data), provenance_table(data))
     return Report(title, summary, tables, figures)
 
 

@@ -441,3 +441,17 @@ def test_checkpoints_of_one_run_are_a_series_not_columns(fixture_records):
     (row,) = data.rows
     assert seed_stats(data.cell(series[0], row).records, "accuracy").mean == 61.5
     assert seed_stats(data.cell(data.variants[0], row).records, "accuracy").mean == 71.5
+
+
+def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
+    from bertbench.report_protocol import protocol_table
+
+    t = _template(fixture_records)
+    selection = {"on": "train-slice", "rule": "r", "grid": [5e-5, 1e-4], "scores": {"5e-05": 60.0, "0.0001": 62.5},
+                 "selected_lr": 1e-4, "score": 62.5, "heldout_size": 249}
+    finetune = {**t["finetune"], "lr": 1e-4, "selection": selection, "max_train_examples": 20000}
+    recs = [_make(t, "sst2", s, {"accuracy": 80.0}, "accuracy", finetune=finetune,
+                  extra={"last_epoch_loss_drop": drop}) for s, drop in ((1, 0.01), (2, 0.08))]
+    (row,) = protocol_table(collect(recs)).rows
+    assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
+    assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling
