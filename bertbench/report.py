@@ -670,6 +670,7 @@ class Figures:
     task_plots: Mapping[str, str] = field(default_factory=dict)  # row label -> png
     curves_plot: Optional[str] = None
     curve_notes: Mapping[str, str] = field(default_factory=dict)  # variant label -> what happened
+    figure5_plots: Mapping[str, str] = field(default_factory=dict)  # row name -> png (score against tokens)
 
 
 @dataclass(frozen=True)
@@ -684,12 +685,15 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
-    from bertbench.claims import claims_table  # these three build on this module
+    from bertbench.claims import claims_table  # these build on this module
     from bertbench.paired import differences_table
     from bertbench.report_protocol import protocol_table
 
+    from bertbench.report_figure5 import figure5_table, series
+
+    figure5 = (figure5_table(data),) if series(data) else ()
     tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
-              table8(data), protocol_table(data), provenance_table(data))
+              table8(data), *figure5, protocol_table(data), provenance_table(data))
     return Report(title, summary, tables, figures)
 
 
@@ -719,6 +723,12 @@ def render_markdown(report: Report) -> str:
             out += ["## Plots per task", "",
                     "Bars: our means over seeds (error bars: 95% t-interval; none for one seed) beside the paper's numbers.", ""]
             out += [f"![{name}]({path})" for name, path in sorted(figures.task_plots.items())]
+            out.append("")
+        if figures.figure5_plots:
+            out += ["## Figure 5 plots", "",
+                    "Our dev score (mean, 95% t-interval over seeds) against the pre-training tokens of the checkpoint "
+                    "fine-tuned; the paper's claim is stated in words under the Figure 5 table above.", ""]
+            out += [f"![figure 5 {name}]({path})" for name, path in sorted(figures.figure5_plots.items())]
             out.append("")
         out += ["## Pre-training curves", ""]
         if figures.curves_plot:

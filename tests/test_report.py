@@ -330,6 +330,17 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
     assert "- mini MLM+NSP: pretrain_runs/mini-mlm-nsp/metrics.csv (5 eval_mlm_loss points)" in text
     assert "- mini MLM (no NSP): no curve: pretrain_runs/mini-mlm/metrics.csv not found" in text
     assert "![rte.v1.dev.accuracy](plots/rte.v1.dev.accuracy.png)" in text
+    # Figure 5: the early and final checkpoints of the MLM+NSP and LTR runs, fine-tuned on SST-2
+    assert "figure5.sst2.v1.dev.accuracy.png" in pngs
+    assert "![figure 5 sst2.v1.dev.accuracy](plots/figure5.sst2.v1.dev.accuracy.png)" in text
+    assert "no paper number is shown here" in text
+    # regenerating gives the same bytes, plots included
+    again = tmp_path / "again" / "fixture.md"
+    assert _cli([str(RECORDS), "--out", str(again), "--plots", str(tmp_path / "again" / "plots")], monkeypatch,
+                registry=False).exit_code == 0
+    assert again.read_bytes() == out.read_bytes()
+    for png in pngs:
+        assert (tmp_path / "again" / "plots" / png).read_bytes() == (tmp_path / "lb" / "plots" / png).read_bytes(), png
 
 
 def test_cli_malformed_metrics_csv_is_an_error(tmp_path, monkeypatch, fixture_records):
@@ -426,6 +437,17 @@ def test_degenerate_cells_are_marked(fixture_records):
     assert any(note.startswith("⊘ degenerate") for note in table.notes)
     clean = main_table(collect(recs[1:]))
     assert "⊘" not in _rows(clean)["sst2"][clean.header.index("mini MLM+NSP")]
+
+
+def test_figure5_table_lists_every_checkpoint_with_its_tokens(fixture_records):
+    from bertbench.report_figure5 import figure5_table
+
+    table = figure5_table(collect(fixture_records))
+    assert table.header == ("Variant", "Pre-training tokens", "sst2 (accuracy)")
+    assert [row[:2] for row in table.rows] == [("mini MLM+NSP", "1,100,000"), ("mini MLM+NSP", "3,300,000"),
+                                              ("mini LTR (causal)", "1,100,000"), ("mini LTR (causal)", "3,300,000")]
+    assert table.rows[0][2] == "77.2 [73.4, 81.0] (n=2)"  # 83.5 - 6.0 with seeds' jitter 0.0 and -0.6
+    assert "no paper number is shown" in table.notes[0] and "MNLI" in table.notes[0]  # the claim, in words
 
 
 def test_checkpoints_of_one_run_are_a_series_not_columns(fixture_records):
