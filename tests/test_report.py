@@ -334,13 +334,14 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
     assert "figure5.sst2.v1.dev.accuracy.png" in pngs
     assert "![figure 5 sst2.v1.dev.accuracy](plots/figure5.sst2.v1.dev.accuracy.png)" in text
     assert "no paper number is shown here" in text
-    # regenerating gives the same bytes, plots included
-    again = tmp_path / "again" / "fixture.md"
-    assert _cli([str(RECORDS), "--out", str(again), "--plots", str(tmp_path / "again" / "plots")], monkeypatch,
-                registry=False).exit_code == 0
-    assert again.read_bytes() == out.read_bytes()
-    for png in pngs:
-        assert (tmp_path / "again" / "plots" / png).read_bytes() == (tmp_path / "lb" / "plots" / png).read_bytes(), png
+    # a plot drawn again is the same bytes (the markdown's regeneration is checked by the golden CLI test)
+    from bertbench.report_plots import plot_figure5, plot_task
+
+    data = collect(load_records([RECORDS]))
+    row = next(r for r in data.rows if r.task == "sst2")
+    for plot, name in ((plot_figure5, "figure5.sst2.v1.dev.accuracy.png"), (plot_task, "sst2.v1.dev.accuracy.png")):
+        assert plot(data, row, tmp_path / "again" / name)
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "lb" / "plots" / name).read_bytes(), name
 
 
 def test_cli_malformed_metrics_csv_is_an_error(tmp_path, monkeypatch, fixture_records):
