@@ -9,6 +9,8 @@ claims.yaml's header, with the thresholds; `verdict()` applies them):
   or a side is degenerate (one class for every example): a degenerate cell never counts as a
   reproduction, nor as a contradiction;
 - not run: the records hold no pair of variants for the claim (not counted as a comparison).
+Where both sides hold per-example results (accuracy: `extra.example_correct`), the paired bootstrap
+over seeds × dev examples is computed too, and a verdict must hold under both intervals.
 A claim is judged once per model size that has both of its variants.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from bertbench.errors import BertbenchError
 from bertbench.paired import Difference, difference, fmt_difference, gain_side, side
 from bertbench.reference import PaperNumbers, load_paper_numbers
 from bertbench.report import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant
-from bertbench.stats import Interval
+from bertbench.stats import BOOTSTRAP_RESAMPLES, Interval, fmt_interval
 
 CLAIMS_PATH = Path(__file__).resolve().parent / "reference" / "claims.yaml"
 SCHEMA = 1
@@ -196,12 +198,17 @@ def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome
     if sa is None or sb is None:
         missing = claim.a if sa is None else claim.b
         return Outcome(claim, size, None, NOT_RUN, f"no {_what(data.paper, claim)} records for {missing}")
-    diff = difference(sa, sb)
+    diff = difference(sa, sb, bootstrap=True)
     if diff is None or diff.estimate is None:
         return Outcome(claim, size, diff, NOT_RUN, "no seed ran on both sides of the same row")
     if diff.interval is None:
         return Outcome(claim, size, diff, INCONCLUSIVE, "one seed pair: no interval")
     found = verdict(claim.test, diff.interval, claims.thresholds)
+    if diff.bootstrap is not None:  # dev-example noise too: a verdict must survive both intervals
+        by_examples = verdict(claim.test, diff.bootstrap, claims.thresholds)
+        if by_examples != found:
+            return Outcome(claim, size, diff, INCONCLUSIVE,
+                           f"t over seeds says {found}, the bootstrap over dev examples says {by_examples}")
     if diff.degenerate:
         return Outcome(claim, size, diff, INCONCLUSIVE, f"degenerate cell ⊘; the interval alone says {found}")
     return Outcome(claim, size, diff, found)
@@ -246,7 +253,7 @@ def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
     claims = claims or load_claims(paper=data.paper)
     outcomes = evaluate(data, claims)
     header = ("Claim", "Source", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Seed pairs",
-              "Test", "Verdict")
+              "Bootstrap 95% (seeds × examples)", "Test", "Verdict")
     rows: list[tuple[str, ...]] = []
     for o in outcomes:
         value, interval = fmt_difference(o.diff)
@@ -254,7 +261,9 @@ def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
         shown = o.verdict + (f" ({o.why})" if o.why else "")
         rows.append((o.claim.claim, o.claim.source, who, _what(data.paper, o.claim),
                      _paper_difference(data.paper, o.claim), value, interval,
-                     str(len(o.diff.seeds)) if o.diff else "0", claims.test_text(o.claim.test), shown))
+                     str(len(o.diff.seeds)) if o.diff else "0",
+                     fmt_interval(o.diff.bootstrap, signed=True) if o.diff and o.diff.bootstrap else MISSING,
+                     claims.test_text(o.claim.test), shown))
     made = [o for o in outcomes if o.compared]
     counts = {v: sum(o.verdict == v for o in made) for v in (REPRODUCED, CONTRADICTED, INCONCLUSIVE)}
     sizes = sorted({o.size for o in made if o.size})
@@ -271,6 +280,9 @@ def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
         f"when it is wholly on the other side, inconclusive otherwise. 'About a point' is {m:g} point(s) on the "
         f"0-100 scale; '≫' means more than {big:g} points. A side with a degenerate seed (⊘: one class for every "
         f"example) or a single seed pair is inconclusive whatever its numbers.",
+        "Bootstrap: where both sides' records hold per-example results (accuracy), a paired bootstrap that resamples "
+        f"seeds and dev examples together ({BOOTSTRAP_RESAMPLES:,} resamples, percentile interval); a verdict then has to hold for both "
+        "intervals, else it is inconclusive. The t-interval alone measures fine-tuning noise on this dev set only.",
         "Paper a − b: the paper's own difference between its two rows, read from its table (dev, BERT-Base); "
         "claims without a table (Figure 5, the value of pre-training) are stated in words only.",
     )

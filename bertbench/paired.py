@@ -23,7 +23,7 @@ from bertbench.report import (
     is_degenerate,
     seed_stats,
 )
-from bertbench.stats import Interval, fmt_interval, paired_differences, paired_t_interval
+from bertbench.stats import Interval, fmt_interval, paired_bootstrap, paired_differences, paired_t_interval
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Side:
     rows: tuple[RowKey, ...]  # the report rows the scores come from, one per score
     by_seed: dict[int, float]  # the score (or the mean of the scores) per seed that has all of them
     degenerate: bool  # some seed of some row predicted one class for every example
+    examples: Optional[dict[int, str]] = None  # accuracy only: seed -> "0"/"1" per dev example (extra.example_correct)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Difference:
     seeds: tuple[int, ...]  # the seeds both ran
     estimate: Optional[float]  # mean of a − b over those seeds; None when none pair up
     interval: Optional[Interval]  # None with fewer than two pairs
+    bootstrap: Optional[Interval] = None  # over seeds × dev examples, when both sides hold per-example scores
 
     @property
     def degenerate(self) -> bool:
@@ -53,17 +55,21 @@ DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split w
 def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
     """`variant`'s per-seed score on each (paper task, paper metric), averaged per seed; None if one is missing."""
-    rows, per_score, degenerate = [], [], False
+    rows, per_score, degenerate, examples = [], [], False, None
     for ptask, pmetric in scores:
         stats, row = stats_for(data, variant, ptask, pmetric, approach, kinds)
         if stats is None:
             return None
         rows.append(row)
         per_score.append(stats.by_seed())
-        degenerate = degenerate or is_degenerate(data.cell(variant, row).records)
+        records = data.cell(variant, row).records
+        degenerate = degenerate or is_degenerate(records)
+        if len(scores) == 1 and pmetric == "accuracy":
+            found = {r["seed"]: (r.get("extra") or {}).get("example_correct") for r in records}
+            examples = found if all(isinstance(v, str) for v in found.values()) else None
     seeds = sorted(set.intersection(*(set(s) for s in per_score)))
     by_seed = {seed: math.fsum(s[seed] for s in per_score) / len(per_score) for seed in seeds}
-    return Side(variant, tuple(rows), by_seed, degenerate)
+    return Side(variant, tuple(rows), by_seed, degenerate, examples)
 
 
 def gain_side(first: Side, last: Side) -> Side:
@@ -72,13 +78,29 @@ def gain_side(first: Side, last: Side) -> Side:
     return Side(last.variant, last.rows, dict(zip(seeds, gains)), first.degenerate or last.degenerate)
 
 
-def difference(a: Side, b: Side) -> Optional[Difference]:
-    """a − b paired by seed; None when the two sides come from different rows (nothing to pair)."""
+def difference(a: Side, b: Side, bootstrap: bool = False) -> Optional[Difference]:
+    """a − b paired by seed; None when the two sides come from different rows (nothing to pair). With
+    `bootstrap`, also the paired bootstrap over seeds × dev examples where both sides hold per-example scores."""
     if [(r.task, r.task_version, r.eval_kind) for r in a.rows] != [(r.task, r.task_version, r.eval_kind) for r in b.rows]:
         return None
     seeds, diffs = paired_differences(a.by_seed, b.by_seed)
     estimate = math.fsum(diffs) / len(diffs) if diffs else None
-    return Difference(a, b, seeds, estimate, paired_t_interval(a.by_seed, b.by_seed))
+    boot = _bootstrap(a, b, seeds) if bootstrap else None
+    return Difference(a, b, seeds, estimate, paired_t_interval(a.by_seed, b.by_seed), boot)
+
+
+def _bootstrap(a: Side, b: Side, seeds: Sequence[int]) -> Optional[Interval]:
+    if a.examples is None or b.examples is None or len(seeds) < 2:
+        return None
+    rows_a, rows_b = [a.examples[s] for s in seeds], [b.examples[s] for s in seeds]
+    if len({len(r) for r in rows_a + rows_b}) != 1:  # not the same dev examples: nothing to pair
+        return None
+    import numpy as np
+
+    def grid(rows: list[str]) -> "np.ndarray":  # (seeds, examples), on the metric's 0-100 scale
+        return 100.0 * (np.frombuffer("".join(rows).encode(), dtype=np.uint8) - ord("0")).reshape(len(rows), -1)
+
+    return paired_bootstrap(grid(rows_a), grid(rows_b))
 
 
 def fmt_difference(diff: Optional[Difference], decimals: int = 1) -> tuple[str, str]:

@@ -41,7 +41,9 @@ Rules a writer must know:
   this task (e.g. SST-2's 20,000), `split.train_size` the examples actually trained on.
 - `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
-  relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve).
+  relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
+  `example_correct` (classification: "0"/"1" per evaluation example in eval order, so accuracy is
+  100 × its mean; the report's paired bootstrap over seeds × examples resamples it).
 """
 from __future__ import annotations
 

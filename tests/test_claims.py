@@ -128,3 +128,48 @@ def test_bad_claims_file_is_one_clear_error(tmp_path, mutate, message):
     with pytest.raises(BertbenchError, match="problem") as err:
         load_claims(_write(tmp_path, mutate))
     assert message in str(err.value)
+
+
+def _sst2_records(tmp_path, fixture_variant: str, accuracies: dict, correct: dict) -> list:
+    import copy
+    import json
+
+    from bertbench.results import LoadedRecord
+
+    (template,) = [r.data for r in load_records([RECORDS / fixture_variant])
+                   if r.data["task"] == "sst2" and r.data["seed"] == 1]
+    out = []
+    for seed, acc in accuracies.items():
+        rec = copy.deepcopy(template)
+        rec.update(seed=seed, metrics={"accuracy": acc}, extra={"example_correct": correct[seed]})
+        out.append(LoadedRecord(tmp_path / f"{fixture_variant}.{seed}.record.json", json.loads(json.dumps(rec))))
+    return out
+
+
+def test_bootstrap_over_examples_can_overrule_a_confident_t_interval(tmp_path):
+    """20 dev examples: MLM+NSP is ahead by exactly 5 points on each of three seeds (t-interval [5, 5]), but
+    one example in 20 is too few to be sure: the bootstrap over seeds × examples straddles zero."""
+    import numpy as np
+
+    from bertbench.paired import difference, side
+    from bertbench.stats import paired_bootstrap
+
+    base = "1" * 12 + "0" * 8  # 60%
+    ahead = "1" * 13 + "0" * 7  # 65%
+    mlm = _sst2_records(tmp_path, "mini-mlm-nsp", {1: 65.0, 2: 65.0, 3: 65.0}, {s: ahead for s in (1, 2, 3)})
+    ltr = _sst2_records(tmp_path, "mini-ltr", {1: 60.0, 2: 60.0, 3: 60.0}, {s: base for s in (1, 2, 3)})
+    data = collect(mlm + ltr)
+    claims = load_claims()
+    by_id = {o.claim.id: o for o in evaluate(data, claims)}
+    last = by_id["c1-mlm-ahead-last"]
+    assert last.diff.interval.low == pytest.approx(5.0) and verdict("greater", last.diff.interval, THRESHOLDS) == REPRODUCED
+    assert last.diff.bootstrap.low <= 0 < last.diff.bootstrap.high  # resamples without the one example: 0
+    assert last.verdict == INCONCLUSIVE and "bootstrap over dev examples says inconclusive" in last.why
+    # the report's bootstrap is stats.paired_bootstrap on the 0/1 grids, scaled to 0-100
+    grid = lambda s: 100.0 * np.array([[int(c) for c in s]] * 3)  # noqa: E731
+    reference = paired_bootstrap(grid(ahead), grid(base))
+    assert (last.diff.bootstrap.low, last.diff.bootstrap.high) == (reference.low, reference.high)
+    # the t-interval only: what the verdict would be without per-example results
+    va, vb = data.variants[0], data.variants[1]
+    plain = difference(side(data, va, [("sst2", "accuracy")]), side(data, vb, [("sst2", "accuracy")]))
+    assert plain.bootstrap is None

@@ -152,7 +152,10 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         w.writerow(["index", "id", "gold", "prediction"])
         for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
             w.writerow([i, ex.id, g, p])
-        return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate)
+        extra = {}
+        if t != "regression":  # per-example 0/1 in eval order: the report's bootstrap over dev examples
+            extra["example_correct"] = "".join("1" if p == g else "0" for p, g in zip(preds, gold))
+        return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate, extra)
     if t == "span_qa":
         from bertbench.data.features import decode_qa
 
@@ -321,6 +324,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     "predictions_file": None,
                     "extra": {"degenerate": scored.degenerate, "history": res.history,
                               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
+                              **scored.extra,
                               "last_epoch_loss_drop": _last_epoch_drop(res.history),
                               "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss,
                               **({"variant": req.label} if req.label else {})},
