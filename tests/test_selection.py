@@ -77,3 +77,15 @@ def test_heldout_grid_end_to_end_on_fixtures(tmp_path):
         assert rec.data["metrics"]["accuracy"] == pytest.approx(100 * correct.count("1") / len(correct))
     losers = list((out / "grid").rglob("*.grid.json"))
     assert len(losers) == 2 * (len(records[0].data["finetune"]["selection"]["grid"]) - 1)
+
+
+def test_paper_grid_still_selects_on_dev_and_says_so(tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                                 "--data-dir", str(FIXTURE_DATA), "--max-steps", "1", "--seeds", "1", "--grid", "paper",
+                                 "--out", str(out), "--precision", "32"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    (rec,) = load_records([out])
+    sel = rec.data["finetune"]["selection"]
+    assert sel["on"] == "dev" and sel["heldout_size"] is None and "selected on dev" in r.output
+    assert sel["score"] == pytest.approx(rec.data["metrics"]["accuracy"], abs=1e-4)  # chosen on the reported split
