@@ -9,9 +9,11 @@ How numbers are grouped (the decisions a reader of a report needs):
   label get their model fingerprint appended, so they are never averaged together.
 - A row is (task, task version, eval kind, fine-tuning approach, primary metric): records of
   different task versions land in separate rows and are never averaged.
-- A cell summarises the seeds of one fine-tuning setting: "median (mean ± sample std, n=k)". When a
-  cell has several settings (e.g. a learning-rate sweep), the one with the best median is shown and
-  marked ‡: chosen on the evaluation split itself, like the paper's choice on dev (optimistic).
+- A cell summarises the seeds of one fine-tuning setting: "mean [95% t-interval over seeds] (n=k)"
+  (`bertbench.stats`); one seed has no interval and says so. A cell with a degenerate seed (one
+  predicted class, or one value, for every example: the record's `extra.degenerate`) is marked ⊘.
+  When a cell has several settings (e.g. a learning-rate sweep), the one with the best mean is shown
+  and marked ‡: chosen on the evaluation split itself, like the paper's choice on dev (optimistic).
 - Two records of the same variant, task, setting and seed are an error (a copied run would
   otherwise count twice).
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.stats import Interval, fmt_interval, t_interval
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
     LoadedRecord,
@@ -53,6 +56,7 @@ class Stats:
 
     values: tuple[float, ...]
     seeds: tuple[int, ...]
+    pairs: tuple[tuple[int, float], ...] = ()  # (seed, value), in seed order: what paired differences match on
 
     @property
     def n(self) -> int:
@@ -71,6 +75,14 @@ class Stats:
         """Sample standard deviation (ddof=1); None for a single seed."""
         return statistics.stdev(self.values) if self.n > 1 else None
 
+    @property
+    def interval(self) -> Optional[Interval]:
+        """The 95% t-interval of the mean over seeds; None for a single seed."""
+        return t_interval(self.values)
+
+    def by_seed(self) -> dict[int, float]:
+        return dict(self.pairs)
+
 
 def seed_stats(records: Sequence[Record], metric: str) -> Optional[Stats]:
     """Stats of `metric` over records (seeds) that have a value for it; None when none has."""
@@ -78,16 +90,22 @@ def seed_stats(records: Sequence[Record], metric: str) -> Optional[Stats]:
                    for r in records if r["metrics"].get(metric) is not None)
     if not pairs:
         return None
-    return Stats(tuple(v for v, _ in pairs), tuple(sorted(s for _, s in pairs)))
+    return Stats(tuple(v for v, _ in pairs), tuple(sorted(s for _, s in pairs)),
+                 tuple(sorted((s, v) for v, s in pairs)))
 
 
 def fmt_stats(stats: Optional[Stats], decimals: int = 1) -> str:
-    """'84.3 (84.2 ± 0.3, n=5)'; '84.3 (n=1)' for one seed; '–' for nothing."""
+    """'84.2 [83.1, 85.3] (n=5)'; '84.3 (n=1, no interval)' for one seed; '–' for nothing."""
     if stats is None:
         return MISSING
     if stats.n == 1:
-        return f"{stats.median:.{decimals}f} (n=1)"
-    return f"{stats.median:.{decimals}f} ({stats.mean:.{decimals}f} ± {stats.std:.{decimals}f}, n={stats.n})"
+        return f"{stats.mean:.{decimals}f} (n=1, no interval)"
+    return f"{stats.mean:.{decimals}f} {fmt_interval(stats.interval, decimals)} (n={stats.n})"
+
+
+def is_degenerate(records: Sequence[Record]) -> bool:
+    """Whether any seed predicted one class (one value) for every example, as fine-tuning flagged it."""
+    return any(bool((r.get("extra") or {}).get("degenerate")) for r in records)
 
 
 def _fmt_value(value: float, metric: str) -> str:
@@ -114,6 +132,17 @@ class Variant:
     fingerprint: str
     records: tuple[LoadedRecord, ...]
 
+    @property
+    def objective(self) -> str:
+        """The label without the size: 'MLM+NSP', 'LTR (causal)', 'MLM+NSP mask 100/0/0', 'random init'."""
+        suffix = masking_suffix(self.pretraining)
+        label = objective_label(self.pretraining)
+        return f"{label} {suffix}" if suffix else label
+
+    @property
+    def tokens_seen(self) -> Optional[int]:
+        return (self.pretraining or {}).get("tokens_seen")
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -127,11 +156,14 @@ class ReportData:
     paper: PaperNumbers
     variants: tuple[Variant, ...]
     rows: tuple[RowKey, ...]
-    cells: Mapping[tuple[str, RowKey], Cell]
+    cells: Mapping[tuple[str, str, RowKey], Cell]  # (label, fingerprint, row)
     n_records: int
+    # label -> every checkpoint of one pre-training run, fewest tokens first (the column is the last);
+    # only labels whose records come from several checkpoints of one run (Figure 5) are here
+    checkpoints: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
 
     def cell(self, variant: Variant, row: RowKey) -> Optional[Cell]:
-        return self.cells.get((variant.label, row))
+        return self.cells.get((variant.label, variant.fingerprint, row))
 
 
 def _approach(record: Record) -> str:
@@ -164,25 +196,36 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
     for rec in sorted(records, key=lambda r: r.path.as_posix()):
         by_label[variant_label(rec.data)][rec.data["model"]["fingerprint"]].append(rec)
     variants: list[tuple[tuple, Variant]] = []
+    checkpoints: dict[str, tuple[Variant, ...]] = {}
     for label, by_fp in by_label.items():
+        series = _checkpoint_series(by_fp)
         for fingerprint, recs in sorted(by_fp.items()):
-            name = label if len(by_fp) == 1 else f"{label} [{_short(fingerprint, 8)}]"
+            name = label if len(by_fp) == 1 or series else f"{label} [{_short(fingerprint, 8)}]"
             first = recs[0].data
-            variants.append((_variant_sort_key(name, first), Variant(
-                name, first["model"]["size"], first["model"]["pretraining"], fingerprint, tuple(recs))))
+            variant = Variant(name, first["model"]["size"], first["model"]["pretraining"], fingerprint, tuple(recs))
+            if series:
+                checkpoints.setdefault(label, ())
+                checkpoints[label] += (variant,)
+                if fingerprint != series[-1]:
+                    continue  # an earlier checkpoint: in the Figure 5 plot and claims, not a column
+            variants.append((_variant_sort_key(name, first), variant))
+    checkpoints = {label: tuple(sorted(vs, key=lambda v: v.tokens_seen)) for label, vs in sorted(checkpoints.items())}
     ordered = tuple(v for _, v in sorted(variants, key=lambda kv: kv[0]))
 
-    cells: dict[tuple[str, RowKey], Cell] = {}
+    cells: dict[tuple[str, str, RowKey], Cell] = {}
     rows: set[RowKey] = set()
-    for variant in ordered:
+    for variant in (v for vs in [ordered, *checkpoints.values()] for v in vs):
+        if any(key[:2] == (variant.label, variant.fingerprint) for key in cells):
+            continue  # the last checkpoint is both a column and in its series
         groups: dict[RowKey, dict[str, list[LoadedRecord]]] = defaultdict(lambda: defaultdict(list))
         for rec in variant.records:
             groups[_row_key(rec.data)][setting_key(rec.data)].append(rec)
         for row, settings in groups.items():
             for recs in settings.values():
                 _check_unique_seeds(recs)
-            rows.add(row)
-            cells[(variant.label, row)] = _choose_setting(row, settings)
+            if variant in ordered:
+                rows.add(row)
+            cells[(variant.label, variant.fingerprint, row)] = _choose_setting(row, settings)
     order = {task: i for i, task in enumerate(paper.tasks)}
 
     def row_order(row: RowKey) -> tuple:
@@ -190,7 +233,20 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
         return (order.get(ptask, len(order)) if ptask else len(order), _EVAL_KIND_ORDER.get(row.eval_kind, 9),
                 row.task, row.task_version, row.approach != DEFAULT_APPROACH, row.approach, row.metric)
 
-    return ReportData(paper, ordered, tuple(sorted(rows, key=row_order)), cells, len(records))
+    return ReportData(paper, ordered, tuple(sorted(rows, key=row_order)), cells, len(records), checkpoints)
+
+
+def _checkpoint_series(by_fp: Mapping[str, list[LoadedRecord]]) -> Optional[list[str]]:
+    """Fingerprints by tokens seen when the label's checkpoints are points of one pre-training run (the
+    same non-null run_dir, distinct non-null tokens_seen); else None (different runs: separate columns)."""
+    if len(by_fp) < 2:
+        return None
+    pres = {fp: recs[0].data["model"]["pretraining"] or {} for fp, recs in by_fp.items()}
+    run_dirs = {pre.get("run_dir") for pre in pres.values()}
+    tokens = [pre.get("tokens_seen") for pre in pres.values()]
+    if len(run_dirs) != 1 or None in run_dirs or None in tokens or len(set(tokens)) != len(tokens):
+        return None
+    return sorted(pres, key=lambda fp: pres[fp]["tokens_seen"])
 
 
 def _check_unique_seeds(recs: list[LoadedRecord]) -> None:
@@ -210,7 +266,7 @@ def _choose_setting(row: RowKey, settings: Mapping[str, list[LoadedRecord]]) -> 
 
     def score(item: tuple[str, list[LoadedRecord]]) -> tuple:
         stats = seed_stats([r.data for r in item[1]], row.metric)
-        return (-(sign * stats.median) if stats else math.inf, item[0])
+        return (-(sign * stats.mean) if stats else math.inf, item[0])
 
     key, recs = min(settings.items(), key=score)
     return Cell(tuple(r.data for r in recs), len(settings), key)
@@ -233,7 +289,7 @@ def _resolve_metric(paper: PaperNumbers, records: Sequence[Record], row_metric: 
     return next((name for name in names if paper.paper_metric(name) == pmetric), None)
 
 
-def _stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+def stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
                kinds: Sequence[str]) -> tuple[Optional[Stats], Optional[RowKey]]:
     """Our stats for a paper (task, metric): official eval kinds in `kinds` order, newest task version."""
     candidates = [row for row in data.rows if data.paper.paper_task(row.task) == ptask and row.approach == approach
@@ -320,12 +376,15 @@ def main_table(data: ReportData) -> Table:
     header = ("Task", "Version", "Metric", "↑↓", "Split", *(v.label for v in data.variants),
               *(c[0] for c in columns))
     rows: list[tuple[str, ...]] = []
-    best_of = False
+    best_of = degenerate = False
     for row in data.rows:
         cells = []
         for variant in data.variants:
             cell = data.cell(variant, row)
             text = fmt_stats(seed_stats(cell.records, row.metric)) if cell else MISSING
+            if cell and is_degenerate(cell.records):
+                text += " ⊘"
+                degenerate = True
             if cell and cell.n_settings > 1:
                 text += " ‡"
                 best_of = True
@@ -337,7 +396,8 @@ def main_table(data: ReportData) -> Table:
     rows.extend(glue_rows)
 
     notes = [
-        "Our cells: median over fine-tuning seeds (mean ± sample standard deviation, n = seeds). "
+        "Our cells: mean over fine-tuning seeds [95% t-interval over seeds] (n = seeds); one seed has no "
+        "interval. The interval measures fine-tuning noise (initialisation, batch order) on this evaluation set. "
         "Paper cells: the published number and the split it was measured on.",
         f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",
     ]
@@ -354,8 +414,11 @@ def main_table(data: ReportData) -> Table:
         if len(vs) > 1:
             shown = ", ".join(map(str, sorted(vs)))
             notes.append(f"{task}: records of task versions {shown} are separate rows, never averaged.")
+    if degenerate:
+        notes.append("⊘ degenerate: at least one seed predicted one class (or one value) for every example; "
+                     "such a cell never counts as a reproduction.")
     if best_of:
-        notes.append("‡ best of several fine-tuning settings by median, chosen on this evaluation split "
+        notes.append("‡ best of several fine-tuning settings by mean, chosen on this evaluation split "
                      "(as the paper chose the learning rate on dev): optimistic.")
     notes.extend(glue_notes)
     return Table("main", "Results", header, tuple(rows), tuple(notes))
@@ -371,9 +434,9 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
         got = {}
         kinds: set[str] = set()
         for ptask, pmetric, _ in scores:
-            stats, row = _stats_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
+            stats, row = stats_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
             if stats is not None:
-                got[(ptask, pmetric)] = stats.median
+                got[(ptask, pmetric)] = stats.mean
                 kinds.add(row.eval_kind)
         if got:
             key = tuple(s for s in scores if (s[0], s[1]) in got)
@@ -394,7 +457,7 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
     if rows:
         notes.append(
             "GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
-            "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task medians. "
+            "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
             "A partial row averages only the tasks we have, and the paper cells beside it average the same "
             "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted."
         )
@@ -425,12 +488,12 @@ def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Seque
 # --- ablation tables -----------------------------------------------------------------------------------
 
 
-_ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †
+ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †
 
 
 def _ours_cell(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
                stand_ins: set[str]) -> str:
-    stats, row = _stats_for(data, variant, ptask, pmetric, approach, _ABLATION_KINDS)
+    stats, row = stats_for(data, variant, ptask, pmetric, approach, ABLATION_KINDS)
     if stats is None:
         return MISSING
     if row.eval_kind != "dev":
@@ -607,6 +670,7 @@ class Figures:
     task_plots: Mapping[str, str] = field(default_factory=dict)  # row label -> png
     curves_plot: Optional[str] = None
     curve_notes: Mapping[str, str] = field(default_factory=dict)  # variant label -> what happened
+    figure5_plots: Mapping[str, str] = field(default_factory=dict)  # row name -> png (score against tokens)
 
 
 @dataclass(frozen=True)
@@ -621,7 +685,15 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
-    tables = (main_table(data), table5(data), table6(data), table8(data), provenance_table(data))
+    from bertbench.claims import claims_table  # these build on this module
+    from bertbench.paired import differences_table
+    from bertbench.report_protocol import protocol_table
+
+    from bertbench.report_figure5 import figure5_table, series
+
+    figure5 = (figure5_table(data),) if series(data) else ()
+    tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
+              table8(data), *figure5, protocol_table(data), provenance_table(data))
     return Report(title, summary, tables, figures)
 
 
@@ -649,8 +721,14 @@ def render_markdown(report: Report) -> str:
     if figures is not None:
         if figures.task_plots:
             out += ["## Plots per task", "",
-                    "Bars: our medians (error bars: min to max over seeds) beside the paper's numbers.", ""]
+                    "Bars: our means over seeds (error bars: 95% t-interval; none for one seed) beside the paper's numbers.", ""]
             out += [f"![{name}]({path})" for name, path in sorted(figures.task_plots.items())]
+            out.append("")
+        if figures.figure5_plots:
+            out += ["## Figure 5 plots", "",
+                    "Our dev score (mean, 95% t-interval over seeds) against the pre-training tokens of the checkpoint "
+                    "fine-tuned; the paper's claim is stated in words under the Figure 5 table above.", ""]
+            out += [f"![figure 5 {name}]({path})" for name, path in sorted(figures.figure5_plots.items())]
             out.append("")
         out += ["## Pre-training curves", ""]
         if figures.curves_plot:
@@ -700,7 +778,9 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                     "kind": "ours", "column": variant.label, "task": row.task, "task_version": row.task_version,
                     "eval_kind": row.eval_kind, "approach": row.approach, "metric": metric,
                     "primary": metric == row.metric, "n": stats.n, "median": stats.median, "mean": stats.mean,
-                    "std": stats.std, "min": stats.values[0], "max": stats.values[-1],
+                    "std": stats.std, "ci95_low": stats.interval.low if stats.interval else None,
+                    "ci95_high": stats.interval.high if stats.interval else None,
+                    "degenerate": is_degenerate(cell.records), "min": stats.values[0], "max": stats.values[-1],
                     "seeds": " ".join(map(str, stats.seeds)), "settings": cell.n_settings, "setting": cell.setting,
                     "model_fingerprint": variant.fingerprint,
                     "data_fingerprint": (variant.pretraining or {}).get("data_fingerprint"),
@@ -714,7 +794,7 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                 out.append({
                     "kind": "paper", "column": name, "task": n.task, "task_version": None, "eval_kind": None,
                     "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "median": n.value,
-                    "mean": None, "std": None, "min": None, "max": None, "seeds": None, "settings": None,
+                    "mean": None, "std": None, "ci95_low": None, "ci95_high": None, "degenerate": None, "min": None, "max": None, "seeds": None, "settings": None,
                     "setting": None, "model_fingerprint": None, "data_fingerprint": None,
                     "paper_split": n.split, "source": n.source,
                 })
@@ -723,7 +803,7 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
 
 __all__ = [
     "Cell", "Figures", "GENERATED_MARKER", "Report", "ReportData", "RowKey", "Stats", "Table", "Variant",
-    "build_report", "collect", "fmt_stats", "long_rows", "main_table", "paper_columns", "paper_number_for",
+    "build_report", "collect", "fmt_stats", "is_degenerate", "long_rows", "main_table", "paper_columns", "paper_number_for",
     "provenance_table", "render_index",
     "render_markdown", "render_rich", "seed_stats", "table5", "table6", "table8",
 ]

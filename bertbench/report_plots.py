@@ -38,7 +38,7 @@ def _pyplot():
 
 
 def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
-    """Bars for one row: our variants (median; error bars min..max over seeds), then the paper's numbers."""
+    """Bars for one row: our variants (mean; error bars the 95% t-interval over seeds), then the paper's numbers."""
     labels, heights, low, high, colors = [], [], [], [], []
     for variant in data.variants:
         cell = data.cell(variant, row)
@@ -46,9 +46,10 @@ def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
         if stats is None:
             continue
         labels.append(variant.label)
-        heights.append(stats.median)
-        low.append(stats.median - stats.values[0])
-        high.append(stats.values[-1] - stats.median)
+        interval = stats.interval
+        heights.append(stats.mean)
+        low.append(stats.mean - interval.low if interval else 0.0)  # one seed: no bar, never a fake one
+        high.append(interval.high - stats.mean if interval else 0.0)
         colors.append("tab:blue")
     ours = len(labels)
     if not ours:
@@ -163,6 +164,40 @@ def plot_curves(data: ReportData, path: Path) -> tuple[bool, dict[str, str]]:
     return True, notes
 
 
+def plot_figure5(data: ReportData, row: RowKey, path: Path) -> bool:
+    """Dev score (mean, 95% t-interval error bars) against pre-training tokens, one line per series."""
+    from bertbench.report_figure5 import series
+
+    lines = []
+    for label, checkpoints in series(data):
+        points = []
+        for v in checkpoints:
+            cell = data.cell(v, row)
+            stats = seed_stats(cell.records, row.metric) if cell else None
+            if stats is not None:
+                iv = stats.interval
+                points.append((v.tokens_seen, stats.mean, stats.mean - iv.low if iv else 0.0,
+                               iv.high - stats.mean if iv else 0.0))
+        if len(points) >= 2:
+            lines.append((label, points))
+    if not lines:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for label, points in lines:
+        ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[[p[2] for p in points], [p[3] for p in points]],
+                    marker="o", capsize=3, label=label)
+    ax.set_xlabel("pre-training tokens of the fine-tuned checkpoint")
+    ax.set_ylabel(f"{row.task} {row.metric} ({row.eval_kind})")
+    ax.set_title(f"Figure 5 at our scale: {row.task}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
     """Write every plot into `plots_dir`; links in the returned `Figures` are relative to `link_base`
     (the markdown file's folder), always with forward slashes."""
@@ -176,9 +211,17 @@ def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
         path = plots_dir / f"{row_name(row)}.png"
         if plot_task(data, row, path):
             task_plots[row_name(row)] = link(path)
+    from bertbench.report_figure5 import rows_with_points
+
+    figure5 = {}
+    for row in rows_with_points(data):
+        path = plots_dir / f"figure5.{row_name(row)}.png"
+        if plot_figure5(data, row, path):
+            figure5[row_name(row)] = link(path)
     curves_path = plots_dir / CURVES_FILE
     made, notes = plot_curves(data, curves_path)
-    return Figures(task_plots, link(curves_path) if made else None, notes)
+    return Figures(task_plots, link(curves_path) if made else None, notes, figure5)
 
 
-__all__ = ["CURVE_COLUMNS", "find_metrics_csv", "make_figures", "plot_curves", "plot_task", "read_curve", "row_name"]
+__all__ = ["CURVE_COLUMNS", "find_metrics_csv", "make_figures", "plot_curves", "plot_figure5", "plot_task", "read_curve",
+           "row_name"]

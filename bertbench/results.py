@@ -35,6 +35,15 @@ Rules a writer must know:
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
   (e.g. CoNLL-2003 test) is `eval_kind: test`.
+- `finetune.selection` (optional): how the learning rate was chosen from a grid —
+  {"on": "train-slice" | "dev", "rule", "grid": [lrs], "scores": {lr: mean selection score},
+  "selected_lr", "score", "heldout_size"}; `finetune.max_train_examples` is the cap that applied to
+  this task (e.g. SST-2's 20,000), `split.train_size` the examples actually trained on.
+- `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
+  example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
+  relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
+  `example_correct` (classification: "0"/"1" per evaluation example in eval order, so accuracy is
+  100 × its mean; the report's paired bootstrap over seeds × examples resamples it).
 """
 from __future__ import annotations
 

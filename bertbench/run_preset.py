@@ -37,13 +37,15 @@ class VariantSpec:
 class FinetuneSpec:
     tasks: list[str]
     seeds: Optional[list[int]] = None  # None: each task's own seeds
-    grid: str = "none"
+    grid: str = "none"  # none | heldout (lr grid selected on a slice of train) | paper (selected on dev)
     lr: Optional[float] = None
+    lrs: Optional[list[float]] = None  # the grid (default: each task's learning_rates); the same for every variant
     epochs: Optional[float] = None
     batch_size: Optional[int] = None
     max_seq_len: Optional[int] = None
     max_steps: Optional[int] = None
     max_train_examples: Optional[int] = None
+    train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples
     max_eval_examples: Optional[int] = None
     feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
 
@@ -75,6 +77,14 @@ def load_preset(name_or_path: str) -> RunPreset:
         raise BertbenchError(f"{p}: variant names repeat: {names}")
     for v in preset.variants:  # every variant's config must be valid before anything runs
         variant_config(preset, v, Path("."))
+    ft = preset.finetune
+    if ft.grid not in ("none", "heldout", "paper"):
+        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of none, heldout, paper")
+    if ft.lrs is not None and (ft.grid == "none" or not ft.lrs or any(lr <= 0 for lr in ft.lrs)):
+        raise BertbenchError(f"{p}: finetune.lrs {ft.lrs} needs grid heldout or paper and positive learning rates")
+    bad = {task: n for task, n in ft.train_caps.items() if not isinstance(n, int) or n < 1}
+    if bad:
+        raise BertbenchError(f"{p}: finetune.train_caps {bad}: each cap must be a positive number of examples")
     return preset
 
 
@@ -161,7 +171,7 @@ def run_preset(
             req = FinetuneRequest(
                 model=model, tasks=",".join(tasks), out=out / "results" / (folder + ("-features" if feature_based else "")),
                 data_dir=data_dir, tokenizer=tokenizer_path if v.random_init else None, seeds=ft.seeds, grid=ft.grid,
-                lr=ft.lr, epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
+                lr=ft.lr, lrs=ft.lrs, train_caps=dict(ft.train_caps), epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
                 max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
                 feature_based=feature_based, precision=preset.pretrain.precision,
             )

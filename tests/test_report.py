@@ -140,7 +140,8 @@ def test_markdown_is_deterministic_whatever_the_record_order(fixture_records):
 
 
 def _template(fixture_records) -> dict:
-    (rec,) = [r.data for r in fixture_records if r.data["task"] == "cola"]
+    (rec,) = [r.data for r in fixture_records
+              if r.data["task"] == "cola" and r.data["model"]["fingerprint"] == "sha256:aaaa0001"]
     return copy.deepcopy(rec)
 
 
@@ -159,10 +160,11 @@ def _rows(table) -> dict[str, tuple[str, ...]]:
 
 def test_fmt_stats():
     assert fmt_stats(None) == "–"
-    assert fmt_stats(seed_stats([{"metrics": {"a": 55.25}, "seed": 1}], "a")) == "55.2 (n=1)"
+    assert fmt_stats(seed_stats([{"metrics": {"a": 55.25}, "seed": 1}], "a")) == "55.2 (n=1, no interval)"
     stats = seed_stats([{"metrics": {"a": v}, "seed": s} for s, v in enumerate([60.0, 50.0, 58.0, None])], "a")
     assert stats.n == 3 and stats.seeds == (0, 1, 2)
-    assert fmt_stats(stats) == "58.0 (56.0 ± 5.3, n=3)"
+    assert fmt_stats(stats) == "56.0 [42.9, 69.1] (n=3)"  # 56 ± t(0.975, 2) · 5.29 / √3
+    assert stats.by_seed() == {0: 60.0, 1: 50.0, 2: 58.0}
 
 
 def test_glue_partial_coverage_label_and_same_task_paper_average(fixture_records):
@@ -199,8 +201,8 @@ def test_task_versions_are_never_averaged(fixture_records):
     table = main_table(collect(recs))
     rows = _rows(table)
     col = table.header.index("mini MLM+NSP")
-    assert rows["rte"][col] == "51.0 (51.0 ± 1.4, n=2)"
-    assert rows["rte v2"][col] == "70.0 (n=1)"
+    assert rows["rte"][col] == "51.0 [38.3, 63.7] (n=2)"
+    assert rows["rte v2"][col] == "70.0 (n=1, no interval)"
     assert any("separate rows, never averaged" in note for note in table.notes)
 
 
@@ -226,7 +228,7 @@ def test_best_setting_is_chosen_and_marked(fixture_records):
     recs = [_make(t, "rte", s, {"accuracy": 50.0 + s}, "accuracy") for s in (1, 2)]
     recs += [_make(t, "rte", s, {"accuracy": 60.0 + s}, "accuracy", finetune__lr=2e-5) for s in (1, 2)]
     table = main_table(collect(recs))
-    assert _rows(table)["rte"][table.header.index("mini MLM+NSP")] == "61.5 (61.5 ± 0.7, n=2) ‡"
+    assert _rows(table)["rte"][table.header.index("mini MLM+NSP")] == "61.5 [55.1, 67.9] (n=2) ‡"
     assert any(note.startswith("‡ best of several") for note in table.notes)
 
 
@@ -249,7 +251,7 @@ def test_other_metric_is_labelled_and_missing_cells_are_dashes(fixture_records):
     assert row[table.header.index("BERT-Mini (Turc et al.)")] == "71.8 (test)"  # Turc reports both
     t5 = table5(collect([_make(t, "mrpc", 1, {"accuracy": 70.0}, "accuracy")]))
     ours = _rows(t5)["mini MLM+NSP"]
-    assert ours == ("mini MLM+NSP", "–", "–", "70.0 (n=1)", "–", "–")
+    assert ours == ("mini MLM+NSP", "–", "–", "70.0 (n=1, no interval)", "–", "–")
 
 
 def test_uncertain_paper_numbers_are_never_shown(tmp_path, fixture_records):
@@ -265,8 +267,12 @@ def test_uncertain_paper_numbers_are_never_shown(tmp_path, fixture_records):
 
 def test_long_rows_hold_ours_and_the_papers(fixture_records):
     rows = long_rows(collect(fixture_records))
-    ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"]
+    ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"
+            and r["column"] == "mini MLM+NSP"]
     assert len(ours) == 1 and ours[0]["median"] == 12.3 and ours[0]["model_fingerprint"] == "sha256:aaaa0001"
+    assert ours[0]["ci95_low"] is None  # one seed: no interval in the CSV either
+    (rte,) = [r for r in rows if r["kind"] == "ours" and r["task"] == "rte" and r["column"] == "mini random init"]
+    assert rte["ci95_low"] < rte["mean"] < rte["ci95_high"] and rte["degenerate"] is False
     assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["median"] == 52.1
                for r in rows)
 
@@ -324,6 +330,18 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
     assert "- mini MLM+NSP: pretrain_runs/mini-mlm-nsp/metrics.csv (5 eval_mlm_loss points)" in text
     assert "- mini MLM (no NSP): no curve: pretrain_runs/mini-mlm/metrics.csv not found" in text
     assert "![rte.v1.dev.accuracy](plots/rte.v1.dev.accuracy.png)" in text
+    # Figure 5: the early and final checkpoints of the MLM+NSP and LTR runs, fine-tuned on SST-2
+    assert "figure5.sst2.v1.dev.accuracy.png" in pngs
+    assert "![figure 5 sst2.v1.dev.accuracy](plots/figure5.sst2.v1.dev.accuracy.png)" in text
+    assert "no paper number is shown here" in text
+    # a plot drawn again is the same bytes (the markdown's regeneration is checked by the golden CLI test)
+    from bertbench.report_plots import plot_figure5, plot_task
+
+    data = collect(load_records([RECORDS]))
+    row = next(r for r in data.rows if r.task == "sst2")
+    for plot, name in ((plot_figure5, "figure5.sst2.v1.dev.accuracy.png"), (plot_task, "sst2.v1.dev.accuracy.png")):
+        assert plot(data, row, tmp_path / "again" / name)
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "lb" / "plots" / name).read_bytes(), name
 
 
 def test_cli_malformed_metrics_csv_is_an_error(tmp_path, monkeypatch, fixture_records):
@@ -387,7 +405,8 @@ def test_cli_import_stays_light():
 
 def test_math_sanity_of_the_fixture_perplexity(fixture_records):
     """Table 6's LM (ppl) for our rows is exp(held-out MLM loss): 4.2 nats -> 66.69."""
-    rows = {row[0]: row for row in build_report(collect(fixture_records)).tables[2].rows}
+    (table6,) = [t for t in build_report(collect(fixture_records)).tables if t.key == "table6"]
+    rows = {row[0]: row for row in table6.rows}
     assert rows["mini MLM+NSP"][2] == f"{math.exp(4.2):.2f}" == "66.69"
 
 
@@ -408,3 +427,54 @@ def test_embed_puts_the_generated_main_table_between_markers(tmp_path, monkeypat
     readme.write_text("no markers here\n")
     bad = _cli(args, monkeypatch, registry=False)
     assert bad.exit_code == 2 and "markers" in bad.output
+
+
+def test_degenerate_cells_are_marked(fixture_records):
+    t = _template(fixture_records)
+    recs = [_make(t, "sst2", 1, {"accuracy": 50.9}, "accuracy", extra={"degenerate": True}),
+            _make(t, "sst2", 2, {"accuracy": 80.0}, "accuracy")]
+    table = main_table(collect(recs))
+    assert _rows(table)["sst2"][table.header.index("mini MLM+NSP")].endswith(" ⊘")
+    assert any(note.startswith("⊘ degenerate") for note in table.notes)
+    clean = main_table(collect(recs[1:]))
+    assert "⊘" not in _rows(clean)["sst2"][clean.header.index("mini MLM+NSP")]
+
+
+def test_figure5_table_lists_every_checkpoint_with_its_tokens(fixture_records):
+    from bertbench.report_figure5 import figure5_table
+
+    table = figure5_table(collect(fixture_records))
+    assert table.header == ("Variant", "Pre-training tokens", "sst2 (accuracy)")
+    assert [row[:2] for row in table.rows] == [("mini MLM+NSP", "1,100,000"), ("mini MLM+NSP", "3,300,000"),
+                                              ("mini LTR (causal)", "1,100,000"), ("mini LTR (causal)", "3,300,000")]
+    assert table.rows[0][2] == "77.2 [73.4, 81.0] (n=2)"  # 83.5 - 6.0 with seeds' jitter 0.0 and -0.6
+    assert "no paper number is shown" in table.notes[0] and "MNLI" in table.notes[0]  # the claim, in words
+
+
+def test_checkpoints_of_one_run_are_a_series_not_columns(fixture_records):
+    t = _template(fixture_records)
+    early = {**t["model"], "fingerprint": "sha256:early", "pretraining": {**t["model"]["pretraining"], "tokens_seen": 1000}}
+    recs = [_make(t, "sst2", s, {"accuracy": 70.0 + s}, "accuracy") for s in (1, 2)]
+    recs += [_make(t, "sst2", s, {"accuracy": 60.0 + s}, "accuracy", model=early) for s in (1, 2)]
+    data = collect(recs)
+    assert [v.label for v in data.variants] == ["mini MLM+NSP"]
+    assert data.variants[0].tokens_seen == t["model"]["pretraining"]["tokens_seen"]
+    series = data.checkpoints["mini MLM+NSP"]
+    assert [v.tokens_seen for v in series] == [1000, t["model"]["pretraining"]["tokens_seen"]]
+    (row,) = data.rows
+    assert seed_stats(data.cell(series[0], row).records, "accuracy").mean == 61.5
+    assert seed_stats(data.cell(data.variants[0], row).records, "accuracy").mean == 71.5
+
+
+def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
+    from bertbench.report_protocol import protocol_table
+
+    t = _template(fixture_records)
+    selection = {"on": "train-slice", "rule": "r", "grid": [5e-5, 1e-4], "scores": {"5e-05": 60.0, "0.0001": 62.5},
+                 "selected_lr": 1e-4, "score": 62.5, "heldout_size": 249}
+    finetune = {**t["finetune"], "lr": 1e-4, "selection": selection, "max_train_examples": 20000}
+    recs = [_make(t, "sst2", s, {"accuracy": 80.0}, "accuracy", finetune=finetune,
+                  extra={"last_epoch_loss_drop": drop}) for s, drop in ((1, 0.01), (2, 0.08))]
+    (row,) = protocol_table(collect(recs)).rows
+    assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
+    assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling

@@ -9,6 +9,7 @@ import typer
 from bertbench.errors import BertbenchError
 
 BUDGET = "CPU budgets (recorded in every result)"
+GRIDS = ("none", "heldout", "paper")
 
 
 def finetune(
@@ -18,7 +19,7 @@ def finetune(
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="vocab.txt or tokenizer folder (required meaning for random:<size>; default bert-base-uncased vocab).")] = None,
     seeds: Annotated[Optional[str], typer.Option("--seeds", help="Comma-separated seeds (default: the task's own; several for RTE, MRPC, STS-B, CoLA).")] = None,
-    grid: Annotated[str, typer.Option("--grid", help="'paper': sweep the task's lr grid and select on dev; 'none': one lr.")] = "none",
+    grid: Annotated[str, typer.Option("--grid", help="'heldout': sweep the task's lr grid, select on a slice held out of train, report on dev; 'paper': select on dev itself, as the paper did; 'none': one lr.")] = "none",
     lr: Annotated[Optional[float], typer.Option("--lr", help="Learning rate when --grid none (default: the grid's first).")] = None,
     epochs: Annotated[Optional[float], typer.Option("--epochs")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size")] = None,
@@ -31,8 +32,8 @@ def finetune(
     source: Annotated[str, typer.Option("--source", help="Task data: auto (local files first), local, or hub.")] = "auto",
 ) -> None:
     """Fine-tune a model on the paper's tasks; one result record per (task, seed, setting)."""
-    if grid not in ("paper", "none"):
-        raise BertbenchError(f"--grid {grid!r}: expected 'paper' or 'none'")
+    if grid not in GRIDS:
+        raise BertbenchError(f"--grid {grid!r}: expected {', '.join(GRIDS)}")
     if source not in ("auto", "local", "hub"):
         raise BertbenchError(f"--source {source!r}: expected auto, local or hub")
     seed_list = None

@@ -32,13 +32,16 @@ class FinetuneRequest:
     data_dir: Optional[Path] = None
     tokenizer: Optional[str] = None  # required for random:<size> (default: the bert-base-uncased vocab)
     seeds: Optional[list[int]] = None  # None: the task's own seeds
-    grid: str = "none"  # "paper": the task's lr grid with selection on dev; "none": one lr
+    grid: str = "none"  # "none": one lr; "heldout": the lr grid, selected on a slice held out of train;
+    #                     "paper": the lr grid selected on dev, as the paper did (bertbench.training.selection)
     lr: Optional[float] = None  # default: the grid's first (largest) value
+    lrs: Optional[list[float]] = None  # the grid for "heldout"/"paper" (default: the task's learning_rates)
     epochs: Optional[float] = None
     batch_size: Optional[int] = None
     max_seq_len: Optional[int] = None
     max_steps: Optional[int] = None
     max_train_examples: Optional[int] = None
+    train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples (SST-2)
     max_eval_examples: Optional[int] = None
     precision: str = "auto"
     feature_based: bool = False
@@ -149,7 +152,10 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         w.writerow(["index", "id", "gold", "prediction"])
         for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
             w.writerow([i, ex.id, g, p])
-        return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate)
+        extra = {}
+        if t != "regression":  # per-example 0/1 in eval order: the report's bootstrap over dev examples
+            extra["example_correct"] = "".join("1" if p == g else "0" for p, g in zip(preds, gold))
+        return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate, extra)
     if t == "span_qa":
         from bertbench.data.features import decode_qa
 
@@ -221,7 +227,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.provenance import resolve_precision
     from bertbench.results import provenance, record_filename, write_record
     from bertbench.tasks import load_tasks, resolve_task_names
-    from bertbench.training.finetune_loop import FinetuneHParams, train
+    from bertbench.training.finetune_loop import FinetuneHParams, predict, train
+    from bertbench.training.selection import select_lr, selection_record, split_heldout
     from bertbench.training.task_model import FeatureBasedConfig, TaskModel
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
@@ -254,7 +261,11 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                 echo(f"skip {name}: {err}")
                 continue
             raise
-        train_ex = _subsample(train_ex, req.max_train_examples)
+        heldout_ex: list = []
+        if req.grid == "heldout":  # cut before any cap: the same slice whatever the budget
+            train_ex, heldout_ex = split_heldout(train_ex)
+        cap = _train_cap(req, task.name)
+        train_ex = _subsample(train_ex, cap)
         eval_ex = _subsample(eval_ex, req.max_eval_examples)
         h = task.hparams
         max_seq_len = req.max_seq_len or h.max_seq_len
@@ -262,12 +273,17 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
             max_seq_len = source.config.max_position_embeddings
         train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
         eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
+        heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
         if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
             train_f = [f for f in train_f if "start_positions" in f]
-        lrs = list(h.learning_rates) if req.grid == "paper" else [req.lr if req.lr is not None else h.learning_rates[0]]
+        if req.grid == "none":
+            lrs = [req.lr if req.lr is not None else h.learning_rates[0]]
+        else:
+            lrs = list(req.lrs or h.learning_rates)
         seeds = req.seeds or list(task.seeds)
         fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
         results: dict[float, list[tuple[dict, Scored]]] = {}
+        selection_scores: dict[float, list[float]] = {}
         for lr in lrs:
             for seed in seeds:
                 hp = FinetuneHParams(
@@ -282,6 +298,12 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                 t0 = time.perf_counter()
                 res = train(model, train_f, eval_f, hp, seed, device, bf16)
                 scored = score(task, eval_ex, eval_f, res.eval_outputs, source.tokenizer)
+                if heldout_f:  # the selection score: the same model on the slice held out of train
+                    outputs = predict(model, heldout_f, hp.eval_batch_size, device, bf16)
+                    held = score(task, heldout_ex, heldout_f, outputs, source.tokenizer).metrics
+                    selection_scores.setdefault(lr, []).append(held[_primary(task, held)])
+                else:
+                    selection_scores.setdefault(lr, []).append(scored.metrics[_primary(task, scored.metrics)])
                 wall = time.perf_counter() - t0
                 record = {
                     "schema_version": 1,
@@ -292,7 +314,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     "model": {"source": source.source, "fingerprint": source.fingerprint,
                               "size": source.config.size_name(), "pretraining": source.pretraining},
                     "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": max_seq_len,
-                                 "max_steps": req.max_steps, "max_train_examples": req.max_train_examples,
+                                 "max_steps": req.max_steps, "max_train_examples": cap,
                                  "max_eval_examples": req.max_eval_examples, "precision": precision,
                                  "approach": "feature-based" if req.feature_based else "fine-tuning",
                                  "grid": req.grid, "steps": res.steps,
@@ -301,6 +323,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     **provenance(),
                     "predictions_file": None,
                     "extra": {"degenerate": scored.degenerate, "history": res.history,
+                              "train_loss_by_epoch": [e["train_loss"] for e in res.history],
+                              **scored.extra,
+                              "last_epoch_loss_drop": _last_epoch_drop(res.history),
                               "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss,
                               **({"variant": req.label} if req.label else {})},
                 }
@@ -308,11 +333,15 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                 flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
                 echo(f"{task.name} seed {seed} lr {lr:g}: {record['primary_metric']} "
                      f"{scored.metrics[record['primary_metric']]:.2f} ({wall:.0f} s){flag}")
-        best_lr = max(results, key=lambda lr: np.mean([r["metrics"][r["primary_metric"]] for r, _ in results[lr]]))
+        best_lr = select_lr(selection_scores, _higher_is_better(task))
+        selection = (selection_record(req.grid, selection_scores, best_lr, len(heldout_ex) or None)
+                     if req.grid != "none" else None)
         for lr, items in sorted(results.items()):
             folder = out / task.name if lr == best_lr else out / "grid" / task.name
             for record, scored in items:
                 record["extra"]["grid_selected"] = lr == best_lr if len(results) > 1 else None
+                if selection is not None:
+                    record["finetune"]["selection"] = selection
                 fname = record_filename(record)
                 stem = fname[: -len(".record.json")]
                 pred_files = []
@@ -324,13 +353,35 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     record["extra"]["other_files"] = pred_files[1:]
                 if lr == best_lr:
                     written.append(write_record(folder / fname, record))
-                else:  # grid points that lost on dev: kept for inspection, not read by the report
+                else:  # grid points that lost the selection: kept for inspection, not read by the report
                     atomic_write_json(folder / f"{stem}.grid.json", record)
         ran += 1
-        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{' selected on dev' if len(lrs) > 1 else ''})")
+        chosen = f" selected on {selection['on']}" if selection else ""
+        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{chosen})")
     if ran == 0:
         raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
     return written
+
+
+def _train_cap(req: FinetuneRequest, task: str) -> Optional[int]:
+    """The stricter of the global and the per-task cap on training examples (recorded in the record)."""
+    caps = [c for c in (req.max_train_examples, req.train_caps.get(task)) if c is not None]
+    return min(caps) if caps else None
+
+
+def _last_epoch_drop(history: list[dict]) -> Optional[float]:
+    """Relative fall of the mean training loss over the last epoch (small: the loss has plateaued)."""
+    if len(history) < 2 or not history[-2]["train_loss"]:
+        return None
+    before, last = history[-2]["train_loss"], history[-1]["train_loss"]
+    return round((before - last) / before, 5)
+
+
+def _higher_is_better(task) -> bool:
+    from bertbench.metrics import METRICS
+
+    spec = METRICS.get(task.primary_metric)
+    return spec.higher_is_better if spec is not None else True
 
 
 def _primary(task, metrics: dict) -> str:

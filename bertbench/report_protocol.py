@@ -1,0 +1,63 @@
+"""The fine-tuning protocol behind each cell, from its records: how the learning rate was chosen, on
+how many training examples, and whether the training loss had levelled off by the last epoch.
+
+A fair comparison needs every variant to get the same grid, the same selection rule and enough
+training; this table lets a reader check that instead of trusting it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from bertbench.report import DEFAULT_APPROACH, MISSING, ReportData, Table
+
+PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
+
+
+def _selection(records: list) -> Optional[dict[str, Any]]:
+    found = [r["finetune"].get("selection") for r in records if r["finetune"].get("selection")]
+    return found[0] if found else None
+
+
+def _drop(records: list) -> Optional[float]:
+    drops = [(r.get("extra") or {}).get("last_epoch_loss_drop") for r in records]
+    drops = [d for d in drops if d is not None]
+    return max(drops) if drops else None
+
+
+def protocol_table(data: ReportData) -> Table:
+    header = ("Variant", "Task", "Train examples", "Epochs", "lr grid", "Chosen lr", "Chosen on", "Selection score",
+              "Last-epoch loss drop (max over seeds)")
+    rows = []
+    unlevelled = 0
+    for variant in data.variants:
+        for row in data.rows:
+            cell = data.cell(variant, row)
+            if cell is None:
+                continue
+            first = cell.records[0]
+            ft = first["finetune"]
+            sel = _selection(list(cell.records))
+            drop = _drop(list(cell.records))
+            cap = ft.get("max_train_examples")
+            train = f"{first['split']['train_size']:,}" + (f" (cap {cap:,})" if cap else "")
+            if drop is not None and drop >= PLATEAU:
+                unlevelled += 1
+            task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
+            rows.append((
+                variant.label, task, train, f"{ft['epochs']:g}" if ft.get("epochs") is not None else MISSING,
+                ", ".join(f"{lr:g}" for lr in sel["grid"]) if sel else f"{ft['lr']:g} only",
+                f"{ft['lr']:g}", sel["on"] if sel else MISSING,
+                f"{sel['score']:.1f}" if sel else MISSING,
+                MISSING if drop is None else f"{100 * drop:.1f}%" + (" ▲" if drop >= PLATEAU else ""),
+            ))
+    notes = [
+        "Chosen on train-slice: the learning rate with the best mean primary metric over seeds on a slice held out "
+        "of the training set (the same slice, grid, seeds and rule for every variant); the cells above are on dev, "
+        "which played no part in the choice. Chosen on dev: the paper's way, optimistic.",
+        f"Last-epoch loss drop: how much the last epoch lowered the mean training loss; ▲ marks {100 * PLATEAU:.0f}% "
+        f"or more (still falling: more epochs might change the cell). {unlevelled} cell(s) marked.",
+    ]
+    return Table("protocol", "Fine-tuning protocol per cell", header, tuple(rows), tuple(notes))
+
+
+__all__ = ["PLATEAU", "protocol_table"]

@@ -1,0 +1,58 @@
+"""Model selection for fine-tuning: the held-out slice of train and the learning-rate rule.
+
+The same rule for every variant (it sees scores, never which model made them): the learning rate
+with the best mean primary metric over the seeds; a tie goes to the smaller learning rate (the more
+conservative step). With `grid: heldout` the scores come from a slice held out of the training set
+(the same slice for every variant and seed, cut with a fixed shuffle), and dev is only reported on;
+with `grid: paper` they come from dev itself, as the paper chose its learning rate (optimistic).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Optional, TypeVar
+
+import numpy as np
+
+from bertbench.errors import BertbenchError
+
+T = TypeVar("T")
+
+HELDOUT_FRACTION = 0.1  # of the training set ...
+HELDOUT_MAX = 2000  # ... but never more than this: selection needs a stable score, not a second dev set
+HELDOUT_SEED = 0  # the slice is fixed: the same examples for every variant, seed and learning rate
+RULE = "best mean primary metric over seeds; ties to the smaller lr"
+SELECTED_ON = {"heldout": "train-slice", "paper": "dev"}
+
+
+def heldout_size(n_train: int) -> int:
+    return min(HELDOUT_MAX, max(1, round(HELDOUT_FRACTION * n_train)))
+
+
+def split_heldout(examples: Sequence[T], seed: int = HELDOUT_SEED) -> tuple[list[T], list[T]]:
+    """(train without the slice, the slice), both in their original order."""
+    n = len(examples)
+    if n < 2:
+        raise BertbenchError(f"{n} training example(s): too few to hold a selection slice out of train")
+    held = set(np.random.default_rng(seed).permutation(n)[: heldout_size(n)].tolist())
+    return [e for i, e in enumerate(examples) if i not in held], [e for i, e in enumerate(examples) if i in held]
+
+
+def select_lr(scores: Mapping[float, Sequence[float]], higher_is_better: bool = True) -> float:
+    """The learning rate whose seeds score best on average (see the module docstring for ties)."""
+    if not scores or any(not values for values in scores.values()):
+        raise ValueError("select_lr needs at least one score per learning rate")
+    sign = 1.0 if higher_is_better else -1.0
+    return min(scores, key=lambda lr: (-sign * math.fsum(scores[lr]) / len(scores[lr]), lr))
+
+
+def selection_record(grid: str, scores: Mapping[float, Sequence[float]], selected: float,
+                     heldout: Optional[int]) -> dict:
+    """What a result record says about how its learning rate was chosen."""
+    means = {f"{lr:g}": round(math.fsum(v) / len(v), 4) for lr, v in sorted(scores.items())}
+    return {"on": SELECTED_ON[grid], "rule": RULE, "grid": sorted(scores), "scores": means,
+            "selected_lr": selected, "score": means[f"{selected:g}"], "heldout_size": heldout}
+
+
+__all__ = ["HELDOUT_FRACTION", "HELDOUT_MAX", "HELDOUT_SEED", "RULE", "heldout_size", "select_lr",
+           "selection_record", "split_heldout"]

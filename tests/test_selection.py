@@ -1,0 +1,91 @@
+"""The fine-tuning protocol's selection: a slice held out of train, and one lr rule for every variant."""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from bertbench.errors import BertbenchError
+from bertbench.results import load_records
+from bertbench.training.selection import HELDOUT_MAX, heldout_size, select_lr, selection_record, split_heldout
+
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
+VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
+
+# Dev-slice scores per seed of three variants on one task, as a grid run would collect them.
+GRID_SCORES = {
+    "MLM+NSP": {5e-5: [60.1, 61.0, 59.5], 1e-4: [62.0, 61.2, 62.5], 3e-4: [58.0, 57.2, 59.9]},
+    "LTR": {5e-5: [55.0, 56.0, 55.5], 1e-4: [54.0, 53.8, 55.1], 3e-4: [50.0, 59.0, 58.0]},
+    "random init": {5e-5: [50.0, 50.0, 50.0], 1e-4: [50.0, 50.0, 50.0], 3e-4: [49.0, 51.0, 50.0]},
+}
+
+
+def test_the_rule_sees_scores_only_and_picks_the_best_mean_for_every_variant():
+    # one rule for all: its only inputs are the scores and the metric's direction, never the model
+    assert list(inspect.signature(select_lr).parameters) == ["scores", "higher_is_better"]
+    chosen = {variant: select_lr(scores) for variant, scores in GRID_SCORES.items()}
+    # LTR: 3e-4 wins on its mean (55.67 > 55.5 for 5e-5) despite holding the worst seed (50.0)
+    assert chosen == {"MLM+NSP": 1e-4, "LTR": 3e-4, "random init": 5e-5}  # random init: a three-way tie
+    assert select_lr({1e-4: [1.0, 2.0], 5e-5: [3.0, 0.0]}) == 5e-5  # equal means: the smaller lr
+
+
+def test_lower_is_better_metrics_flip_the_rule():
+    assert select_lr({1e-4: [2.0], 5e-5: [3.0]}, higher_is_better=False) == 1e-4
+    with pytest.raises(ValueError):
+        select_lr({1e-4: []})
+
+
+def test_heldout_slice_is_fixed_disjoint_and_capped():
+    examples = list(range(300))
+    train, held = split_heldout(examples)
+    assert len(held) == heldout_size(300) == 30 and sorted(train + held) == examples
+    assert split_heldout(examples) == (train, held)  # the same slice for every variant, seed and lr
+    assert heldout_size(67_349) == HELDOUT_MAX
+    with pytest.raises(BertbenchError, match="too few"):
+        split_heldout([1])
+
+
+def test_selection_record_says_where_and_what_won():
+    rec = selection_record("heldout", GRID_SCORES["MLM+NSP"], 1e-4, 250)
+    assert rec["on"] == "train-slice" and rec["selected_lr"] == 1e-4 and rec["heldout_size"] == 250
+    assert rec["score"] == pytest.approx((62.0 + 61.2 + 62.5) / 3, abs=1e-4) and rec["grid"] == [5e-5, 1e-4, 3e-4]
+    assert selection_record("paper", GRID_SCORES["LTR"], 3e-4, None)["on"] == "dev"
+
+
+def test_heldout_grid_end_to_end_on_fixtures(tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                                 "--data-dir", str(FIXTURE_DATA), "--max-steps", "2", "--seeds", "1,2", "--grid", "heldout",
+                                 "--out", str(out), "--precision", "32"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert "selected on train-slice" in r.output
+    records = load_records([out])
+    assert len(records) == 2  # the winner's two seeds only
+    for rec in records:
+        ft = rec.data["finetune"]
+        sel = ft["selection"]
+        assert sel["on"] == "train-slice" and ft["lr"] == sel["selected_lr"] and ft["grid"] == "heldout"
+        scores = {float(k): [v] for k, v in sel["scores"].items()}
+        assert select_lr(scores) == sel["selected_lr"]  # the recorded choice follows the rule
+        assert rec.data["split"]["train_size"] + sel["heldout_size"] > rec.data["split"]["train_size"] > 0
+        assert len(rec.data["extra"]["train_loss_by_epoch"]) >= 1
+        correct = rec.data["extra"]["example_correct"]  # per dev example, for the report's bootstrap
+        assert len(correct) == rec.data["split"]["eval_size"]
+        assert rec.data["metrics"]["accuracy"] == pytest.approx(100 * correct.count("1") / len(correct))
+    losers = list((out / "grid").rglob("*.grid.json"))
+    assert len(losers) == 2 * (len(records[0].data["finetune"]["selection"]["grid"]) - 1)
+
+
+def test_paper_grid_still_selects_on_dev_and_says_so(tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                                 "--data-dir", str(FIXTURE_DATA), "--max-steps", "1", "--seeds", "1", "--grid", "paper",
+                                 "--out", str(out), "--precision", "32"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    (rec,) = load_records([out])
+    sel = rec.data["finetune"]["selection"]
+    assert sel["on"] == "dev" and sel["heldout_size"] is None and "selected on dev" in r.output
+    assert sel["score"] == pytest.approx(rec.data["metrics"]["accuracy"], abs=1e-4)  # chosen on the reported split
