@@ -270,14 +270,13 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
 # The benchmark.
 
 
-def _config(recipe: str, data_dir: Path, minutes: float, tokenizer: Optional[str], model_size: Optional[str]):
+def _config(recipe: str, data_dir: Path, minutes: float, model_size: Optional[str]):
+    """The recipe on a budget of `minutes`, evaluated by the bench's probe alone (its own cadence off)."""
     from bertbench.commands.pretrain import build_config
 
     cfg = build_config(recipe, {}, {}, {}, []).with_data_dir(data_dir)
     changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0,
                                    optim=dataclasses.replace(cfg.optim, warmup_steps=None))
-    if tokenizer is not None:
-        changes["tokenizer"] = tokenizer
     if model_size is not None:
         changes["model_size"] = model_size
     return dataclasses.replace(cfg, **changes)
@@ -309,27 +308,33 @@ def run(
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bertbench-quality-"))
     t_start = time.perf_counter()
     result: dict[str, Any] = {"benchmark": "quality", "machine": common.machine(), "sides": {}, "heldout": {}}
-    base = _config(recipe, data_dir, minutes, None, model_size)
+    base = _config(recipe, data_dir, minutes, model_size)
     if max_documents is not None:
         base = dataclasses.replace(base, data=dataclasses.replace(base.data, max_documents=max_documents))
-    result["config"] = {"recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base), "phases": [dataclasses.asdict(p) for p in base.phases],
-                        "batch_size": base.batch_size, "corpus": base.data.corpus, "points": points,
-                        "max_documents": max_documents, "pretrain": dataclasses.asdict(base)}
+    result["config"] = {
+        "recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base),
+        "phases": [dataclasses.asdict(p) for p in base.phases], "batch_size": base.batch_size,
+        "corpus": base.data.corpus, "points": points, "max_documents": max_documents,
+        "pretrain": dataclasses.asdict(base),
+    }
     shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))
     heldouts: dict[str, HeldOut] = {}
 
     def heldout_for(cfg, name: str):
-        tok = (WordPieceTokenizer.load(Path(cfg.tokenizer)) if cfg.tokenizer not in ("", "train")
-               else load_or_train_tokenizer(cfg, work / name))
+        """The side's tokenizer (trained once here when the recipe trains one), data and held-out set."""
+        if cfg.tokenizer in ("", "train"):
+            load_or_train_tokenizer(cfg, work / f"{name}-tokenizer")
+            cfg = dataclasses.replace(cfg, tokenizer=str(work / f"{name}-tokenizer" / "tokenizer"))
+        tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
         data = build_pretraining_data(cfg.data, tok, objective=cfg.objective, seed=cfg.seed)
-        return tok, data, build_heldout(cfg, tok, data)
+        return cfg, tok, data, build_heldout(cfg, tok, data)
 
     for side in sides:
         if progress:
             progress(f"{side}: preparing data")
         if side in ("ours", "hf"):
             if "shared" not in heldouts:
-                tok, data, ho = heldout_for(shared_cfg, "shared")
+                shared_cfg, tok, data, ho = heldout_for(shared_cfg, "shared")
                 heldouts["shared"] = ho
                 result["heldout"]["bert-base-uncased"] = _heldout_json(ho, data)
                 shared = (tok, data)
@@ -341,10 +346,9 @@ def run(
                 entry = run_hf(shared_cfg, tok, data, ho, points, progress, side)
             entry["vocab"] = "bert-base-uncased"
         else:
-            own_dir = work / "ours-recipe"
-            tok, data, ho = heldout_for(base, "ours-recipe")
+            own_cfg, tok, data, ho = heldout_for(base, "ours-recipe")
             result["heldout"]["own"] = _heldout_json(ho, data)
-            entry = run_ours(base, ho, own_dir, points, progress, side)
+            entry = run_ours(own_cfg, ho, work / "ours-recipe", points, progress, side)
             entry["vocab"] = f"own ({tok.vocab_size} WordPiece, trained on the corpus)"
         entry["heldout_fingerprint"] = ho.fingerprint
         entry["unigram_accuracy"] = round(ho.unigram_accuracy, 3)
