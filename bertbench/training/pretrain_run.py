@@ -33,11 +33,14 @@ CSV_FIELDS = [
 # Pieces
 
 
-def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path):
+def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool = False):
+    """The run's tokenizer. The copy in RUN/tokenizer is reused only by a resumed run (its checkpoint was
+    trained with it and its config was checked unchanged); a fresh run in a folder that a failed run left
+    behind builds its own, so a stale tokenizer (other corpus, other size) is never silently reused."""
     from bertbench.tokenizer import WordPieceTokenizer
 
     saved = out_dir / "tokenizer"
-    if (saved / "vocab.txt").is_file():
+    if resuming and (saved / "vocab.txt").is_file():
         return WordPieceTokenizer.load(saved)
     if cfg.tokenizer and cfg.tokenizer != "train":
         tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
@@ -163,7 +166,7 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 # Callbacks
 
 
-def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
+def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals):
     import lightning as L
     import torch
 
@@ -178,13 +181,16 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
             self._t0 = time.perf_counter()
             self._tokens_at_t0 = 0
             self.last_train_loss: Optional[float] = None
+            self._fh = None  # metrics.csv, open from on_train_start (never reached when resumed at max_steps)
 
         def state_dict(self):
             self._flush_counts()
-            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens}
+            # last_train_loss too: a run resumed from its final checkpoint trains no step, yet its summary needs it
+            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens, "last_train_loss": self.last_train_loss}
 
         def load_state_dict(self, state):
             self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
+            self.last_train_loss = state.get("last_train_loss")
             self._tokens_at_t0 = self.tokens
 
         def _flush_counts(self):
@@ -242,19 +248,35 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
 
         def on_fit_end(self, trainer, pl_module):
             self._flush_counts()
-            self._fh.close()
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
     class PeriodicCheckpoint(L.Callback):
-        """Every N steps: write checkpoints/last.ckpt atomically (tmp file, then rename)."""
+        """Every N steps, at `--stop-at-step` and after a SIGINT/SIGTERM: write checkpoints/last.ckpt atomically
+        (tmp file, then rename). A signal stops the run at the step boundary, right after that checkpoint."""
+
+        def __init__(self):
+            self.signal_step: Optional[int] = None  # the step a signal stopped the run at
+
+        def on_train_start(self, trainer, pl_module):
+            signals.defer()  # after Lightning's own handlers are in place (see stop_signals)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             if (batch_idx + 1) % cfg.grad_accum:
                 return
             step = trainer.global_step
-            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step:
+            signalled = signals.received is not None
+            if trainer.world_size > 1:  # a signal reaches one rank; every rank must stop at the same step
+                signalled = trainer.strategy.reduce_boolean_decision(signalled, all=False)
+            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step or signalled:
                 save_lightning_checkpoint(trainer, out_dir)
             if step == stop_at_step:
                 trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
+            if signalled:
+                self.signal_step = step
+                trainer.should_stop = True
+            fault_point("after_step", step)
 
     return RunLog(), PeriodicCheckpoint()
 
@@ -264,8 +286,34 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     tmp = ckpt_dir / ".last.ckpt.tmp"
     trainer.save_checkpoint(tmp)
+    fault_point("before_rename", trainer.global_step)
     if trainer.is_global_zero:
         os.replace(tmp, ckpt_dir / "last.ckpt")
+
+
+def fault_point(name: str, step: Optional[int] = None) -> None:
+    """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
+    any kind, as `kill -9` or a power cut). Names: after_step:K, before_rename:K, final_eval, before_summary."""
+    want = os.environ.get("BERTBENCH_FAULT")
+    if want and want == (name if step is None else f"{name}:{step}"):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def read_checkpoint_step(path: Path) -> int:
+    """The step of a Lightning checkpoint, or one line saying it cannot be resumed from (truncated, corrupt)."""
+    import torch
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        step = int(ckpt["global_step"])
+    except Exception as err:  # torch raises RuntimeError, pickle/zip errors, KeyError … for a damaged file
+        raise BertbenchError(
+            f"{path}: not a readable Lightning checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}); "
+            "it cannot be resumed from: delete the folder's checkpoints/ to start over, or choose another --out"
+        ) from None
+    return step
 
 
 def _fmt(v) -> str:
@@ -277,7 +325,63 @@ def _fmt(v) -> str:
 
 
 def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None) -> dict:
-    """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'."""
+    """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'.
+
+    One process per run folder (a lock); SIGINT/SIGTERM checkpoint at the next step boundary and raise
+    `Interrupted` (see stop_signals)."""
+    from bertbench.run_dir import lock_run_dir, prepare_run_dir
+    from bertbench.training.stop_signals import StopSignals
+
+    out_dir = Path(out_dir)
+    prepare_run_dir(out_dir)
+    signals = StopSignals().install()
+    try:
+        with lock_run_dir(out_dir):
+            return _pretrain_locked(cfg, out_dir, resume, stop_at_step, signals)
+    finally:
+        signals.restore()
+
+
+def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
+    """Refuse to resume a run under a different config, naming the keys; RESUMABLE_CHANGES may differ."""
+    import yaml
+
+    from bertbench.config import _yaml_loader, load_yaml, to_dict
+
+    if not saved_file.is_file():
+        return
+    saved = load_yaml(saved_file)
+    now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
+    differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES]
+    if differ:
+        shown = "; ".join(f"{k}: {_get(saved, k)!r} → {_get(now, k)!r}" for k in differ[:6])
+        raise BertbenchError(
+            f"{saved_file.parent}: --resume auto with a different config ({shown}); only "
+            f"{', '.join(RESUMABLE_CHANGES)} may change on resume. Rerun with the original settings or choose another --out"
+        )
+
+
+# What may change when a run is resumed: how often it evaluates, logs and checkpoints, and loader workers.
+# None of them changes a training step, so the resumed run stays bit-identical to an uninterrupted one.
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers")
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def _get(d: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals) -> dict:
     import lightning as L
     import torch
     from torch.utils.data import DataLoader
@@ -288,21 +392,23 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
     from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
+    from bertbench.training.stop_signals import Interrupted
 
-    out_dir = Path(out_dir)
     last_ckpt = out_dir / "checkpoints" / "last.ckpt"
     if (out_dir / "summary.json").is_file():
         if resume == "auto":
             return json.loads((out_dir / "summary.json").read_text())
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
-    if last_ckpt.is_file() and resume != "auto":
+    resuming = last_ckpt.is_file()
+    if resuming and resume != "auto":
         raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if resuming:
+        check_resume_config(out_dir / "config.yaml", cfg)
     save_config(cfg, out_dir / "config.yaml")
 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     t_start = time.perf_counter()
-    tokenizer = load_or_train_tokenizer(cfg, out_dir)
+    tokenizer = load_or_train_tokenizer(cfg, out_dir, resuming=resuming)
     plan = phase_plan(cfg)
     datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
     prep_seconds = time.perf_counter() - t_start
@@ -320,7 +426,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
-    run_log, periodic = _callbacks(cfg, out_dir, stop_at_step)
+    run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals)
     callbacks = [run_log, periodic]
     if os.environ.get("BERTBENCH_PROGRESS", "1") != "0":
         from lightning.pytorch.callbacks import RichProgressBar
@@ -335,9 +441,7 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
     )
-    start_step = 0
-    if last_ckpt.is_file():
-        start_step = int(torch.load(last_ckpt, map_location="cpu", weights_only=False)["global_step"])
+    start_step = read_checkpoint_step(last_ckpt) if resuming else 0
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
@@ -354,11 +458,15 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         generator=torch.Generator().manual_seed(cfg.seed),
     )
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None)
+    signals.immediate()  # from here (final eval, checkpoint/, summary) a signal stops at once: last.ckpt is intact
+    if periodic.signal_step is not None:
+        raise Interrupted(signals.received or 15, periodic.signal_step, checkpointed=True)
     if trainer.interrupted:
         raise KeyboardInterrupt
     if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
         return {"stopped_at_step": trainer.global_step}
 
+    fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
     if "mlm_loss_std" in final_eval:
         final_eval["mlm_ppl_std"] = perplexity(final_eval["mlm_loss_std"])
@@ -400,5 +508,6 @@ def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_
         from bertbench.io_utils import atomic_write_json
 
         save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
+        fault_point("before_summary")
         atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
     return summary
