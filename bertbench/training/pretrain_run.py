@@ -293,12 +293,13 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
 
 def fault_point(name: str, step: Optional[int] = None) -> None:
     """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
-    any kind, as `kill -9` or a power cut). Names: after_step:K, before_rename:K, final_eval, before_summary."""
+    any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal.
+    Names: after_step:K, before_rename:K, final_eval, before_summary."""
     want = os.environ.get("BERTBENCH_FAULT")
     if want and want == (name if step is None else f"{name}:{step}"):
         import signal
 
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("BERTBENCH_FAULT_SIGNAL", "KILL")))
 
 
 def read_checkpoint_step(path: Path) -> int:
@@ -406,6 +407,10 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
         check_resume_config(out_dir / "config.yaml", cfg)
     save_config(cfg, out_dir / "config.yaml")
 
+    import warnings
+
+    # Our loader resumes by construction (batch k is a function of k; StepSampler starts at the restored step).
+    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     t_start = time.perf_counter()
     tokenizer = load_or_train_tokenizer(cfg, out_dir, resuming=resuming)
