@@ -166,9 +166,41 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 # Callbacks
 
 
-def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals):
+def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals, precision: str, start_step: int):
     import lightning as L
     import torch
+
+    from bertbench.training.finite_guard import FirstBadStep
+
+    saved = {"step": start_step if start_step else None}  # the step of checkpoints/last.ckpt, for messages
+
+    class FiniteGuard(L.Callback):
+        """Notes the first step with a non-finite loss or gradient norm (on the device, see finite_guard);
+        `check` runs before every metrics row and checkpoint, and at every step on CPU, where a sync is free."""
+
+        def __init__(self):
+            self.first_bad = FirstBadStep()
+            self._step = 0
+
+        def check(self):
+            kept = f"; checkpoints/last.ckpt (step {saved['step']}) is kept" if saved["step"] else "; no checkpoint written"
+            self.first_bad.check(str(out_dir), kept)
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            if precision != "16-mixed":  # fp16's grad scaler expects inf gradients now and then and skips those steps
+                self.first_bad.note_grads(pl_module.parameters(), self._step)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+            if loss is not None:
+                self.first_bad.note_loss(loss, self._step)
+            if pl_module.device.type == "cpu":
+                self.check()
+
+    guard = FiniteGuard()
 
     class RunLog(L.Callback):
         """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
@@ -222,9 +254,12 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             step = trainer.global_step
             if (batch_idx + 1) % cfg.grad_accum:
                 return
+            if step % cfg.log_every == 0 or (cfg.eval_every and step % cfg.eval_every == 0):
+                guard.check()  # never a NaN row or a NaN eval
             evaluated = pl_module.maybe_evaluate(step)
             if step % cfg.log_every and not evaluated and not trainer.should_stop and step != cfg.max_steps:
                 return
+            guard.check()
             self._flush_counts()
             metrics = trainer.callback_metrics
             elapsed = time.perf_counter() - self._t0
@@ -270,7 +305,9 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             if trainer.world_size > 1:  # a signal reaches one rank; every rank must stop at the same step
                 signalled = trainer.strategy.reduce_boolean_decision(signalled, all=False)
             if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step or signalled:
+                guard.check()  # never a NaN checkpoint: the last good one stays
                 save_lightning_checkpoint(trainer, out_dir)
+                saved["step"] = step
             if step == stop_at_step:
                 trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
             if signalled:
@@ -278,7 +315,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
                 trainer.should_stop = True
             fault_point("after_step", step)
 
-    return RunLog(), PeriodicCheckpoint()
+    return guard, RunLog(), PeriodicCheckpoint()
 
 
 def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
@@ -405,7 +442,16 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
         raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
     if resuming:
         check_resume_config(out_dir / "config.yaml", cfg)
+    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     save_config(cfg, out_dir / "config.yaml")
+
+    accelerator = cfg.accelerator
+    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use auto or cpu")
+    precision = resolve_precision(cfg.precision, device_type)
+    if precision == "16-mixed" and device_type == "cpu":  # Lightning would run bf16 and we would record 16-mixed
+        raise BertbenchError(f"--precision {cfg.precision}: fp16 mixed precision needs a GPU; on CPU use bf16-mixed, 32 or auto")
 
     import warnings
 
@@ -418,9 +464,6 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
     datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
     prep_seconds = time.perf_counter() - t_start
 
-    accelerator = cfg.accelerator
-    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
-    precision = resolve_precision(cfg.precision, device_type)
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size))
     eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
@@ -431,8 +474,8 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
-    run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals)
-    callbacks = [run_log, periodic]
+    guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
+    callbacks = [guard, run_log, periodic]  # in this order: the guard's note comes before the row and the checkpoint
     if os.environ.get("BERTBENCH_PROGRESS", "1") != "0":
         from lightning.pytorch.callbacks import RichProgressBar
 
@@ -442,11 +485,10 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=precision, max_steps=cfg.max_steps, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=len(callbacks) > 2, callbacks=callbacks,
+        enable_model_summary=False, enable_progress_bar=len(callbacks) > 3, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
     )
-    start_step = read_checkpoint_step(last_ckpt) if resuming else 0
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
@@ -471,6 +513,7 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
     if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
         return {"stopped_at_step": trainer.global_step}
 
+    guard.check()
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
     if "mlm_loss_std" in final_eval:
