@@ -40,14 +40,18 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
     from safetensors.torch import save_file
 
     from bertbench.io_utils import atomic_write_json, atomic_write_text
+    from bertbench.training.finite_guard import check_finite_weights
 
     folder = Path(folder)
+    sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    check_finite_weights(sd, f"{folder}: refusing to save weights")  # never a NaN checkpoint
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(folder)
     atomic_write_text(folder / "run_config.yaml", yaml.safe_dump(run_config or {}, sort_keys=False))
     if summary is not None:
         atomic_write_json(folder / "summary.json", summary)
-    sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    else:  # another model's summary must not stay beside these weights (it would be read as their provenance)
+        (folder / "summary.json").unlink(missing_ok=True)
     tmp = folder / ".model.safetensors.tmp"
     save_file(sd, str(tmp), metadata={"format": "pt"})
     tmp.replace(folder / "model.safetensors")
@@ -71,7 +75,6 @@ def check_checkpoint_dir(folder: Path) -> None:
 def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     """Load a bertbench checkpoint folder (or a Hugging Face BERT folder, converted on the fly)."""
     import torch
-    from safetensors.torch import load_file
 
     from bertbench.model import BertForPreTraining
     from bertbench.tokenizer import WordPieceTokenizer
@@ -85,7 +88,7 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     except json.JSONDecodeError as err:
         raise BertbenchError(f"{folder / 'model_config.json'}: not valid JSON ({err})") from None
     model = BertForPreTraining(cfg)
-    sd = load_file(str(folder / "model.safetensors"), device=device)
+    sd = read_safetensors(folder / "model.safetensors", device)
     result = model.load_state_dict(sd, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise BertbenchError(
@@ -97,6 +100,21 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     run_config = _read_yaml(folder / "run_config.yaml")
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else None
     return Checkpoint(model, tokenizer, cfg, run_config, summary, folder)
+
+
+def read_safetensors(path: Path, device: str = "cpu") -> dict:
+    """Tensors of a .safetensors file, or one line: truncated, corrupt, or holding NaN/inf weights."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from bertbench.training.finite_guard import check_finite_weights
+
+    try:
+        sd = load_file(str(path), device=device)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise BertbenchError(f"{path}: not a readable safetensors file ({err}); it is truncated or corrupt") from None
+    check_finite_weights(sd, str(path))
+    return sd
 
 
 def import_hf(hf_dir: Path) -> Checkpoint:

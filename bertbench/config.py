@@ -324,3 +324,28 @@ class PretrainConfig:
             from bertbench.errors import did_you_mean
 
             raise BertbenchError(did_you_mean(self.model_size, MODEL_SIZES, "model size"))
+        _check_pretrain_numbers(self)
+
+
+# Precision strings a pre-training accepts (bertbench's aliases and Lightning's own names).
+PRECISIONS = ("auto", "32", "32-true", "fp32", "bf16", "bf16-mixed", "bf16-true", "16", "16-mixed", "fp16")
+
+
+def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
+    """Numbers checked where they enter (flags, recipes, --set): one line each, before any work starts."""
+    at_least = {"batch_size": 1, "grad_accum": 1, "max_steps": 1, "log_every": 1, "eval_batches": 1, "num_nodes": 1,
+                "eval_every": 0, "checkpoint_every": 0, "num_workers": 0, "seed": 0, "tokenizer_vocab_size": 6}
+    for key, low in at_least.items():
+        value = getattr(cfg, key)
+        if value < low:
+            raise BertbenchError(f"{key} {value}: expected an integer ≥ {low}")
+    if cfg.seed >= 2**32:
+        raise BertbenchError(f"seed {cfg.seed}: expected an integer < 2**32")
+    if cfg.budget_minutes is not None and not cfg.budget_minutes > 0:  # `not >` also catches NaN
+        raise BertbenchError(f"budget_minutes {cfg.budget_minutes}: expected a positive number of minutes (or none)")
+    if cfg.precision not in PRECISIONS:
+        raise BertbenchError(f"precision {cfg.precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if not cfg.optim.lr > 0:
+        raise BertbenchError(f"optim.lr {cfg.optim.lr}: expected a positive number")
+    if cfg.optim.warmup_steps is not None and cfg.optim.warmup_steps < 0:
+        raise BertbenchError(f"optim.warmup_steps {cfg.optim.warmup_steps}: expected an integer ≥ 0")

@@ -13,10 +13,15 @@ def convert(
     out: Annotated[Path, typer.Option("--out", help="Folder to write.")],
     from_hf: Annotated[Optional[Path], typer.Option("--from-hf", help="Hugging Face BERT folder to import.")] = None,
     to_hf: Annotated[Optional[Path], typer.Option("--to-hf", help="bertbench checkpoint folder to export.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the files of an existing, non-empty --out folder.")] = False,
 ) -> None:
     """Import a Hugging Face BERT folder (--from-hf) or export a bertbench checkpoint (--to-hf)."""
     if (from_hf is None) == (to_hf is None):
         raise BertbenchError("give exactly one of --from-hf HF_DIR or --to-hf CKPT_DIR")
+    if out.exists() and not out.is_dir():
+        raise BertbenchError(f"--out {out}: is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise BertbenchError(f"--out {out}: the folder is not empty; choose another, or pass --force to replace its files")
     from bertbench.checkpoint import check_checkpoint_dir, import_hf, load_checkpoint, save_checkpoint
 
     if from_hf is not None:

@@ -36,6 +36,10 @@ def finetune(
         raise BertbenchError(f"--grid {grid!r}: expected {', '.join(GRIDS)}")
     if source not in ("auto", "local", "hub"):
         raise BertbenchError(f"--source {source!r}: expected auto, local or hub")
+    for flag, value in (("--batch-size", batch_size), ("--max-steps", max_steps),
+                        ("--max-train-examples", max_train_examples), ("--max-eval-examples", max_eval_examples)):
+        if value is not None and value < 1:  # 0 was read as "unset" (batch size) or ran no step (a hang)
+            raise BertbenchError(f"{flag} {value}: expected an integer ≥ 1")
     seed_list = None
     if seeds:
         try:

@@ -43,6 +43,21 @@ def _write_index(folder: Path) -> Optional[Path]:
     return index
 
 
+def _check_replaceable(out: Path, force: bool) -> None:
+    """--out may replace an earlier generated report (its first line is the marker), never another file."""
+    from bertbench.report import GENERATED_MARKER
+
+    if out.is_dir():
+        raise BertbenchError(f"--out {out}: is a folder; give a file name such as {out / 'report.md'}")
+    if out.exists() and not force:
+        with open(out, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline().rstrip("\n")
+        if first != GENERATED_MARKER:
+            raise BertbenchError(
+                f"--out {out}: exists and was not written by bertbench report; choose another name or pass --force"
+            )
+
+
 def report(
     results: Annotated[
         list[Path],
@@ -66,6 +81,7 @@ def report(
         typer.Option("--embed", help="Also put the main table into this file (e.g. README.md) between "
                      "'<!-- bertbench report: begin NAME -->' and '<!-- bertbench report: end NAME -->', NAME = the --out stem."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
 ) -> None:
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
@@ -77,6 +93,8 @@ def report(
 
     if out is not None and out.name == "README.md":
         raise BertbenchError(f"{out}: README.md is the folder's generated index; name the report something else")
+    if out is not None:
+        _check_replaceable(out, force)
     records = load_records(results, _known_task_versions())
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")

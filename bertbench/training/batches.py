@@ -68,13 +68,21 @@ class StepBatchDataset(Dataset):
 
 
 class StepSampler(Sampler[int]):
-    """Yields step numbers start, start+1, …, end-1."""
+    """Yields step numbers start, start+1, …, end-1, but reports the length of the whole run (`end`).
+
+    Why `end` and not `end - start`: a resumed Lightning fit loop adds the batches it had fetched before
+    the stop (`batch_progress.current.ready`) to its fetch count and ends the epoch when that count reaches
+    `len(loader)`. With the remainder as the length, a resume from step k < end/2 ended the epoch after
+    end-2k batches and began a new one at `start` again (steps 0,1,2,3,**1** for k=1 of 5).
+    """
 
     def __init__(self, start: int, end: int):
+        if not 0 <= start <= end:
+            raise ValueError(f"StepSampler: start {start} outside [0, {end}]")
         self.start, self.end = start, end
 
     def __iter__(self):
         return iter(range(self.start, self.end))
 
     def __len__(self) -> int:
-        return max(0, self.end - self.start)
+        return self.end

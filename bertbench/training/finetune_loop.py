@@ -140,7 +140,14 @@ def train(
     evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
 ) -> LoopResult:
-    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch."""
+    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch.
+
+    Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
+    from bertbench.errors import BertbenchError
+    from bertbench.training.finite_guard import FirstBadStep
+
+    if len(train_features) == 0:  # else `while step < total` below would never advance
+        raise BertbenchError("no training examples to fine-tune on")
     seed_everything(seed)
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -162,6 +169,7 @@ def train(
     step, epoch, t0 = 0, 0, time.perf_counter()
     loss_sum = torch.zeros((), device=device)
     loss_count = 0
+    guard = FirstBadStep()
     while step < total:
         model.train()
         for idx in _batches(n, hp.batch_size, rng, lengths):
@@ -170,8 +178,11 @@ def train(
                 _, loss = model(batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            guard.note_loss(loss, step + 1)
             if hp.grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)
+                guard.note(torch.nn.utils.clip_grad_norm_(params, hp.grad_clip), step + 1, 2)
+            else:
+                guard.note_grads(params, step + 1)
             opt.step()
             sched.step()
             loss_sum += loss.detach()
@@ -180,6 +191,7 @@ def train(
             if step >= total:
                 break
         epoch += 1
+        guard.check("fine-tuning", "; no record written")
         mean_loss = float(loss_sum) / max(1, loss_count)  # one host sync per epoch
         loss_sum.zero_()
         loss_count = 0

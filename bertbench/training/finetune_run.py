@@ -267,6 +267,11 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         cap = _train_cap(req, task.name)
         train_ex = _subsample(train_ex, cap)
         eval_ex = _subsample(eval_ex, req.max_eval_examples)
+        for split, examples in (("train", train_ex), ("eval", eval_ex)):
+            if not examples:  # a header-only file or --max-*-examples 0: the loop would have no batch to run
+                cap = req.max_train_examples if split == "train" else req.max_eval_examples
+                why = f"--max-{split}-examples {cap}" if cap is not None and cap <= 0 else "the file holds no examples"
+                raise BertbenchError(f"{name}: no {split} examples ({why})")
         h = task.hparams
         max_seq_len = req.max_seq_len or h.max_seq_len
         if max_seq_len > source.config.max_position_embeddings:

@@ -33,11 +33,14 @@ CSV_FIELDS = [
 # Pieces
 
 
-def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path):
+def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool = False):
+    """The run's tokenizer. The copy in RUN/tokenizer is reused only by a resumed run (its checkpoint was
+    trained with it and its config was checked unchanged); a fresh run in a folder that a failed run left
+    behind builds its own, so a stale tokenizer (other corpus, other size) is never silently reused."""
     from bertbench.tokenizer import WordPieceTokenizer
 
     saved = out_dir / "tokenizer"
-    if (saved / "vocab.txt").is_file():
+    if resuming and (saved / "vocab.txt").is_file():
         return WordPieceTokenizer.load(saved)
     if cfg.tokenizer and cfg.tokenizer != "train":
         tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
@@ -192,11 +195,42 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 # Callbacks
 
 
-def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
+def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals, precision: str, start_step: int):
     import lightning as L
     import torch
 
     last_step = None if cfg.budget_minutes else cfg.max_steps  # a budget ends on the clock, not at a step
+    from bertbench.training.finite_guard import FirstBadStep
+
+    saved = {"step": start_step if start_step else None}  # the step of checkpoints/last.ckpt, for messages
+
+    class FiniteGuard(L.Callback):
+        """Notes the first step with a non-finite loss or gradient norm (on the device, see finite_guard);
+        `check` runs before every metrics row and checkpoint, and at every step on CPU, where a sync is free."""
+
+        def __init__(self):
+            self.first_bad = FirstBadStep()
+            self._step = 0
+
+        def check(self):
+            kept = f"; checkpoints/last.ckpt (step {saved['step']}) is kept" if saved["step"] else "; no checkpoint written"
+            self.first_bad.check(str(out_dir), kept)
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            if precision != "16-mixed":  # fp16's grad scaler expects inf gradients now and then and skips those steps
+                self.first_bad.note_grads(pl_module.parameters(), self._step)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+            if loss is not None:
+                self.first_bad.note_loss(loss, self._step)
+            if pl_module.device.type == "cpu":
+                self.check()
+
+    guard = FiniteGuard()
 
     class RunLog(L.Callback):
         """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
@@ -209,13 +243,16 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
             self._t0 = time.perf_counter()
             self._tokens_at_t0 = 0
             self.last_train_loss: Optional[float] = None
+            self._fh = None  # metrics.csv, open from on_train_start (never reached when resumed at max_steps)
 
         def state_dict(self):
             self._flush_counts()
-            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens}
+            # last_train_loss too: a run resumed from its final checkpoint trains no step, yet its summary needs it
+            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens, "last_train_loss": self.last_train_loss}
 
         def load_state_dict(self, state):
             self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
+            self.last_train_loss = state.get("last_train_loss")
             self._tokens_at_t0 = self.tokens
 
         def _flush_counts(self):
@@ -247,10 +284,13 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
             step = trainer.global_step
             if (batch_idx + 1) % cfg.grad_accum:
                 return
+            if step % cfg.log_every == 0 or (cfg.eval_every and step % cfg.eval_every == 0):
+                guard.check()  # never a NaN row or a NaN eval
             evaluated = pl_module.maybe_evaluate(step)
             ending = trainer.should_stop or step == last_step or pl_module.budget_spent()
             if step % cfg.log_every and not evaluated and not ending:
                 return
+            guard.check()
             self._flush_counts()
             metrics = trainer.callback_metrics
             elapsed = time.perf_counter() - self._t0
@@ -274,22 +314,40 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int]):
 
         def on_fit_end(self, trainer, pl_module):
             self._flush_counts()
-            self._fh.close()
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
     class PeriodicCheckpoint(L.Callback):
-        """Every N steps: write checkpoints/last.ckpt atomically (tmp file, then rename)."""
+        """Every N steps, at `--stop-at-step` and after a SIGINT/SIGTERM: write checkpoints/last.ckpt atomically
+        (tmp file, then rename). A signal stops the run at the step boundary, right after that checkpoint."""
+
+        def __init__(self):
+            self.signal_step: Optional[int] = None  # the step a signal stopped the run at
+
+        def on_train_start(self, trainer, pl_module):
+            signals.defer()  # after Lightning's own handlers are in place (see stop_signals)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             if (batch_idx + 1) % cfg.grad_accum:
                 return
             step = trainer.global_step
-            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step:
+            signalled = signals.received is not None
+            if trainer.world_size > 1:  # a signal reaches one rank; every rank must stop at the same step
+                signalled = trainer.strategy.reduce_boolean_decision(signalled, all=False)
+            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step or signalled:
+                guard.check()  # never a NaN checkpoint: the last good one stays
                 with pl_module.clock_paused():  # writing a checkpoint is not training time
                     save_lightning_checkpoint(trainer, out_dir)
+                saved["step"] = step
             if step == stop_at_step:
                 trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
+            if signalled:
+                self.signal_step = step
+                trainer.should_stop = True
+            fault_point("after_step", step)
 
-    return RunLog(), PeriodicCheckpoint()
+    return guard, RunLog(), PeriodicCheckpoint()
 
 
 def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
@@ -297,6 +355,7 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     tmp = ckpt_dir / ".last.ckpt.tmp"
     trainer.save_checkpoint(tmp, weights_only=False)  # the full state (optimiser, loops, RNG): resume needs it
+    fault_point("before_rename", trainer.global_step)
     if trainer.is_global_zero:
         os.replace(tmp, ckpt_dir / "last.ckpt")
 
@@ -307,6 +366,32 @@ def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
 
     lines = ["step,training_seconds,lr"] + [f"{s},{t:.4f},{lr:.6g}" for s, t, lr in trace]
     atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def fault_point(name: str, step: Optional[int] = None) -> None:
+    """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
+    any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal.
+    Names: after_step:K, before_rename:K, final_eval, before_summary."""
+    want = os.environ.get("BERTBENCH_FAULT")
+    if want and want == (name if step is None else f"{name}:{step}"):
+        import signal
+
+        os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("BERTBENCH_FAULT_SIGNAL", "KILL")))
+
+
+def read_checkpoint_step(path: Path) -> int:
+    """The step of a Lightning checkpoint, or one line saying it cannot be resumed from (truncated, corrupt)."""
+    import torch
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        step = int(ckpt["global_step"])
+    except Exception as err:  # torch raises RuntimeError, pickle/zip errors, KeyError … for a damaged file
+        raise BertbenchError(
+            f"{path}: not a readable Lightning checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}); "
+            "it cannot be resumed from: delete the folder's checkpoints/ to start over, or choose another --out"
+        ) from None
+    return step
 
 
 def _fmt(v) -> str:
@@ -321,7 +406,65 @@ def pretrain(
     cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None, extra_callbacks: tuple = ()
 ) -> dict:
     """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'. `extra_callbacks`:
-    Lightning callbacks added to the run's own (`bench quality` probes the model with one)."""
+    Lightning callbacks added to the run's own (`bench quality` probes the model with one).
+
+    One process per run folder (a lock); SIGINT/SIGTERM checkpoint at the next step boundary and raise
+    `Interrupted` (see stop_signals)."""
+    from bertbench.run_dir import lock_run_dir, prepare_run_dir
+    from bertbench.training.stop_signals import StopSignals
+
+    out_dir = Path(out_dir)
+    prepare_run_dir(out_dir)
+    signals = StopSignals().install()
+    try:
+        with lock_run_dir(out_dir):
+            return _pretrain_locked(cfg, out_dir, resume, stop_at_step, signals, tuple(extra_callbacks))
+    finally:
+        signals.restore()
+
+
+def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
+    """Refuse to resume a run under a different config, naming the keys; RESUMABLE_CHANGES may differ."""
+    import yaml
+
+    from bertbench.config import _yaml_loader, load_yaml, to_dict
+
+    if not saved_file.is_file():
+        return
+    saved = load_yaml(saved_file)
+    now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
+    differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES]
+    if differ:
+        shown = "; ".join(f"{k}: {_get(saved, k)!r} → {_get(now, k)!r}" for k in differ[:6])
+        raise BertbenchError(
+            f"{saved_file.parent}: --resume auto with a different config ({shown}); only "
+            f"{', '.join(RESUMABLE_CHANGES)} may change on resume. Rerun with the original settings or choose another --out"
+        )
+
+
+# What may change when a run is resumed: how often it evaluates, logs and checkpoints, and loader workers.
+# None of them changes a training step, so the resumed run stays bit-identical to an uninterrupted one.
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers")
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def _get(d: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _pretrain_locked(
+    cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals, extra_callbacks: tuple = ()
+) -> dict:
     import lightning as L
     import torch
     from torch.utils.data import DataLoader
@@ -332,28 +475,40 @@ def pretrain(
     from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
+    from bertbench.training.stop_signals import Interrupted
 
-    out_dir = Path(out_dir)
     last_ckpt = out_dir / "checkpoints" / "last.ckpt"
     if (out_dir / "summary.json").is_file():
         if resume == "auto":
             return json.loads((out_dir / "summary.json").read_text())
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
-    if last_ckpt.is_file() and resume != "auto":
+    resuming = last_ckpt.is_file()
+    if resuming and resume != "auto":
         raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if resuming:
+        check_resume_config(out_dir / "config.yaml", cfg)
+    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     save_config(cfg, out_dir / "config.yaml")
 
+    accelerator = cfg.accelerator
+    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use auto or cpu")
+    precision = resolve_precision(cfg.precision, device_type)
+    if precision == "16-mixed" and device_type == "cpu":  # Lightning would run bf16 and we would record 16-mixed
+        raise BertbenchError(f"--precision {cfg.precision}: fp16 mixed precision needs a GPU; on CPU use bf16-mixed, 32 or auto")
+
+    import warnings
+
+    # Our loader resumes by construction (batch k is a function of k; StepSampler starts at the restored step).
+    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     t_start = time.perf_counter()
-    tokenizer = load_or_train_tokenizer(cfg, out_dir)
+    tokenizer = load_or_train_tokenizer(cfg, out_dir, resuming=resuming)
     plan = phase_plan(cfg)
     datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
     prep_seconds = time.perf_counter() - t_start
 
-    accelerator = cfg.accelerator
-    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
-    precision = resolve_precision(cfg.precision, device_type)
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size))
     eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
@@ -364,8 +519,9 @@ def pretrain(
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
-    run_log, periodic = _callbacks(cfg, out_dir, stop_at_step)
-    callbacks = [run_log, periodic, *extra_callbacks]
+    guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
+    # in this order: the guard's note comes before the row and the checkpoint
+    callbacks = [guard, run_log, periodic, *extra_callbacks]
     progress_bar = os.environ.get("BERTBENCH_PROGRESS", "1") != "0"
     if progress_bar:
         from lightning.pytorch.callbacks import RichProgressBar
@@ -382,9 +538,6 @@ def pretrain(
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
     )
-    start_step = 0
-    if last_ckpt.is_file():
-        start_step = int(torch.load(last_ckpt, map_location="cpu", weights_only=False)["global_step"])
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
@@ -403,11 +556,16 @@ def pretrain(
     )
     # weights_only=False: our own checkpoint holds the optimiser and RNG state (said here, so Lightning needn't)
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None, weights_only=False)
+    signals.immediate()  # from here (final eval, checkpoint/, summary) a signal stops at once: last.ckpt is intact
+    if periodic.signal_step is not None:
+        raise Interrupted(signals.received or 15, periodic.signal_step, checkpointed=True)
     if trainer.interrupted:
         raise KeyboardInterrupt
     if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
         return {"stopped_at_step": trainer.global_step}
 
+    guard.check()
+    fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
     if "mlm_loss_std" in final_eval:
         final_eval["mlm_ppl_std"] = perplexity(final_eval["mlm_loss_std"])
@@ -451,5 +609,6 @@ def pretrain(
 
         save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
         write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
+        fault_point("before_summary")
         atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
     return summary

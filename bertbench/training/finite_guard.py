@@ -1,0 +1,63 @@
+"""Stop at the first non-finite loss or gradient norm, and never save or load non-finite weights.
+
+The check stays on the device: `FirstBadStep` keeps the first step whose loss or gradient norm was NaN/inf
+in a tensor (no host sync per step) and is read back where a sync happens anyway — before a metrics row,
+before a checkpoint, at an epoch's end — so the error names the exact first step, and nothing written
+after it (a row, a checkpoint, a record) can hold a NaN. Checkpoints before that step stay as they were.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from bertbench.errors import BertbenchError
+
+
+class NonFiniteError(BertbenchError):
+    exit_code = 3  # not bad input: the run diverged (lower the lr, add warm-up, check the data)
+
+
+class FirstBadStep:
+    def __init__(self) -> None:
+        self._first: Optional[torch.Tensor] = None  # int64 scalar on the device; 0: none so far
+        self._what: Optional[torch.Tensor] = None  # 1: loss, 2: gradient norm
+
+    def note(self, value: torch.Tensor, step: int, what: int) -> None:
+        """Record `step` if `value` is not finite and no earlier step was (device ops only)."""
+        value = value.detach()
+        if self._first is None:
+            self._first = torch.zeros((), dtype=torch.long, device=value.device)
+            self._what = torch.zeros((), dtype=torch.long, device=value.device)
+        new = (~torch.isfinite(value).all()) & (self._first == 0)
+        self._first = torch.where(new, torch.as_tensor(step, device=value.device), self._first)
+        self._what = torch.where(new, torch.as_tensor(what, device=value.device), self._what)
+
+    def note_loss(self, loss: torch.Tensor, step: int) -> None:
+        self.note(loss, step, 1)
+
+    def note_grads(self, params, step: int) -> None:
+        grads = [p.grad for p in params if p.grad is not None]
+        if grads:
+            self.note(torch.nn.utils.get_total_norm(grads), step, 2)
+
+    def check(self, where: str, kept: str = "") -> None:
+        """Raise NonFiniteError naming the first bad step, if there was one (one host sync)."""
+        if self._first is None:
+            return
+        step = int(self._first)
+        if step:
+            what = "loss" if int(self._what) == 1 else "gradient norm"
+            raise NonFiniteError(
+                f"{where}: the training {what} became NaN/inf at step {step}; stopped{kept}. "
+                "Lower the learning rate or add warm-up"
+            )
+
+
+def check_finite_weights(state_dict: dict, where: str) -> None:
+    """Refuse weights holding NaN/inf (a diverged run's, or a file with damaged tensor data)."""
+    bad = [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise BertbenchError(
+            f"{where}: {len(bad)} weight tensor(s) hold NaN/inf (first: {bad[0]}); the file is damaged or the run diverged"
+        )
