@@ -141,3 +141,17 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     assert "lower_lr" in readme.read_text() and "old" not in readme.read_text()
     r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and "missing.json" in r.output
+
+
+def test_render_redraws_a_saved_result(quality_result, tmp_path):
+    saved = tmp_path / "q.json"
+    saved.write_text(json.dumps(quality_result))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- bertbench bench: begin quality -->\nstale\n<!-- bertbench bench: end quality -->\n")
+    r = runner.invoke(app, ["bench", "quality", "--render", str(saved), "--embed", str(readme), "--plot", str(tmp_path / "p.png")])
+    assert r.exit_code == 0, r.output
+    text = readme.read_text()
+    assert "stale" not in text and "| ours (bertbench) |" in text and "| hf (transformers) |" in text
+    ratio = quality_result["comparisons"]["gain_ratio_ours_vs_hf"]
+    assert (f"**{ratio:.2f}×**" if ratio is not None else "**–**") in text
+    assert (tmp_path / "p.png").stat().st_size > 1000

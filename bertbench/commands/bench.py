@@ -164,6 +164,7 @@ def quality(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG.")] = None,
     save_json: Annotated[Optional[Path], typer.Option("--save-json", help="Also write the result JSON to this file.")] = None,
     threads: Threads = None,
+    render: Annotated[Optional[Path], typer.Option("--render", help="Train nothing: print (and --embed, --plot) a result saved by --save-json.")] = None,
     compare: Annotated[Optional[list[Path]], typer.Option("--compare", help="Train nothing: a recipe A/B table from saved --save-json files (the first is the baseline), embedded as block 'quality-ab'.")] = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
@@ -175,6 +176,19 @@ def quality(
     from bertbench.io_utils import atomic_write_text
     from bertbench.paths import default_data_dir
 
+    if render is not None:
+        try:
+            saved = json.loads(render.read_text(encoding="utf-8"))
+            c = saved["config"]
+            command = f"bertbench bench quality --minutes {c['minutes']:g} --recipe {c['recipe']} --sides {','.join(saved['sides'])}"
+        except (OSError, ValueError, KeyError) as err:
+            raise BertbenchError(f"{render}: not a readable bench quality JSON ({err})") from None
+        if plot is not None:
+            bench_quality.plot(saved, plot)
+        typer.echo(bench_quality.markdown(saved, command))
+        if embed is not None:
+            _embed_block(embed, "quality", bench_quality.markdown(saved, command))
+        return
     if compare:
         loaded = []
         for f in compare:
