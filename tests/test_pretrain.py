@@ -208,6 +208,7 @@ def test_wall_clock_schedule_ends_at_lr_zero_when_the_budget_ends(tmp_path, corp
     from bertbench.training.pretrain_module import PretrainModule, linear_warmup_decay
 
     budget_s, lr, slack_s = 8.0, 1e-3, 0.15
+    # (the assertions compare each step with its own clock readings, so a loaded machine only slows them)
     if slow_down:
         original = PretrainModule.training_step
 
@@ -237,13 +238,9 @@ def test_wall_clock_schedule_ends_at_lr_zero_when_the_budget_ends(tmp_path, corp
     # the last step started before the budget's end and ended after it: its lr is within one step of 0
     assert trace[-1][1] < budget_s <= end
     assert trace[-1][2] <= lr * (durations[-1] + slack_s) / decay_s, (trace[-1], durations[-1])
-    if slow_down:  # steps started in the second half of the budget were slower, and the schedule still ended on time
-        import statistics
-
-        starts = [t for _, t, _ in trace]
-        late = [d for t, d in zip(starts, durations) if t > budget_s / 2 + slack_s]
-        early = [d for t, d in zip(starts, durations) if t < budget_s / 2]
-        assert late and statistics.median(late) > 1.5 * statistics.median(early)
+    if slow_down:  # the steps of the second half really were slowed, and the schedule still ended on time
+        late = [d for (_, t, _), d in zip(trace, durations) if t > budget_s / 2 + slack_s]
+        assert late and min(late) >= 0.15  # each holds its 0.15 s sleep, however loaded the machine
 
 
 @pytest.mark.parametrize("value", ["0", "-1"])
