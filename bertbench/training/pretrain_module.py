@@ -149,7 +149,10 @@ class PretrainModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.last_step_end = self.training_seconds()
         self._maybe_begin_phase()
-        if self.budget_spent():
+        spent = self.budget_spent()
+        if self.trainer.world_size > 1:  # ranks' clocks differ by a little: all stop at the same step, or none
+            spent = self.trainer.strategy.reduce_boolean_decision(spent, all=False)
+        if spent:
             self.trainer.should_stop = True
 
     def maybe_evaluate(self, step: int) -> bool:

@@ -244,6 +244,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             self._tokens_at_t0 = 0
             self.last_train_loss: Optional[float] = None
             self._fh = None  # metrics.csv, open from on_train_start (never reached when resumed at max_steps)
+            self._last_row_step = 0
 
         def state_dict(self):
             self._flush_counts()
@@ -274,6 +275,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             self._fh.flush()
             self._t0 = time.perf_counter()
             self._tokens_at_t0 = self.tokens
+            self._last_row_step = trainer.global_step
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             # accumulate on device; read back only every log_every steps (no per-step host sync)
@@ -290,6 +292,9 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             ending = trainer.should_stop or step == last_step or pl_module.budget_spent()
             if step % cfg.log_every and not evaluated and not ending:
                 return
+            self._write_row(trainer, pl_module, step, evaluated)
+
+        def _write_row(self, trainer, pl_module, step: int, evaluated: bool, log: bool = True) -> None:
             guard.check()
             self._flush_counts()
             metrics = trainer.callback_metrics
@@ -310,9 +315,14 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
                 pl_module.last_eval = {}
             self._csv.writerow(row)
             self._fh.flush()
-            pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
+            self._last_row_step = step
+            if log:  # (Lightning allows no self.log at fit end)
+                pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
 
         def on_fit_end(self, trainer, pl_module):
+            # the budget's stop check (the module's, after this callback's) may end a step this log let pass
+            if self._fh is not None and pl_module.budget_spent() and trainer.global_step > self._last_row_step:
+                self._write_row(trainer, pl_module, trainer.global_step, evaluated=False, log=False)
             self._flush_counts()
             if self._fh is not None:
                 self._fh.close()
