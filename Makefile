@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data
 OUT ?= runs/cpu-quick
 
-.PHONY: setup test demo leaderboard clean
+.PHONY: setup test demo archive leaderboard clean
 
 # torch first, pinned: 2.13.0 is the CPU build on this disk; an open range would pull a multi-GB CUDA build.
 $(BIN)/bertbench: pyproject.toml
@@ -27,9 +27,20 @@ TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 demo: setup
 	LD_PRELOAD=$(TCMALLOC) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/bertbench run --preset cpu-quick --data-dir $(DATA_DIR) --out $(OUT)
 
-# Regenerate leaderboards/cpu-quick.md (and the README's table) from the demo's result records.
+# The committed study: result records (and the pre-training curves and stage times) copied from a run
+# into leaderboards/records/PRESET, so that `make leaderboard` regenerates the tables and plots from the
+# repository alone, byte for byte, without re-running anything.
+PRESET ?= cpu-quick
+RECORDS := leaderboards/records/$(PRESET)
+
+archive:
+	rm -rf $(RECORDS) && mkdir -p $(RECORDS)
+	cd $(OUT) && find results -name '*.record.json' -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
+	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
+	cp $(OUT)/stages.json $(RECORDS)/
+
 leaderboard: setup
-	$(BIN)/bertbench report $(OUT)/results --out leaderboards/cpu-quick.md --plots leaderboards/plots/cpu-quick --embed README.md
+	$(BIN)/bertbench report $(RECORDS) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md
 
 clean:
 	rm -rf $(VENV) runs

@@ -344,6 +344,22 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
         assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "lb" / "plots" / name).read_bytes(), name
 
 
+def test_archived_records_keep_their_curve(tmp_path, fixture_records):
+    """A run folder that is gone (an absolute run_dir on another machine): the metrics.csv kept with the
+    committed records, at RECORDS/pretrain/NAME, draws the curve; without it there is none."""
+    from bertbench.report_plots import find_metrics_csv
+
+    rec = _template(fixture_records)
+    rec["model"]["pretraining"]["run_dir"] = "/gone/elsewhere/runs/cpu-quick/pretrain/mlm_nsp-abc"
+    write_record(tmp_path / "archive" / "results" / "mlm_nsp-abc" / record_filename(rec), rec)
+    variant = collect(load_records([tmp_path / "archive"])).variants[0]
+    assert find_metrics_csv(variant) is None
+    kept = tmp_path / "archive" / "pretrain" / "mlm_nsp-abc" / "metrics.csv"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("step,tokens,eval_mlm_loss\n1,10,7.0\n")
+    assert find_metrics_csv(variant) == kept
+
+
 def test_cli_malformed_metrics_csv_is_an_error(tmp_path, monkeypatch, fixture_records):
     rec = _template(fixture_records)
     rec["model"]["pretraining"]["run_dir"] = str(tmp_path / "run")
