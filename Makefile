@@ -40,6 +40,7 @@ archive:
 	cp $(OUT)/stages.json $(RECORDS)/
 
 leaderboard: setup
+	rm -rf leaderboards/plots/$(PRESET)
 	$(BIN)/bertbench report $(RECORDS) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md
 
 clean:

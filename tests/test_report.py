@@ -494,3 +494,23 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
     (row,) = protocol_table(collect(recs)).rows
     assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
     assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in (Path(__file__).parents[1] / "leaderboards" / "records").iterdir()))
+def test_committed_leaderboards_regenerate_byte_for_byte(tmp_path, monkeypatch, preset):
+    """`make leaderboard` from the committed records gives the committed markdown, CSV and plots, byte for byte
+    (a report change that would alter a committed leaderboard must regenerate it in the same commit)."""
+    root = Path(__file__).parents[1] / "leaderboards"
+    out = tmp_path / "leaderboards"
+    out.mkdir()
+    (out / "README.md").write_text("x")  # keep the index writer away from the comparison
+    args = [str(root / "records" / preset), "--out", str(out / f"{preset}.md"), "--csv", str(out / f"{preset}.csv"),
+            "--plots", str(out / "plots" / preset)]
+    result = _cli(args)  # the real task registry: these are real records
+    assert result.exit_code == 0, result.output
+    assert (out / f"{preset}.md").read_bytes() == (root / f"{preset}.md").read_bytes()
+    assert (out / f"{preset}.csv").read_bytes() == (root / f"{preset}.csv").read_bytes()
+    committed = sorted(p.name for p in (root / "plots" / preset).iterdir())
+    assert sorted(p.name for p in (out / "plots" / preset).iterdir()) == committed
+    for name in committed:
+        assert (out / "plots" / preset / name).read_bytes() == (root / "plots" / preset / name).read_bytes(), name
