@@ -108,7 +108,8 @@ def is_degenerate(records: Sequence[Record]) -> bool:
     return any(bool((r.get("extra") or {}).get("degenerate")) for r in records)
 
 
-def _fmt_value(value: float, metric: str) -> str:
+def fmt_value(value: float, metric: str) -> str:
+    """A paper number as the tables print it: one decimal, perplexity two."""
     return f"{value:.2f}" if metric == "perplexity" else f"{value:.1f}"
 
 
@@ -365,8 +366,8 @@ def _paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[s
         return MISSING
     label = number.split if same_metric else f"{number.split}, {paper.metrics[number.metric]}"
     if row.eval_kind == "devsplit":
-        return f"{_fmt_value(number.value, number.metric)} (official {label}; not comparable)"
-    return f"{_fmt_value(number.value, number.metric)} ({label})"
+        return f"{fmt_value(number.value, number.metric)} (official {label}; not comparable)"
+    return f"{fmt_value(number.value, number.metric)} ({label})"
 
 
 def paper_columns(data: ReportData) -> list[PaperColumnSpec]:
@@ -376,7 +377,7 @@ def paper_columns(data: ReportData) -> list[PaperColumnSpec]:
     return columns + _turc_columns(data)
 
 
-def _direction(metric: str) -> str:
+def direction(metric: str) -> str:
     return "↑" if _higher_is_better(metric) else "↓"
 
 
@@ -400,7 +401,7 @@ def main_table(data: ReportData) -> Table:
                 best_of = True
             cells.append(text)
         task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
-        rows.append((task, f"v{row.task_version}", row.metric, _direction(row.metric), row.eval_kind, *cells,
+        rows.append((task, f"v{row.task_version}", row.metric, direction(row.metric), row.eval_kind, *cells,
                      *(_paper_cell(paper, systems, sources, row) for _, systems, sources in columns)))
     glue_rows, glue_notes = _glue_rows(data, columns)
     rows.extend(glue_rows)
@@ -557,7 +558,7 @@ def _paper_value(paper: PaperNumbers, source: str, system: str, ptask: str, pmet
                  approach: Optional[str] = None) -> str:
     for n in paper.find(source=source, system=system, task=ptask, metric=pmetric):
         if approach is None or n.config.get("approach", DEFAULT_APPROACH) == approach:
-            return _fmt_value(n.value, n.metric)
+            return fmt_value(n.value, n.metric)
     return MISSING
 
 
