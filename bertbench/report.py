@@ -108,6 +108,11 @@ def is_degenerate(records: Sequence[Record]) -> bool:
     return any(bool((r.get("extra") or {}).get("degenerate")) for r in records)
 
 
+def marks(cell: Cell) -> str:
+    """A cell's marks after its number: ' ⊘' when a seed is degenerate, ' ‡' for the best of several settings."""
+    return (" ⊘" if is_degenerate(cell.records) else "") + (" ‡" if cell.n_settings > 1 else "")
+
+
 def fmt_value(value: float, metric: str) -> str:
     """A paper number as the tables print it: one decimal, perplexity two."""
     return f"{value:.2f}" if metric == "perplexity" else f"{value:.1f}"
@@ -392,14 +397,9 @@ def main_table(data: ReportData) -> Table:
         cells = []
         for variant in data.variants:
             cell = data.cell(variant, row)
-            text = fmt_stats(seed_stats(cell.records, row.metric)) if cell else MISSING
-            if cell and is_degenerate(cell.records):
-                text += " ⊘"
-                degenerate = True
-            if cell and cell.n_settings > 1:
-                text += " ‡"
-                best_of = True
-            cells.append(text)
+            cells.append(fmt_stats(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
+            degenerate = degenerate or bool(cell and is_degenerate(cell.records))
+            best_of = best_of or bool(cell and cell.n_settings > 1)
         task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
         rows.append((task, f"v{row.task_version}", row.metric, direction(row.metric), row.eval_kind, *cells,
                      *(_paper_cell(paper, systems, sources, row) for _, systems, sources in columns)))

@@ -23,7 +23,7 @@ from bertbench.report import (
     fmt_value,
     glue_paper_number,
     glue_rows,
-    is_degenerate,
+    marks,
     paper_number_for,
     seed_stats,
     turc_column,
@@ -79,12 +79,7 @@ def _ours(data: ReportData, row: RowKey) -> tuple[str, ...]:
     cells = []
     for variant in data.variants:
         cell = data.cell(variant, row)
-        text = fmt_short(seed_stats(cell.records, row.metric)) if cell else MISSING
-        if cell and is_degenerate(cell.records):
-            text += " ⊘"
-        if cell and cell.n_settings > 1:
-            text += " ‡"
-        cells.append(text)
+        cells.append(fmt_short(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
     return tuple(cells)
 
 
