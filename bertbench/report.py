@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.progress import fmt_seconds
 from bertbench.stats import Interval, fmt_interval, t_interval
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
@@ -666,16 +667,6 @@ def _fmt_count(n: Optional[float]) -> str:
     return f"{n:.0f}"
 
 
-def _fmt_seconds(s: Optional[float]) -> str:
-    if s is None:
-        return MISSING
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
 def _masking_text(pre: Optional[Mapping[str, Any]]) -> str:
     if pre is None:
         return MISSING
@@ -696,7 +687,7 @@ def provenance_table(data: ReportData) -> Table:
         codes = sorted({r.data["code_version"] for r in v.records})
         objective = objective_label(v.pretraining)
         rows.append((v.label, objective, _masking_text(v.pretraining), _fmt_count(pre.get("tokens_seen")),
-                     _fmt_seconds(pre.get("wall_seconds")), pre.get("hardware") or MISSING,
+                     fmt_seconds(pre.get("wall_seconds")), pre.get("hardware") or MISSING,
                      pre.get("code_version") or MISSING, _short(pre.get("data_fingerprint")), _short(v.fingerprint),
                      ", ".join(map(str, seeds)), str(len(v.records)), ", ".join(codes)))
     notes = ("Masking: ratio of positions selected, then MASK/SAME/RND percentages; wwm = whole-word masking. "

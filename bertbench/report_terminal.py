@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from bertbench.report import (
@@ -146,4 +147,25 @@ def render_short(table: ShortTable, width: int = TERMINAL_WIDTH) -> list:
     return [build(chunk, "Results" if i == 0 else "Results (continued)") for i, chunk in enumerate(out)]
 
 
-__all__ = ["TERMINAL_WIDTH", "ShortTable", "closest_paper_columns", "fmt_short", "render_short", "short_table"]
+def print_short(data: ReportData, report_file: Optional[Path] = None, console=None) -> None:
+    """The short table and its notes on `console`; by default the terminal's width, or 100 columns in a log."""
+    import os
+
+    from rich.console import Console
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:  # a log or a pipe: rich would assume 80
+            console = Console(width=TERMINAL_WIDTH)
+    table = short_table(data)
+    for rich_table in render_short(table, console.width):
+        console.print(rich_table)
+        console.print()
+    for note in table.notes:
+        console.print(note, highlight=False)
+    where = f"{report_file} or " if report_file is not None else ""
+    console.print(f"Every paper column, the intervals' ends and the ablation tables: {where}bertbench report --wide",
+                  highlight=False)
+
+
+__all__ = ["TERMINAL_WIDTH", "ShortTable", "closest_paper_columns", "fmt_short", "print_short", "render_short", "short_table"]

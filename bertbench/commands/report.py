@@ -143,26 +143,7 @@ def report(
         for table in render_rich(rep):
             console.print(table)
     else:
-        _print_short(data, out)
+        from bertbench.report_terminal import print_short
 
+        print_short(data, out)
 
-def _print_short(data, out: Optional[Path]) -> None:
-    """The results beside the paper's model of our size, in the terminal's width (100 columns in a log)."""
-    import os
-
-    from rich.console import Console
-
-    from bertbench.report_terminal import TERMINAL_WIDTH, render_short, short_table
-
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:  # a log or a pipe: rich would assume 80
-        console = Console(width=TERMINAL_WIDTH)
-    table = short_table(data)
-    for rich_table in render_short(table, console.width):
-        console.print(rich_table)
-        console.print()
-    for note in table.notes:
-        console.print(note, highlight=False)
-    where = f"{out} or " if out is not None else ""
-    console.print(f"Every paper column, the intervals' ends and the ablation tables: {where}bertbench report --wide",
-                  highlight=False)

@@ -140,10 +140,12 @@ def train(
     evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
 ) -> LoopResult:
-    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch.
+    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
+    gets a line (step/total, time left) every `bertbench.progress.every_seconds()`.
 
     Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
     from bertbench.errors import BertbenchError
+    from bertbench.progress import Ticker, every_seconds, progress_line
     from bertbench.training.finite_guard import FirstBadStep
 
     if len(train_features) == 0:  # else `while step < total` below would never advance
@@ -170,6 +172,7 @@ def train(
     loss_sum = torch.zeros((), device=device)
     loss_count = 0
     guard = FirstBadStep()
+    ticker = Ticker(every_seconds() if progress is not None else None)
     while step < total:
         model.train()
         for idx in _batches(n, hp.batch_size, rng, lengths):
@@ -188,6 +191,8 @@ def train(
             loss_sum += loss.detach()
             loss_count += 1
             step += 1
+            if ticker.due():
+                progress(progress_line(step, total, step / total, time.perf_counter() - t0))
             if step >= total:
                 break
         epoch += 1
@@ -205,8 +210,6 @@ def train(
                 result.eval_outputs = outputs
         result.history.append(entry)
         result.final_train_loss = mean_loss
-        if progress is not None:
-            progress(f"epoch {epoch} step {step}/{total} loss {mean_loss:.4f} {entry.get('metrics', '')}")
     result.steps = step
     result.train_seconds = time.perf_counter() - t0
     return result

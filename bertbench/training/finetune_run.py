@@ -301,7 +301,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     FeatureBasedConfig() if req.feature_based else None,
                 )
                 t0 = time.perf_counter()
-                res = train(model, train_f, eval_f, hp, seed, device, bf16)
+                res = train(model, train_f, eval_f, hp, seed, device, bf16,
+                            progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"))
                 scored = score(task, eval_ex, eval_f, res.eval_outputs, source.tokenizer)
                 if heldout_f:  # the selection score: the same model on the slice held out of train
                     outputs = predict(model, heldout_f, hp.eval_batch_size, device, bf16)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -482,6 +483,7 @@ def _pretrain_locked(
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
     from bertbench.model import BertForPreTraining
+    from bertbench.progress import every_seconds
     from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
@@ -532,11 +534,17 @@ def _pretrain_locked(
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
     # in this order: the guard's note comes before the row and the checkpoint
     callbacks = [guard, run_log, periodic, *extra_callbacks]
-    progress_bar = os.environ.get("BERTBENCH_PROGRESS", "1") != "0"
+    every = every_seconds()
+    progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
         from lightning.pytorch.callbacks import RichProgressBar
 
         callbacks.append(RichProgressBar(leave=True))
+    elif every is not None:
+        from bertbench.training.progress_lines import ProgressLines
+
+        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
+                                       lambda line: print(line, flush=True)))
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # With a wall-clock budget the clock ends the run (PretrainModule), and max_steps is no cap.
     max_steps = -1 if cfg.budget_minutes else cfg.max_steps
