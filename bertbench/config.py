@@ -25,6 +25,41 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
     "large": (24, 1024, 16),
 }
 
+# The pre-training objectives: the masked LM (BERT's, with or without NSP) and the left-to-right LM (the
+# paper's "LTR" baseline, GPT's objective).
+OBJECTIVES = ("mlm", "clm")
+
+# The paper's masking (§3.1, the first row of Table 8): 15% of the tokens are selected for prediction; of
+# those, 80% are replaced by [MASK], 10% kept and 10% replaced by a random token.
+PAPER_MASK_RATIO = 0.15
+PAPER_MASK_PROCEDURE = (80, 10, 10)  # % [MASK] / same / random
+
+
+def check_objective(objective: str, name: str = "objective") -> None:
+    if objective not in OBJECTIVES:
+        raise BertbenchError(f"{name} {objective!r}: expected {' or '.join(map(repr, OBJECTIVES))}")
+
+
+def check_model_size(size: str) -> None:
+    if size not in MODEL_SIZES:
+        from bertbench.errors import did_you_mean
+
+        raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
+
+
+def check_mask_procedure(mask_procedure, shown: Optional[str] = None) -> list[int]:
+    """Three percentages MASK/SAME/RND summing to 100, returned as a list; `shown`: as the user wrote it."""
+    procedure = list(mask_procedure)
+    if len(procedure) != 3 or sum(procedure) != 100 or min(procedure) < 0:
+        raise BertbenchError(f"mask_procedure {shown or procedure}: expected three percentages MASK/SAME/RND "
+                             "summing to 100, e.g. 80/10/10")
+    return procedure
+
+
+def check_mask_ratio(mask_ratio: float) -> None:
+    if not 0.0 < mask_ratio < 1.0:
+        raise BertbenchError(f"mask_ratio {mask_ratio}: expected a value in (0, 1)")
+
 
 @dataclass
 class ModelConfig:
@@ -46,10 +81,7 @@ class ModelConfig:
 
     @classmethod
     def from_size(cls, size: str, **overrides: Any) -> "ModelConfig":
-        if size not in MODEL_SIZES:
-            from bertbench.errors import did_you_mean
-
-            raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
+        check_model_size(size)
         layers, hidden, heads = MODEL_SIZES[size]
         base = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
         base.update(overrides)
@@ -229,18 +261,16 @@ class DataConfig:
     max_documents: Optional[int] = None  # cap for quick runs (documents in corpus order)
     masking: str = "dynamic"  # "dynamic": a fresh mask every time a batch is drawn; "static": fixed at preprocessing
     dupe_factor: int = 1  # static masking: copies of the data with different masks (the original used 10)
-    mask_ratio: float = 0.15
-    mask_procedure: list[int] = field(default_factory=lambda: [80, 10, 10])  # % [MASK] / same / random
+    mask_ratio: float = PAPER_MASK_RATIO
+    mask_procedure: list[int] = field(default_factory=lambda: list(PAPER_MASK_PROCEDURE))  # % [MASK] / same / random
     whole_word_mask: bool = False
     max_predictions_per_seq: Optional[int] = None  # None: no cap beyond mask_ratio (the paper used 20 at 128)
     seed: int = 12345
     num_proc: int = 1  # datasets.map processes for tokenisation
 
     def __post_init__(self) -> None:
-        if len(self.mask_procedure) != 3 or sum(self.mask_procedure) != 100 or min(self.mask_procedure) < 0:
-            raise BertbenchError(f"mask_procedure {self.mask_procedure}: expected three percentages MASK/SAME/RND summing to 100")
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
+        check_mask_procedure(self.mask_procedure)
+        check_mask_ratio(self.mask_ratio)
         if self.masking not in ("dynamic", "static"):
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
         if self.max_seq_len < 8:
@@ -318,12 +348,8 @@ class PretrainConfig:
                 )
             if self.phases and self.num_workers:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
-        if self.objective not in ("mlm", "clm"):
-            raise BertbenchError(f"objective {self.objective!r}: expected 'mlm' or 'clm'")
-        if self.model_size not in MODEL_SIZES:
-            from bertbench.errors import did_you_mean
-
-            raise BertbenchError(did_you_mean(self.model_size, MODEL_SIZES, "model size"))
+        check_objective(self.objective)
+        check_model_size(self.model_size)
         _check_pretrain_numbers(self)
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from bertbench.config import MODEL_SIZES
 from bertbench.errors import BertbenchError
 from bertbench.progress import fmt_seconds
 from bertbench.stats import Interval, fmt_interval, t_interval
@@ -45,7 +46,7 @@ MISSING = "–"
 DEFAULT_APPROACH = "fine-tuning"
 _EVAL_KIND_ORDER = {"dev": 0, "test": 1, "devsplit": 2}
 _OBJECTIVE_ORDER = {"MLM+NSP": 0, "MLM (no NSP)": 1, "LTR (causal)": 2, "LTR+NSP (causal)": 3, "random init": 4}
-_SIZE_ORDER = ("tiny", "mini", "small", "medium", "base", "large")  # bertbench.config.MODEL_SIZES
+_SIZE_ORDER = tuple(MODEL_SIZES)  # smallest first
 
 
 # --- statistics over seeds ------------------------------------------------------------------------
@@ -592,8 +593,6 @@ def table5(data: ReportData) -> Table:
 
 
 def _shape(size: str) -> str:
-    from bertbench.config import MODEL_SIZES
-
     if size not in MODEL_SIZES:
         return MISSING
     layers, hidden, heads = MODEL_SIZES[size]

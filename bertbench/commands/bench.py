@@ -11,7 +11,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-ModelSize = Annotated[str, typer.Option("--model-size", help="tiny | mini | small | medium | base | large.")]
+from bertbench.config import MODEL_SIZES
+
+ModelSize = Annotated[str, typer.Option("--model-size", help=" | ".join(MODEL_SIZES) + ".")]
 Precision = Annotated[
     str, typer.Option("--precision", help="Our side's default path: auto (bf16-mixed where bf16 is native) | 32 | bf16-mixed.")
 ]

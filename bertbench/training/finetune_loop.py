@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bertbench.config import OptimConfig
-from bertbench.model import IGNORE_INDEX
+from bertbench.data import IGNORE_INDEX
 from bertbench.training.optim import make_adamw
 
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
 
 PRETRAINING_KEYS = (
@@ -102,7 +103,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
             pre.setdefault(k, None)
     else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
-        pre = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10],
+        pre = {"objective": "mlm", "nsp": True, "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                "whole_word_mask": False, "external": str(path)}
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     return ModelSource(str(path), ckpt.tokenizer, ckpt.config, state, fingerprint_checkpoint(path), pre)

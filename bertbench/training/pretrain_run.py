@@ -19,10 +19,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
-STANDARD_MASKING = dict(mask_ratio=0.15, mask_procedure=[80, 10, 10], whole_word_mask=False)
+STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
 CSV_FIELDS = [
     "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",
     "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_std", "eval_mlm_accuracy_std", "eval_nsp_accuracy",
@@ -281,7 +282,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             # accumulate on device; read back only every log_every steps (no per-step host sync)
             n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
-            m = (batch["mlm_labels"] != -100).sum()
+            m = (batch["mlm_labels"] != IGNORE_INDEX).sum()
             self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
             self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
             step = trainer.global_step
