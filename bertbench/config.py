@@ -6,14 +6,13 @@ Unknown keys are errors with a did-you-mean hint; every run directory stores the
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.errors import BertbenchError
+from bertbench.errors import BertbenchError, did_you_mean, unknown_key
 
 # layers / hidden / heads of the released small BERTs (Turc et al.) and the paper's two models.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -42,8 +41,6 @@ def check_objective(objective: str, name: str = "objective") -> None:
 
 def check_model_size(size: str) -> None:
     if size not in MODEL_SIZES:
-        from bertbench.errors import did_you_mean
-
         raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
 
 
@@ -158,10 +155,7 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in names]
     if unknown:
-        msgs = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, names, n=1, cutoff=0.6)
-            msgs.append(f"unknown key {k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        msgs = [unknown_key(k, names) for k in unknown]
         raise BertbenchError(f"{where}: " + "; ".join(msgs) + f". Known keys: {', '.join(sorted(names))}")
     hints = _field_types(cls)
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
@@ -173,6 +167,14 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
 
 def to_dict(obj) -> dict[str, Any]:
     return dataclasses.asdict(obj)
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """`base` with `over`'s keys on top; a mapping over a mapping merges key by key, anything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def apply_overrides(obj, overrides: list[str]):

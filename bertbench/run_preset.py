@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from bertbench.config import PretrainConfig, from_dict, load_yaml, to_dict
+from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import RECIPES_DIR
 
@@ -88,15 +88,8 @@ def load_preset(name_or_path: str) -> RunPreset:
     return preset
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def variant_config(preset: RunPreset, variant: VariantSpec, data_dir: Path) -> PretrainConfig:
-    merged = _merge(to_dict(preset.pretrain), variant.pretrain)
+    merged = deep_merge(to_dict(preset.pretrain), variant.pretrain)
     return from_dict(PretrainConfig, merged, f"preset {preset.name} variant {variant.name}").with_data_dir(data_dir)
 
 
