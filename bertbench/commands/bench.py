@@ -112,9 +112,10 @@ def finetune(
     max_len: Annotated[int, typer.Option("--max-len", help="Longest example; the length HF's Trainer example pads to.")] = 128,
     min_len: Annotated[int, typer.Option("--min-len", help="Shortest example (lengths are drawn uniformly).")] = 20,
     group_by_length: Annotated[
-        Optional[bool],
-        typer.Option("--group-by-length/--no-group-by-length", help="Length-grouped batches for our side; default: the fine-tuning default."),
-    ] = None,
+        bool,
+        typer.Option("--group-by-length/--no-group-by-length",
+                     help="Length-grouped batches for our side (bertbench finetune draws random batches)."),
+    ] = False,
     precision: Precision = "auto",
     steps: Steps = 16,  # fine-tuning steps are short (0.15–0.7 s): more rounds steady the medians on a noisy machine
     warmup: Warmup = 2,

@@ -72,7 +72,6 @@ class FinetuneHParams:
     warmup_fraction: float = 0.1
     max_steps: Optional[int] = None  # cap for CPU budgets (recorded in the result)
     grad_clip: float = 1.0
-    group_by_length: bool = False  # length-grouped batches: less padding, same epoch contents
     eval_batch_size: int = 64
 
 
@@ -91,16 +90,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _batches(n: int, batch_size: int, rng: np.random.Generator, lengths: Optional[list[int]]) -> list[list[int]]:
+def _batches(n: int, batch_size: int, rng: np.random.Generator) -> list[list[int]]:
+    """An epoch's batches: a fresh random permutation of the n examples, cut in order."""
     order = rng.permutation(n)
-    if lengths is not None:
-        # sort within chunks of 50 batches by length, then shuffle the batches (HF's group_by_length idea)
-        chunk = 50 * batch_size
-        order = np.concatenate([sorted(order[i:i + chunk], key=lambda j: -lengths[j]) for i in range(0, n, chunk)])
-    batches = [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
-    if lengths is not None:
-        rng.shuffle(batches)
-    return batches
+    return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
 
 
 @torch.no_grad()
@@ -166,7 +159,6 @@ def train(
         opt, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
     )
     rng = np.random.default_rng(seed)
-    lengths = [_length(f) for f in train_features] if hp.group_by_length else None
     result = LoopResult(eval_outputs=None)
     step, epoch, t0 = 0, 0, time.perf_counter()
     loss_sum = torch.zeros((), device=device)
@@ -175,7 +167,7 @@ def train(
     ticker = Ticker(every_seconds() if progress is not None else None)
     while step < total:
         model.train()
-        for idx in _batches(n, hp.batch_size, rng, lengths):
+        for idx in _batches(n, hp.batch_size, rng):
             batch = {k: v.to(device, non_blocking=True) for k, v in pad_collate([train_features[i] for i in idx]).items()}
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 _, loss = model(batch)

@@ -47,7 +47,6 @@ class FinetuneRequest:
     precision: str = "auto"
     feature_based: bool = False
     source: str = "auto"  # where task data comes from: auto (local first) | local | hub
-    label: Optional[str] = None  # free-form name of the model variant, stored in the record
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,8 +332,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
                               **scored.extra,
                               "last_epoch_loss_drop": _last_epoch_drop(res.history),
-                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss,
-                              **({"variant": req.label} if req.label else {})},
+                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss},
                 }
                 results.setdefault(lr, []).append((record, scored))
                 flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
