@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from bertbench.config import MODEL_SIZES
+from bertbench.config import MODEL_SIZES, load_yaml
 from bertbench.errors import BertbenchError
 
 PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"
@@ -104,14 +104,7 @@ def load_paper_numbers(path: Optional[Path] = None) -> PaperNumbers:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: Path) -> PaperNumbers:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BertbenchError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
+    data = load_yaml(path)
     problems: list[str] = []
     result = _parse(data, problems)
     if problems:
