@@ -78,8 +78,10 @@ def load_preset(name_or_path: str) -> RunPreset:
     for v in preset.variants:  # every variant's config must be valid before anything runs
         variant_config(preset, v, Path("."))
     ft = preset.finetune
-    if ft.grid not in ("none", "heldout", "paper"):
-        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of none, heldout, paper")
+    from bertbench.training.selection import GRIDS
+
+    if ft.grid not in GRIDS:
+        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of {', '.join(GRIDS)}")
     if ft.lrs is not None and (ft.grid == "none" or not ft.lrs or any(lr <= 0 for lr in ft.lrs)):
         raise BertbenchError(f"{p}: finetune.lrs {ft.lrs} needs grid heldout or paper and positive learning rates")
     bad = {task: n for task, n in ft.train_caps.items() if not isinstance(n, int) or n < 1}
