@@ -68,14 +68,9 @@ def load_claims(path: Optional[Path] = None, paper: Optional[PaperNumbers] = Non
 
 
 def _load(path: Path, paper: PaperNumbers) -> Claims:
-    import yaml
+    from bertbench.config import load_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BertbenchError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
+    data = load_yaml(path)
     problems: list[str] = []
     if not isinstance(data, dict) or set(data) != {"schema", "thresholds", "claims"}:
         raise BertbenchError(f"{path}: expected the top-level keys schema, thresholds, claims")

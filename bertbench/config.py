@@ -6,14 +6,13 @@ Unknown keys are errors with a did-you-mean hint; every run directory stores the
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.errors import BertbenchError
+from bertbench.errors import BertbenchError, did_you_mean, unknown_key
 
 # layers / hidden / heads of the released small BERTs (Turc et al.) and the paper's two models.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -24,6 +23,39 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
     "base": (12, 768, 12),
     "large": (24, 1024, 16),
 }
+
+# The pre-training objectives: the masked LM (BERT's, with or without NSP) and the left-to-right LM (the
+# paper's "LTR" baseline, GPT's objective).
+OBJECTIVES = ("mlm", "clm")
+
+# The paper's masking (§3.1, the first row of Table 8): 15% of the tokens are selected for prediction; of
+# those, 80% are replaced by [MASK], 10% kept and 10% replaced by a random token.
+PAPER_MASK_RATIO = 0.15
+PAPER_MASK_PROCEDURE = (80, 10, 10)  # % [MASK] / same / random
+
+
+def check_objective(objective: str, name: str = "objective") -> None:
+    if objective not in OBJECTIVES:
+        raise BertbenchError(f"{name} {objective!r}: expected {' or '.join(map(repr, OBJECTIVES))}")
+
+
+def check_model_size(size: str) -> None:
+    if size not in MODEL_SIZES:
+        raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
+
+
+def check_mask_procedure(mask_procedure, shown: Optional[str] = None) -> list[int]:
+    """Three percentages MASK/SAME/RND summing to 100, returned as a list; `shown`: as the user wrote it."""
+    procedure = list(mask_procedure)
+    if len(procedure) != 3 or sum(procedure) != 100 or min(procedure) < 0:
+        raise BertbenchError(f"mask_procedure {shown or procedure}: expected three percentages MASK/SAME/RND "
+                             "summing to 100, e.g. 80/10/10")
+    return procedure
+
+
+def check_mask_ratio(mask_ratio: float) -> None:
+    if not 0.0 < mask_ratio < 1.0:
+        raise BertbenchError(f"mask_ratio {mask_ratio}: expected a value in (0, 1)")
 
 
 @dataclass
@@ -46,10 +78,7 @@ class ModelConfig:
 
     @classmethod
     def from_size(cls, size: str, **overrides: Any) -> "ModelConfig":
-        if size not in MODEL_SIZES:
-            from bertbench.errors import did_you_mean
-
-            raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
+        check_model_size(size)
         layers, hidden, heads = MODEL_SIZES[size]
         base = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
         base.update(overrides)
@@ -126,10 +155,7 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in names]
     if unknown:
-        msgs = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, names, n=1, cutoff=0.6)
-            msgs.append(f"unknown key {k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        msgs = [unknown_key(k, names) for k in unknown]
         raise BertbenchError(f"{where}: " + "; ".join(msgs) + f". Known keys: {', '.join(sorted(names))}")
     hints = _field_types(cls)
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
@@ -141,6 +167,14 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
 
 def to_dict(obj) -> dict[str, Any]:
     return dataclasses.asdict(obj)
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """`base` with `over`'s keys on top; a mapping over a mapping merges key by key, anything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def apply_overrides(obj, overrides: list[str]):
@@ -229,18 +263,16 @@ class DataConfig:
     max_documents: Optional[int] = None  # cap for quick runs (documents in corpus order)
     masking: str = "dynamic"  # "dynamic": a fresh mask every time a batch is drawn; "static": fixed at preprocessing
     dupe_factor: int = 1  # static masking: copies of the data with different masks (the original used 10)
-    mask_ratio: float = 0.15
-    mask_procedure: list[int] = field(default_factory=lambda: [80, 10, 10])  # % [MASK] / same / random
+    mask_ratio: float = PAPER_MASK_RATIO
+    mask_procedure: list[int] = field(default_factory=lambda: list(PAPER_MASK_PROCEDURE))  # % [MASK] / same / random
     whole_word_mask: bool = False
     max_predictions_per_seq: Optional[int] = None  # None: no cap beyond mask_ratio (the paper used 20 at 128)
     seed: int = 12345
     num_proc: int = 1  # datasets.map processes for tokenisation
 
     def __post_init__(self) -> None:
-        if len(self.mask_procedure) != 3 or sum(self.mask_procedure) != 100 or min(self.mask_procedure) < 0:
-            raise BertbenchError(f"mask_procedure {self.mask_procedure}: expected three percentages MASK/SAME/RND summing to 100")
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
+        check_mask_procedure(self.mask_procedure)
+        check_mask_ratio(self.mask_ratio)
         if self.masking not in ("dynamic", "static"):
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
         if self.max_seq_len < 8:
@@ -318,12 +350,8 @@ class PretrainConfig:
                 )
             if self.phases and self.num_workers:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
-        if self.objective not in ("mlm", "clm"):
-            raise BertbenchError(f"objective {self.objective!r}: expected 'mlm' or 'clm'")
-        if self.model_size not in MODEL_SIZES:
-            from bertbench.errors import did_you_mean
-
-            raise BertbenchError(did_you_mean(self.model_size, MODEL_SIZES, "model size"))
+        check_objective(self.objective)
+        check_model_size(self.model_size)
         _check_pretrain_numbers(self)
 
 

@@ -20,3 +20,10 @@ def did_you_mean(name: str, choices: Iterable[str], what: str = "name") -> str:
         msg += f" Did you mean: {', '.join(close)}?"
     msg += f" Available: {', '.join(choices)}"
     return msg
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """"unknown key 'lables' (did you mean 'labels'?)": a misspelt key of a config or task file, where the
+    message lists the known keys once after all the unknown ones (so one closest name, a stricter cutoff)."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")

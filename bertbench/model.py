@@ -28,8 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bertbench.config import ModelConfig
-
-IGNORE_INDEX = -100  # label value that carries no loss (torch's cross_entropy default)
+from bertbench.data import IGNORE_INDEX  # positions without a loss
 
 
 class _BitsDropout(torch.autograd.Function):

@@ -1,4 +1,4 @@
-"""Where the project's data-like folders live (tasks/, recipes/, leaderboards/) and where data is read from."""
+"""Where the project's data-like folders live (tasks/, recipes/) and where data is read from."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,6 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = Path(os.environ.get("BERTBENCH_TASKS_DIR", PROJECT_ROOT / "tasks"))
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
-LEADERBOARDS_DIR = PROJECT_ROOT / "leaderboards"
 
 
 def default_data_dir() -> Path:

@@ -22,8 +22,20 @@ LIBRARY_WARNINGS = (
 )
 
 
+_silenced = False
+
+
 def silence_library_noise() -> None:
+    global _silenced
+    _silenced = True
     for name in BANNER_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     for pattern in LIBRARY_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern)
+
+
+def library_progress_bars() -> bool:
+    """Whether a library may draw its own progress bars (tokenizers' trainer): not on bertbench's quiet
+    terminal, where they would be the only lines not ours (in a log, three empty ones), but with --verbose
+    and when bertbench is used as a library."""
+    return not _silenced

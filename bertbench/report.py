@@ -26,7 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from bertbench.config import MODEL_SIZES
 from bertbench.errors import BertbenchError
+from bertbench.progress import fmt_seconds
 from bertbench.stats import Interval, fmt_interval, t_interval
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
@@ -44,7 +46,7 @@ MISSING = "–"
 DEFAULT_APPROACH = "fine-tuning"
 _EVAL_KIND_ORDER = {"dev": 0, "test": 1, "devsplit": 2}
 _OBJECTIVE_ORDER = {"MLM+NSP": 0, "MLM (no NSP)": 1, "LTR (causal)": 2, "LTR+NSP (causal)": 3, "random init": 4}
-_SIZE_ORDER = ("tiny", "mini", "small", "medium", "base", "large")  # bertbench.config.MODEL_SIZES
+_SIZE_ORDER = tuple(MODEL_SIZES)  # smallest first
 
 
 # --- statistics over seeds ------------------------------------------------------------------------
@@ -108,7 +110,13 @@ def is_degenerate(records: Sequence[Record]) -> bool:
     return any(bool((r.get("extra") or {}).get("degenerate")) for r in records)
 
 
-def _fmt_value(value: float, metric: str) -> str:
+def marks(cell: Cell) -> str:
+    """A cell's marks after its number: ' ⊘' when a seed is degenerate, ' ‡' for the best of several settings."""
+    return (" ⊘" if is_degenerate(cell.records) else "") + (" ‡" if cell.n_settings > 1 else "")
+
+
+def fmt_value(value: float, metric: str) -> str:
+    """A paper number as the tables print it: one decimal, perplexity two."""
     return f"{value:.2f}" if metric == "perplexity" else f"{value:.1f}"
 
 
@@ -315,9 +323,19 @@ class Table:
     notes: tuple[str, ...] = ()
 
 
-def _turc_columns(data: ReportData) -> list[tuple[str, str]]:
+# A paper column as the tables use it: (name, systems that fill it, sources they are taken from).
+PaperColumnSpec = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
+def turc_column(paper: PaperNumbers, size: str) -> Optional[PaperColumnSpec]:
+    """Turc et al.'s model of our size `size` as a column; None for a size they did not train."""
+    system = paper.turc_sizes.get(size)
+    return (f"{system} (Turc et al.)", (system,), (paper.turc_source,)) if system else None
+
+
+def _turc_columns(data: ReportData) -> list[PaperColumnSpec]:
     sizes = {v.size for v in data.variants}
-    return [(f"{system} (Turc et al.)", system) for size, system in data.paper.turc_sizes.items() if size in sizes]
+    return [turc_column(data.paper, size) for size in data.paper.turc_sizes if size in sizes]
 
 
 def _paper_candidates(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str],
@@ -355,18 +373,18 @@ def _paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[s
         return MISSING
     label = number.split if same_metric else f"{number.split}, {paper.metrics[number.metric]}"
     if row.eval_kind == "devsplit":
-        return f"{_fmt_value(number.value, number.metric)} (official {label}; not comparable)"
-    return f"{_fmt_value(number.value, number.metric)} ({label})"
+        return f"{fmt_value(number.value, number.metric)} (official {label}; not comparable)"
+    return f"{fmt_value(number.value, number.metric)} ({label})"
 
 
-def paper_columns(data: ReportData) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+def paper_columns(data: ReportData) -> list[PaperColumnSpec]:
     """The main table's paper columns as (name, systems, sources): the paper's, then Turc et al.'s."""
     paper = data.paper
     columns = [(c.name, c.systems, paper.main_table_sources) for c in paper.columns]
-    return columns + [(name, (system,), (paper.turc_source,)) for name, system in _turc_columns(data)]
+    return columns + _turc_columns(data)
 
 
-def _direction(metric: str) -> str:
+def direction(metric: str) -> str:
     return "↑" if _higher_is_better(metric) else "↓"
 
 
@@ -381,16 +399,11 @@ def main_table(data: ReportData) -> Table:
         cells = []
         for variant in data.variants:
             cell = data.cell(variant, row)
-            text = fmt_stats(seed_stats(cell.records, row.metric)) if cell else MISSING
-            if cell and is_degenerate(cell.records):
-                text += " ⊘"
-                degenerate = True
-            if cell and cell.n_settings > 1:
-                text += " ‡"
-                best_of = True
-            cells.append(text)
+            cells.append(fmt_stats(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
+            degenerate = degenerate or bool(cell and is_degenerate(cell.records))
+            best_of = best_of or bool(cell and cell.n_settings > 1)
         task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
-        rows.append((task, f"v{row.task_version}", row.metric, _direction(row.metric), row.eval_kind, *cells,
+        rows.append((task, f"v{row.task_version}", row.metric, direction(row.metric), row.eval_kind, *cells,
                      *(_paper_cell(paper, systems, sources, row) for _, systems, sources in columns)))
     glue_rows, glue_notes = _glue_rows(data, columns)
     rows.extend(glue_rows)
@@ -424,8 +437,20 @@ def main_table(data: ReportData) -> Table:
     return Table("main", "Results", header, tuple(rows), tuple(notes))
 
 
-def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[str, ...]], list[str]]:
-    """One GLUE-score row per distinct set of covered scores (usually one), paper columns over the same set."""
+@dataclass(frozen=True)
+class GlueRow:
+    """A GLUE-score row: the paper scores it averages and our variants' averages over them."""
+
+    covered: tuple[tuple[str, str, str], ...]  # (paper task, paper metric, GLUE task), as paper.glue_scores
+    label: str  # 'GLUE', or 'GLUE (k of 8 tasks)' for a partial row
+    metric: str  # 'avg of SST-2 Acc, ...'
+    eval_kinds: tuple[str, ...]  # the eval kinds of our rows averaged
+    ours: Mapping[str, float]  # variant label -> our average
+    full: bool  # every score of Table 1's average is covered
+
+
+def glue_rows(data: ReportData) -> list[GlueRow]:
+    """One GLUE-score row per distinct set of covered scores (usually one), most scores first."""
     paper = data.paper
     scores = paper.glue_scores
     n_tasks = len({group for _, _, group in scores})
@@ -441,19 +466,29 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
         if got:
             key = tuple(s for s in scores if (s[0], s[1]) in got)
             coverage[key][variant.label] = (math.fsum(got.values()) / len(got), kinds)
-    rows, notes = [], []
+    out = []
     for covered in sorted(coverage, key=lambda c: (-len(c), c)):
-        groups = sorted({g for _, _, g in covered}, key=[g for _, _, g in scores].index)
+        groups = {g for _, _, g in covered}
         full = len(covered) == len(scores)
-        label = "GLUE" if full else f"GLUE ({len(groups)} of {n_tasks} tasks)"
-        metric = "avg of " + ", ".join(f"{paper.tasks[t]} {paper.metrics[m]}" for t, m, _ in covered)
-        kinds = sorted({k for _, ks in coverage[covered].values() for k in ks})
-        ours = []
-        for variant in data.variants:
-            value = coverage[covered].get(variant.label)
-            ours.append(f"{value[0]:.1f}" if value else MISSING)
-        rows.append((label, MISSING, metric, "↑", "/".join(kinds), *ours,
-                     *(_glue_paper_cell(paper, systems, sources, covered, full) for _, systems, sources in columns)))
+        out.append(GlueRow(
+            covered=covered,
+            label="GLUE" if full else f"GLUE ({len(groups)} of {n_tasks} tasks)",
+            metric="avg of " + ", ".join(f"{paper.tasks[t]} {paper.metrics[m]}" for t, m, _ in covered),
+            eval_kinds=tuple(sorted({k for _, ks in coverage[covered].values() for k in ks})),
+            ours={label: value for label, (value, _) in coverage[covered].items()},
+            full=full,
+        ))
+    return out
+
+
+def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The main table's GLUE-score rows, paper columns over the same set of scores, and their notes."""
+    paper = data.paper
+    rows, notes = [], []
+    for glue in glue_rows(data):
+        ours = [f"{glue.ours[v.label]:.1f}" if v.label in glue.ours else MISSING for v in data.variants]
+        rows.append((glue.label, MISSING, glue.metric, "↑", "/".join(glue.eval_kinds), *ours,
+                     *(_glue_paper_cell(paper, systems, sources, glue) for _, systems, sources in columns)))
     if rows:
         notes.append(
             "GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
@@ -468,21 +503,32 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
     return rows, notes
 
 
-def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str],
-                     covered: Sequence[tuple[str, str, str]], full: bool) -> str:
-    if full:
+def glue_paper_number(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str],
+                      glue: GlueRow) -> Optional[tuple[float, str, Optional[str]]]:
+    """(value, split, how) of a paper column's GLUE score over `glue`'s scores: Table 1's printed average
+    (how None) for a full row, else computed from the paper's rows ('computed' or 'same k'); None when
+    the column lacks one of the scores."""
+    if glue.full:
         printed = [n for n in paper.find(task="glue", metric="table1_average")
                    if n.system in systems and n.source in sources]
         if printed:
-            return f"{printed[0].value:.1f} ({printed[0].split})"
+            return printed[0].value, printed[0].split, None
     values = []
-    for ptask, pmetric, _ in covered:
+    for ptask, pmetric, _ in glue.covered:
         found = [n for n in _paper_candidates(paper, systems, sources, ptask) if n.metric == pmetric]
         if not found:
-            return MISSING
+            return None
         values.append(found[0].value)
-    what = "computed" if full else f"same {len({g for _, _, g in covered})}"
-    return f"{math.fsum(values) / len(values):.1f} ({found[0].split}, {what})"
+    how = "computed" if glue.full else f"same {len({g for _, _, g in glue.covered})}"
+    return math.fsum(values) / len(values), found[0].split, how
+
+
+def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str], glue: GlueRow) -> str:
+    number = glue_paper_number(paper, systems, sources, glue)
+    if number is None:
+        return MISSING
+    value, split, how = number
+    return f"{value:.1f} ({split})" if how is None else f"{value:.1f} ({split}, {how})"
 
 
 # --- ablation tables -----------------------------------------------------------------------------------
@@ -514,7 +560,7 @@ def _paper_value(paper: PaperNumbers, source: str, system: str, ptask: str, pmet
                  approach: Optional[str] = None) -> str:
     for n in paper.find(source=source, system=system, task=ptask, metric=pmetric):
         if approach is None or n.config.get("approach", DEFAULT_APPROACH) == approach:
-            return _fmt_value(n.value, n.metric)
+            return fmt_value(n.value, n.metric)
     return MISSING
 
 
@@ -547,8 +593,6 @@ def table5(data: ReportData) -> Table:
 
 
 def _shape(size: str) -> str:
-    from bertbench.config import MODEL_SIZES
-
     if size not in MODEL_SIZES:
         return MISSING
     layers, hidden, heads = MODEL_SIZES[size]
@@ -622,16 +666,6 @@ def _fmt_count(n: Optional[float]) -> str:
     return f"{n:.0f}"
 
 
-def _fmt_seconds(s: Optional[float]) -> str:
-    if s is None:
-        return MISSING
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
 def _masking_text(pre: Optional[Mapping[str, Any]]) -> str:
     if pre is None:
         return MISSING
@@ -652,7 +686,7 @@ def provenance_table(data: ReportData) -> Table:
         codes = sorted({r.data["code_version"] for r in v.records})
         objective = objective_label(v.pretraining)
         rows.append((v.label, objective, _masking_text(v.pretraining), _fmt_count(pre.get("tokens_seen")),
-                     _fmt_seconds(pre.get("wall_seconds")), pre.get("hardware") or MISSING,
+                     fmt_seconds(pre.get("wall_seconds")), pre.get("hardware") or MISSING,
                      pre.get("code_version") or MISSING, _short(pre.get("data_fingerprint")), _short(v.fingerprint),
                      ", ".join(map(str, seeds)), str(len(v.records)), ", ".join(codes)))
     notes = ("Masking: ratio of positions selected, then MASK/SAME/RND percentages; wwm = whole-word masking. "

@@ -55,14 +55,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, TypedDict, Union
 
+from bertbench.config import OBJECTIVES, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError, did_you_mean
 
 SCHEMA_VERSION = 1
 RECORD_SUFFIX = ".record.json"
 EVAL_KINDS = ("dev", "devsplit", "test")
-OBJECTIVES = ("mlm", "clm")
-DEFAULT_MASK_RATIO = 0.15
-DEFAULT_MASK_PROCEDURE = (80.0, 10.0, 10.0)  # MASK / SAME / RND, the paper's Table 8 order
 
 class SplitInfo(TypedDict):
     train: str
@@ -380,12 +378,12 @@ def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
         return ""
     parts = []
     procedure = mask_procedure(pretraining)
-    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, DEFAULT_MASK_PROCEDURE)):
+    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
         parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
     if pretraining.get("whole_word_mask"):
         parts.append("wwm")
     ratio = pretraining.get("mask_ratio")
-    if ratio is not None and abs(ratio - DEFAULT_MASK_RATIO) > 1e-9:
+    if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
         parts.append(f"{_fmt_pct(100.0 * ratio)}%")
     return " ".join(parts)
 
@@ -445,7 +443,7 @@ def provenance() -> dict[str, Any]:
 
 
 __all__ = [
-    "DEFAULT_MASK_PROCEDURE", "DEFAULT_MASK_RATIO", "EVAL_KINDS", "LoadedRecord", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "LoadedRecord", "RECORD_SUFFIX", "Record",
     "SCHEMA_VERSION", "load_records", "mask_procedure",
     "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
     "validate_record", "variant_label", "write_record",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from bertbench.config import PretrainConfig, from_dict, load_yaml, to_dict
+from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import RECIPES_DIR
 
@@ -78,8 +78,10 @@ def load_preset(name_or_path: str) -> RunPreset:
     for v in preset.variants:  # every variant's config must be valid before anything runs
         variant_config(preset, v, Path("."))
     ft = preset.finetune
-    if ft.grid not in ("none", "heldout", "paper"):
-        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of none, heldout, paper")
+    from bertbench.training.selection import GRIDS
+
+    if ft.grid not in GRIDS:
+        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of {', '.join(GRIDS)}")
     if ft.lrs is not None and (ft.grid == "none" or not ft.lrs or any(lr <= 0 for lr in ft.lrs)):
         raise BertbenchError(f"{p}: finetune.lrs {ft.lrs} needs grid heldout or paper and positive learning rates")
     bad = {task: n for task, n in ft.train_caps.items() if not isinstance(n, int) or n < 1}
@@ -88,15 +90,8 @@ def load_preset(name_or_path: str) -> RunPreset:
     return preset
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def variant_config(preset: RunPreset, variant: VariantSpec, data_dir: Path) -> PretrainConfig:
-    merged = _merge(to_dict(preset.pretrain), variant.pretrain)
+    merged = deep_merge(to_dict(preset.pretrain), variant.pretrain)
     return from_dict(PretrainConfig, merged, f"preset {preset.name} variant {variant.name}").with_data_dir(data_dir)
 
 

@@ -199,15 +199,8 @@ class TaskSpec:
 # Loading one file: include, strict keys, semantic checks.
 
 
-def _deep_merge(base: dict, override: dict) -> dict:
-    out = dict(base)
-    for k, v in override.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    from bertbench.config import load_yaml
+    from bertbench.config import deep_merge, load_yaml
 
     path = path.resolve()
     if path in seen:
@@ -221,7 +214,7 @@ def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
     target = path.parent / inc
     if not target.is_file():
         raise BertbenchError(f"{path}: include: {target} does not exist")
-    return _deep_merge(_read_with_includes(target, (*seen, path)), data)
+    return deep_merge(_read_with_includes(target, (*seen, path)), data)
 
 
 def _metric_names() -> set[str]:

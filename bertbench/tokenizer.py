@@ -106,6 +106,8 @@ class WordPieceTokenizer:
         from tokenizers import Tokenizer, trainers
         from tokenizers.models import WordPiece
 
+        from bertbench.quiet import library_progress_bars
+
         tok = _build({t: i for i, t in enumerate(SPECIAL_TOKENS)}, lowercase, strip_accents)
         tok.model = WordPiece(unk_token="[UNK]", max_input_chars_per_word=100)
         trainer = trainers.WordPieceTrainer(
@@ -114,6 +116,7 @@ class WordPieceTokenizer:
             special_tokens=SPECIAL_TOKENS,  # first, so [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4
             limit_alphabet=limit_alphabet,
             continuing_subword_prefix="##",
+            show_progress=library_progress_bars(),
         )
         tok.train_from_iterator(texts, trainer=trainer)
         _set_post_processor(tok, tok.get_vocab())

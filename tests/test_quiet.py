@@ -1,24 +1,61 @@
-"""A quiet terminal: a pre-training (fresh and resumed) prints bertbench's lines only; --verbose shows the rest."""
+"""A quiet terminal: a pre-training (fresh and resumed), a fine-tuning and `run --preset smoke` print
+bertbench's own lines only, checked against an allow-list of their shapes; --verbose shows the libraries'
+notices again; progress comes as plain lines at a steady cadence when the output is not a terminal."""
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.test_pretrain import write_corpus
 
-# What bertbench itself may print on stderr in a run without a progress bar: nothing, or its own lines.
-OURS = ("stopped at step", "done:", "checkpoint:", "interrupted", "error:")
-# What the libraries printed before (each was seen here); none of it may come back.
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
+_RUN = r"\S+ seed \d+ lr \S+"  # a fine-tuning run: 'rte seed 1 lr 5e-05'
+_ETA = r"(, ETA [\d.]+ (s|min|h))?"
+# Every line bertbench prints in these runs, as a pattern matched against the whole line; a line that
+# matches none (a library's banner, warning, progress bar or empty line) fails the tests.
+OURS = tuple(re.compile(p) for p in (
+    rf"pretrain step \d+(/\d+)? \(\d+%\)(, [\d,]+ tok/s)?{_ETA}",  # progress off a terminal
+    r"done: \d+ steps, [\d,]+ tokens in \d+ s \(\d+ tok/s\); held-out: .+",
+    r"checkpoint: \S+",
+    r"stopped at step \d+; continue with --resume auto",
+    rf"{_RUN}: step \d+/\d+ \(\d+%\){_ETA}",  # fine-tuning progress
+    rf"{_RUN}: \w+ -?[\d.]+ \(\d+ s\)(  \[degenerate: one class for every example\])?",
+    r"\S+: done in \d+ s \(lr \S+( selected on .+)?\)",
+    r"\d+ result records in \S+",
+    r"\[[\w ]+\] (\d+ s|done before: \S+)",  # run --preset's stages
+    r"wrote (plots to )?\S+( and \S+)?",
+    r"stage times: .+",
+))
+# What the libraries printed before (each was seen here): the deny-list behind the allow-list.
 NOISE = ("GPU available", "TPU available", "Automatic Mixed Precision", "litlogger", "LeafSpec", "weights_only",
-         "max_epochs", "Warning", "warn(")
+         "max_epochs", "Warning", "warn(", "Epoch 0/")
 
 
-def _bertbench(args, env_extra=None):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {"BERTBENCH_PROGRESS": "0"} | (env_extra or {})
-    return subprocess.run([sys.executable, "-m", "bertbench.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+def _bertbench(args, env_extra=None, progress=False):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | (env_extra or {})
+    # progress on: a line at every step (the cadence is tested below); off: no progress lines at all
+    env |= {"BERTBENCH_PROGRESS_SECONDS": "0"} if progress else {"BERTBENCH_PROGRESS": "0"}
+    return subprocess.run([sys.executable, "-m", "bertbench.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def foreign_lines(output: str, ours_block: list[str] = ()) -> list[str]:
+    """Lines that are not bertbench's: `ours_block` (a table, as bertbench renders it) is taken out where it
+    stands, whole; each other line must match one of OURS."""
+    lines = output.splitlines()
+    block = [line.rstrip() for line in ours_block]
+    stripped = [line.rstrip() for line in lines]
+    if block:
+        starts = [i for i in range(len(stripped)) if stripped[i:i + len(block)] == block]
+        assert starts, "the results table is not in the output as bertbench renders it"
+        del lines[starts[0]:starts[0] + len(block)]
+    return [line for line in lines if not any(p.fullmatch(line) for p in OURS)]
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +75,43 @@ def test_pretraining_and_its_resume_print_no_library_lines(tmp_path, corpus):
     resumed = _bertbench([*PT, "--corpus", str(corpus), "--out", str(out), "--resume", "auto"])
     assert resumed.returncode == 0, resumed.stderr
     for r in (first, resumed):
-        lines = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
-        foreign = [ln for ln in lines if not ln.startswith(OURS)]
-        assert not foreign, foreign
-        assert not [ln for ln in lines if any(n in ln for n in NOISE)]
+        assert not foreign_lines(r.stderr + r.stdout)
+        assert not [ln for ln in (r.stderr + r.stdout).splitlines() if any(n in ln for n in NOISE)]
+
+
+@pytest.mark.slow
+def test_pretraining_and_finetuning_with_progress_print_our_lines_only(tmp_path, corpus):
+    """Output redirected, as in `make demo > log`: progress comes as our own lines, one per step here."""
+    out = tmp_path / "run"
+    pre = _bertbench([*PT, "--corpus", str(corpus), "--out", str(out)], progress=True)
+    assert pre.returncode == 0, pre.stderr
+    assert not foreign_lines(pre.stderr + pre.stdout)
+    assert [ln.split(" (")[0] for ln in pre.stdout.splitlines() if ln.startswith("pretrain step")] == [
+        f"pretrain step {s}/4" for s in range(1, 5)]
+    ft = _bertbench(["finetune", "--model", str(out), "--tasks", "rte,conll2003", "--data-dir", str(FIXTURE_DATA),
+                     "--max-steps", "3", "--seeds", "1", "--out", str(tmp_path / "ft"), "--precision", "32"],
+                    progress=True)
+    assert ft.returncode == 0, ft.stderr
+    assert not foreign_lines(ft.stderr + ft.stdout)
+    assert re.search(r"^rte seed 1 lr 5e-05: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path):
+    from rich.console import Console
+
+    from bertbench.report import collect
+    from bertbench.report_terminal import print_short
+    from bertbench.results import load_records
+
+    out = tmp_path / "smoke"
+    r = _bertbench(["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)],
+                   {"COLUMNS": "100", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, progress=True)
+    assert r.returncode == 0, r.stderr
+    table = io.StringIO()  # the table and its notes exactly as bertbench renders these records in 100 columns
+    print_short(collect(load_records([out / "results"])), out / "smoke.md", Console(file=table, width=100))
+    assert not foreign_lines(r.stderr + r.stdout, table.getvalue().splitlines())
 
 
 @pytest.mark.slow
@@ -49,3 +119,20 @@ def test_verbose_shows_the_library_notices(tmp_path, corpus):
     r = _bertbench(["--verbose", *PT, "--corpus", str(corpus), "--out", str(tmp_path / "run")])
     assert r.returncode == 0, r.stderr
     assert "GPU available" in r.stderr  # the switch is real: the same run, its notices back
+    assert "" in r.stdout.splitlines()  # and tokenizers' progress bars (in a log: empty lines)
+
+
+def test_progress_lines_keep_a_steady_cadence():
+    from bertbench.progress import Ticker, progress_line
+
+    now = [0.0]
+    ticker = Ticker(30.0, clock=lambda: now[0])
+    due = []
+    for second in range(1, 121):
+        now[0] = float(second)
+        due.append(ticker.due())
+    assert [s + 1 for s, d in enumerate(due) if d] == [30, 60, 90, 120]
+    assert not Ticker(None).due()  # BERTBENCH_PROGRESS=0
+    assert progress_line(120, 450, 120 / 450, 60.0, "4,100 tok/s") == "step 120/450 (27%), 4,100 tok/s, ETA 2.8 min"
+    assert progress_line(450, 450, 1.0, 200.0) == "step 450/450 (100%)"
+    assert progress_line(12, None, 0.5, 600.0) == "step 12 (50%), ETA 10.0 min"  # a wall-clock budget

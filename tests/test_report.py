@@ -412,6 +412,44 @@ def test_cli_usage_errors(tmp_path):
     assert result.exit_code == 2 and "no such file or directory" in result.output
 
 
+def _rows_on_one_line(text: str, table) -> None:
+    """Every line fits 100 columns, and each row label stands on one line with all its cells (in every
+    part the columns were split into): nothing wrapped."""
+    import re
+
+    from rich.cells import cell_len
+
+    lines = text.splitlines()
+    assert max(cell_len(line) for line in lines) <= 100, max(lines, key=cell_len)
+    for i, label in enumerate(table.labels):
+        on_label = [line for line in lines if re.match(rf"\s*{re.escape(label)}(\s{{2,}}|$)", line)]
+        assert on_label, label
+        shown = " ".join(line.strip()[len(label):] for line in on_label).split()
+        assert shown == " ".join(cells[i] for _, cells in table.columns).split(), label
+
+
+def test_terminal_table_fits_100_columns_and_nothing_wraps(fixture_records, monkeypatch):
+    from rich.console import Console
+
+    from bertbench.report_terminal import render_short, short_table
+
+    table = short_table(collect(fixture_records))
+    assert table.labels[-2:] == ("BERT-Tiny (Turc et al.)", "BERT-Mini (Turc et al.)")  # the paper's models of our sizes
+    console = Console(width=100, record=True, file=open(os.devnull, "w"))
+    for rich_table in render_short(table, 100):
+        console.print(rich_table)
+    _rows_on_one_line(console.export_text(), table)
+
+    monkeypatch.setenv("COLUMNS", "100")  # the command, as a terminal (or a log) of 100 columns shows it
+    result = _cli([str(RECORDS)], monkeypatch, registry=False)
+    assert result.exit_code == 0, result.output
+    _rows_on_one_line(result.output, table)
+    assert "OpenAI GPT" not in result.output and "--wide" in result.output
+
+    wide = _cli([str(RECORDS), "--wide"], monkeypatch, registry=False)  # the flag: every paper column and table
+    assert wide.exit_code == 0 and "OpenAI GPT" in wide.output and "Provenance" in wide.output
+
+
 def test_cli_import_stays_light():
     code = ("import sys, bertbench.cli, bertbench.commands.report, bertbench.report, bertbench.results\n"
             "heavy = [m for m in ('torch', 'pandas', 'matplotlib', 'lightning', 'transformers') if m in sys.modules]\n"

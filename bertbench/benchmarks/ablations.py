@@ -25,6 +25,7 @@ import torch
 from bertbench.benchmarks import common
 from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches, train_step
 from bertbench.config import ModelConfig, OptimConfig
+from bertbench.data import IGNORE_INDEX
 
 
 def full_projection_forward(model, b: dict):
@@ -32,7 +33,7 @@ def full_projection_forward(model, b: dict):
     import torch.nn.functional as F
 
     out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, V) logits, no labels
-    mlm = F.cross_entropy(out.mlm_logits.flatten(0, 1).float(), b["mlm_labels"].flatten(), ignore_index=-100)
+    mlm = F.cross_entropy(out.mlm_logits.flatten(0, 1).float(), b["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX)
     return mlm + F.cross_entropy(out.nsp_logits.float(), b["nsp_labels"])
 
 
@@ -41,7 +42,7 @@ def full_last_layer_forward(model, b: dict):
     import torch.nn.functional as F
 
     enc = model.bert(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, H) everywhere
-    selected = b["mlm_labels"] != -100
+    selected = b["mlm_labels"] != IGNORE_INDEX
     logits = model.mlm(enc.last_hidden_state[selected], model.bert.embeddings.word.weight)  # (N, V)
     mlm = F.cross_entropy(logits.float(), b["mlm_labels"][selected])
     return mlm + F.cross_entropy(model.nsp(enc.pooled).float(), b["nsp_labels"])

@@ -4,7 +4,7 @@ GLUE-like batches: example lengths drawn uniformly from min_len..max_len, senten
 - bertbench pads each batch to its longest example (`pad_collate`, rounded up to 8), and the model then runs
   packed (projections and FFN on real tokens only, attention in length buckets) with the last layer at
   [CLS] only (`pooled_only`): exactly `finetune_loop.train`'s path, AdamW fused as there. Batches are
-  length-grouped when `group_by_length` is on (the loop's option).
+  as `bertbench finetune` draws them (length-grouped by default, `group_by_length`), or random.
 - transformers "max_length": padded to max_len, as the Trainer's GLUE example does by default
   (`pad_to_max_length=True`).
 - transformers "dynamic": padded to the longest in the batch (`DataCollatorWithPadding`), to be fair.
@@ -41,14 +41,15 @@ def synthetic_features(cfg: ModelConfig, n: int, min_len: int, max_len: int, see
 
 
 def batch_indices(n: int, batch_size: int, lengths: Optional[list[int]], seed: int = 0) -> list[list[int]]:
-    """Random batches (the Trainer's default sampler), or `finetune_loop`'s length-grouped ones."""
+    """Random batches (the Trainer's default sampler), or length-grouped ones as `bertbench finetune` draws them
+    (`finetune_loop.epoch_batches`)."""
     import numpy as np
 
-    from bertbench.training.finetune_loop import _batches
+    from bertbench.training.finetune_loop import epoch_batches
 
     if lengths is None:
         return [list(range(i, i + batch_size)) for i in range(0, n, batch_size)]  # the pool is already random
-    return _batches(n, batch_size, np.random.default_rng(seed), lengths)
+    return epoch_batches(n, batch_size, np.random.default_rng(seed), lengths)
 
 
 def pad_to(features: list[dict], length: int) -> dict[str, Any]:
@@ -103,8 +104,8 @@ def build_sides(
     cfg: ModelConfig, feats: list[dict], batch_size: int, max_len: int, default_precision: str, group_by_length: bool,
     seed: int = 0,
 ):
-    """bertbench and transformers-dynamic train on the same batches (length-grouped when asked, as
-    `finetune_loop` does with `group_by_length`); transformers-max_length on random batches of the same pool."""
+    """bertbench and transformers-dynamic train on the same batches (length-grouped when asked);
+    transformers-max_length on random batches of the same pool."""
     import torch
 
     from bertbench.model import BertForPreTraining
@@ -159,7 +160,8 @@ def run(
     vocab_size: int = 30522,
     group_by_length: Optional[bool] = None,
 ) -> dict[str, Any]:
-    """group_by_length None: as `FinetuneHParams`' default (what `bertbench finetune` does)."""
+    """group_by_length: length-grouped batches for our side and transformers-dynamic; None: as `bertbench
+    finetune` draws them (FinetuneHParams' default)."""
     from bertbench.errors import BertbenchError
 
     default = common.parse_precision(precision)
@@ -168,11 +170,11 @@ def run(
         raise BertbenchError(f"--min-len {min_len} / --max-len {max_len}: expected 4 ≤ min ≤ max ≤ {cfg.max_position_embeddings}")
     if batch_size < 1:
         raise BertbenchError("--batch-size must be ≥ 1")
-    common.set_threads(threads)
     if group_by_length is None:
         from bertbench.training.finetune_loop import FinetuneHParams
 
         group_by_length = FinetuneHParams().group_by_length
+    common.set_threads(threads)
     feats = synthetic_features(cfg, (warmup + steps) * batch_size, min_len, max_len)
     sides = build_sides(cfg, feats, batch_size, max_len, default, group_by_length)
     common.run_rounds(sides, warmup, steps, progress)

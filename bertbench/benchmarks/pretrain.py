@@ -20,9 +20,8 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from bertbench.benchmarks import common
-from bertbench.config import ModelConfig, OptimConfig
-
-MASK_RATIO = 0.15
+from bertbench.config import PAPER_MASK_RATIO, ModelConfig, OptimConfig
+from bertbench.data import IGNORE_INDEX
 
 
 def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -31,13 +30,13 @@ def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, s
 
     gen = torch.Generator().manual_seed(seed)
     V, B, T = cfg.vocab_size, batch_size, seq_len
-    k = max(1, round(MASK_RATIO * T))
+    k = max(1, round(PAPER_MASK_RATIO * T))
     mask_id = min(103, V - 1)  # [MASK] in the BERT vocabularies; any id serves for random tokens
     out = []
     for _ in range(n):
         tokens = torch.randint(5, V, (B, T), generator=gen)
         picked = torch.rand(B, T, generator=gen).argsort(dim=1)[:, :k]  # (B, k) distinct positions per row
-        labels = torch.full((B, T), -100, dtype=torch.long).scatter_(1, picked, tokens.gather(1, picked))
+        labels = torch.full((B, T), IGNORE_INDEX, dtype=torch.long).scatter_(1, picked, tokens.gather(1, picked))
         inputs = tokens.scatter(1, picked, mask_id)
         types = (torch.arange(T) >= T // 2).long().expand(B, T).contiguous()
         out.append({
@@ -51,7 +50,7 @@ def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, s
 
 
 def predicted_share(seq_len: int) -> float:
-    return max(1, round(MASK_RATIO * seq_len)) / seq_len
+    return max(1, round(PAPER_MASK_RATIO * seq_len)) / seq_len
 
 
 def hf_config(cfg: ModelConfig):

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.benchmarks import common
+from bertbench.config import PAPER_MASK_RATIO
+from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
 SIDES = ("ours", "hf", "ours-recipe")
@@ -87,7 +89,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
         counts += np.bincount(np.asarray(corpus.tokens[so[do[d]]:so[do[d + 1]]], dtype=np.int64), minlength=tokenizer.vocab_size)
     probs = (counts + 1) / (counts.sum() + tokenizer.vocab_size)  # add-one: no target gets probability 0
     top = int(counts.argmax())
-    targets = torch.cat([b["mlm_labels"][b["mlm_labels"] != -100] for b in batches]).numpy()
+    targets = torch.cat([b["mlm_labels"][b["mlm_labels"] != IGNORE_INDEX] for b in batches]).numpy()
     return HeldOut(
         batches=batches,
         positions=int(targets.size),
@@ -115,7 +117,7 @@ def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
             if hf:
                 logits = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
                                attention_mask=b["attention_mask"]).logits
-                sel = b["mlm_labels"] != -100
+                sel = b["mlm_labels"] != IGNORE_INDEX
                 logits, targets = logits[sel], b["mlm_labels"][sel]
             else:
                 out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
@@ -227,7 +229,7 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
     if len(hf_tok) != tokenizer.vocab_size:
         raise BertbenchError(f"bench quality: transformers read {len(hf_tok)} tokens from {cfg.tokenizer}, "
                              f"bertbench {tokenizer.vocab_size}")
-    collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15)
+    collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=PAPER_MASK_RATIO)
     blocks = hf_blocks(data, tokenizer, final_seq_len(cfg))
     order = np.random.default_rng(cfg.seed).permutation(len(blocks))
     opt = hf_adamw(model, HF_LR)
@@ -262,7 +264,7 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
         "vocab_size": tokenizer.vocab_size, "parameters": sum(p.numel() for p in model.parameters()),
         "curve": probe.curve, "final": probe.curve[-1],
         "settings": {"batch_size": cfg.batch_size, "lr": HF_LR, "warmup_share": HF_WARMUP, "nsp": False,
-                     "mask_ratio": 0.15, "dropout": 0.1},
+                     "mask_ratio": PAPER_MASK_RATIO, "dropout": 0.1},
     }
 
 

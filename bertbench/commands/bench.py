@@ -11,7 +11,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-ModelSize = Annotated[str, typer.Option("--model-size", help="tiny | mini | small | medium | base | large.")]
+from bertbench.config import MODEL_SIZES
+
+ModelSize = Annotated[str, typer.Option("--model-size", help=" | ".join(MODEL_SIZES) + ".")]
 Precision = Annotated[
     str, typer.Option("--precision", help="Our side's default path: auto (bf16-mixed where bf16 is native) | 32 | bf16-mixed.")
 ]
@@ -111,7 +113,8 @@ def finetune(
     min_len: Annotated[int, typer.Option("--min-len", help="Shortest example (lengths are drawn uniformly).")] = 20,
     group_by_length: Annotated[
         Optional[bool],
-        typer.Option("--group-by-length/--no-group-by-length", help="Length-grouped batches for our side; default: the fine-tuning default."),
+        typer.Option("--group-by-length/--no-group-by-length",
+                     help="Length-grouped batches for our side; default: as bertbench finetune draws them."),
     ] = None,
     precision: Precision = "auto",
     steps: Steps = 16,  # fine-tuning steps are short (0.15–0.7 s): more rounds steady the medians on a noisy machine

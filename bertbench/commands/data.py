@@ -12,7 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bertbench.config import DataConfig
+from bertbench.config import DataConfig, check_objective
+from bertbench.data import IGNORE_INDEX
 
 MIN_SELECTED = 20_000
 _D = DataConfig()  # defaults shared with `bertbench pretrain` (cheap: config imports no heavy library)
@@ -48,7 +49,7 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             original = pad_batch(samples, tables.pad_id, collator.pad_to_multiple_of, collator.max_len)["input_ids"]
             if "mlm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
                 labels = batch["mlm_labels"]
-                original = torch.where(labels != -100, labels, batch["input_ids"])
+                original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
             for k, v in masking_counts(original, batch["input_ids"], batch["mlm_labels"], tables).items():
                 counts[k] = counts.get(k, 0) + v
             cap = collator.params.max_predictions_per_seq
@@ -98,10 +99,10 @@ def _show(data, tokenizer, collator, n: int, objective: str) -> None:
         out = batch["input_ids"][row].tolist()
         static = "mlm_labels" in s
         for t, tok_id in enumerate(ids.tolist()):
-            orig = labels[t] if static and labels[t] != -100 else tok_id
+            orig = labels[t] if static and labels[t] != IGNORE_INDEX else tok_id
             tok = tokenizer.convert_ids_to_tokens([orig])[0]
             seg_b = s["token_type_ids"][t] == 1
-            if objective == "mlm" and labels[t] != -100:
+            if objective == "mlm" and labels[t] != IGNORE_INDEX:
                 if out[t] == tokenizer.mask_id:
                     text.append(f"[MASK]/{tok}", style="bold red")
                 elif out[t] == orig:
@@ -170,11 +171,9 @@ def inspect(
     """Documents, sentences, instances and masking statistics of a corpus, with the flags of pretrain."""
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
-    from bertbench.errors import BertbenchError
     from bertbench.tokenizer import WordPieceTokenizer
 
-    if objective not in ("mlm", "clm"):
-        raise BertbenchError(f"--objective {objective!r}: expected 'mlm' or 'clm'")
+    check_objective(objective, "--objective")
     cfg = DataConfig(
         corpus=list(corpus or []),
         max_seq_len=max_seq_len,

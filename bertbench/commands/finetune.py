@@ -9,7 +9,6 @@ import typer
 from bertbench.errors import BertbenchError
 
 BUDGET = "CPU budgets (recorded in every result)"
-GRIDS = ("none", "heldout", "paper")
 
 
 def finetune(
@@ -32,10 +31,12 @@ def finetune(
     source: Annotated[str, typer.Option("--source", help="Task data: auto (local files first), local, or hub.")] = "auto",
 ) -> None:
     """Fine-tune a model on the paper's tasks; one result record per (task, seed, setting)."""
+    from bertbench.data.task_readers import check_source
+    from bertbench.training.selection import GRIDS
+
     if grid not in GRIDS:
         raise BertbenchError(f"--grid {grid!r}: expected {', '.join(GRIDS)}")
-    if source not in ("auto", "local", "hub"):
-        raise BertbenchError(f"--source {source!r}: expected auto, local or hub")
+    check_source(source, "--source")
     for flag, value in (("--batch-size", batch_size), ("--max-steps", max_steps),
                         ("--max-train-examples", max_train_examples), ("--max-eval-examples", max_eval_examples)):
         if value is not None and value < 1:  # 0 was read as "unset" (batch size) or ran no step (a hang)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from bertbench.config import MODEL_SIZES, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
 
 DATA = "Data and masking"
@@ -46,14 +47,14 @@ def pretrain(
     out: Annotated[Path, typer.Option("--out", help="Run directory to write (checkpoint, metrics.csv, summary.json).")],
     corpus: Annotated[Optional[list[str]], typer.Option("--corpus", help="Text source: .txt folder, WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", rich_help_panel=DATA)] = None,
     recipe: Annotated[Optional[str], typer.Option("--recipe", help="Recipe name in recipes/ (tiny-debug, cpu-quick, cpu-hour, bert-base-paper) or a YAML file.")] = None,
-    model_size: Annotated[Optional[str], typer.Option("--model-size", help="tiny, mini, small, medium, base, large.")] = None,
+    model_size: Annotated[Optional[str], typer.Option("--model-size", help=", ".join(MODEL_SIZES) + ".")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="vocab.txt or tokenizer folder; 'train' trains WordPiece on the corpus.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", help="Vocabulary size when training a tokenizer.")] = None,
     objective: Annotated[Optional[str], typer.Option("--objective", help="mlm (masked LM, + NSP unless --no-nsp) or clm (left-to-right LM: the paper's 'LTR & No NSP').")] = None,
     no_nsp: Annotated[bool, typer.Option("--no-nsp", help="MLM only on contiguous text (the paper's 'No NSP').", rich_help_panel=DATA)] = False,
     full_sentences: Annotated[bool, typer.Option("--full-sentences", help="With --no-nsp: RoBERTa-style packing across documents.", rich_help_panel=DATA)] = False,
-    mask_ratio: Annotated[Optional[float], typer.Option("--mask-ratio", help="Share of tokens selected for prediction (0.15).", rich_help_panel=DATA)] = None,
-    mask_procedure: Annotated[Optional[str], typer.Option("--mask-procedure", help="MASK/SAME/RND percentages (80/10/10; Table 8 of the paper).", rich_help_panel=DATA)] = None,
+    mask_ratio: Annotated[Optional[float], typer.Option("--mask-ratio", help=f"Share of tokens selected for prediction ({PAPER_MASK_RATIO}).", rich_help_panel=DATA)] = None,
+    mask_procedure: Annotated[Optional[str], typer.Option("--mask-procedure", help=f"MASK/SAME/RND percentages ({'/'.join(map(str, PAPER_MASK_PROCEDURE))}; Table 8 of the paper).", rich_help_panel=DATA)] = None,
     whole_word_mask: Annotated[bool, typer.Option("--whole-word-mask", help="Select whole words.", rich_help_panel=DATA)] = False,
     max_predictions_per_seq: Annotated[Optional[int], typer.Option("--max-predictions-per-seq", rich_help_panel=DATA)] = None,
     masking: Annotated[Optional[str], typer.Option("--masking", help="dynamic (a fresh mask per batch) or static (fixed, dupe_factor copies).", rich_help_panel=DATA)] = None,

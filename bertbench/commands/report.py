@@ -82,6 +82,11 @@ def report(
                      "'<!-- bertbench report: begin NAME -->' and '<!-- bertbench report: end NAME -->', NAME = the --out stem."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Print every table with every paper column, as the markdown has them (about 250 "
+                     "columns), instead of the results beside the paper's model of our size."),
+    ] = False,
 ) -> None:
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
@@ -130,8 +135,15 @@ def report(
         if json_out is not None:
             atomic_write_bytes(json_out, (frame.to_json(orient="records", indent=2) + "\n").encode("utf-8"))
             typer.echo(f"wrote {json_out}")
-    console = Console()
-    if not console.is_terminal:  # piped or captured: wide enough that the main table is not folded
-        console = Console(width=220)
-    for table in render_rich(rep):  # files first: a closed pipe must not cost the report
-        console.print(table)
+    # files first: a closed pipe must not cost the report
+    if wide:
+        console = Console()
+        if not console.is_terminal:  # piped or captured: wide enough that the main table is not folded
+            console = Console(width=220)
+        for table in render_rich(rep):
+            console.print(table)
+    else:
+        from bertbench.report_terminal import print_short
+
+        print_short(data, out)
+

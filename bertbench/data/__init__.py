@@ -9,3 +9,7 @@ Pre-training flow, one module per step:
 
 Kept import-light on purpose: import the submodule you need.
 """
+
+# The label of a position without a loss: what the collators and task features put where nothing is
+# predicted, and what the model's losses skip (torch's cross_entropy default ignore_index).
+IGNORE_INDEX = -100

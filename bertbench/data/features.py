@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from bertbench.data.features_qa import QADecoding, decode_qa, qa_features
-from bertbench.data.features_token import IGNORE_INDEX, decode_tokens, token_features
+from bertbench.data import IGNORE_INDEX
+from bertbench.data.features_token import decode_tokens, token_features
 from bertbench.data.task_readers import ChoiceExample, Example, TextExample
 from bertbench.errors import BertbenchError
 from bertbench.tasks import TaskSpec

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from bertbench.data import IGNORE_INDEX
 from bertbench.data.task_readers import TokenExample
 
 Feature = dict[str, Any]
-IGNORE_INDEX = -100
 
 
 def _word_pieces(examples: list[TokenExample], tokenizer) -> list[list[list[int]]]:

@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from bertbench.config import check_objective
 from bertbench.errors import BertbenchError
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's convention for next_sentence_label
@@ -379,8 +380,7 @@ def build_pretraining_data(
     """
     from bertbench.data.corpus import load_tokenized_corpus
 
-    if objective not in ("mlm", "clm"):
-        raise BertbenchError(f"objective {objective!r}: expected 'mlm' or 'clm'")
+    check_objective(objective)
     seed = data_cfg.seed if seed is None else seed
     t0 = time.perf_counter()
     corpus = load_tokenized_corpus(

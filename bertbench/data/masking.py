@@ -27,12 +27,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, check_mask_procedure, check_mask_ratio
+from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
-IGNORE_INDEX = -100  # label of positions without a loss (PyTorch's cross_entropy default)
-
 # The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
-TABLE8_PROCEDURES = [(80, 10, 10), (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
+TABLE8_PROCEDURES = [PAPER_MASK_PROCEDURE, (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
 
 
 def parse_mask_procedure(text: str) -> list[int]:
@@ -41,25 +41,19 @@ def parse_mask_procedure(text: str) -> list[int]:
         parts = [int(p) for p in text.replace(",", "/").split("/")]
     except ValueError:
         parts = []
-    if len(parts) != 3 or sum(parts) != 100 or min(parts) < 0:
-        raise BertbenchError(f"mask procedure {text!r}: expected MASK/SAME/RND percentages summing to 100, e.g. 80/10/10")
-    return parts
+    return check_mask_procedure(parts, repr(text))
 
 
 @dataclass(frozen=True)
 class MaskingParams:
-    mask_ratio: float = 0.15
-    mask_procedure: tuple[int, int, int] = (80, 10, 10)
+    mask_ratio: float = PAPER_MASK_RATIO
+    mask_procedure: tuple[int, int, int] = PAPER_MASK_PROCEDURE
     whole_word_mask: bool = False
     max_predictions_per_seq: Optional[int] = None
 
     def __post_init__(self) -> None:
-        p = tuple(self.mask_procedure)
-        if len(p) != 3 or sum(p) != 100 or min(p) < 0:
-            raise BertbenchError(f"mask_procedure {list(p)}: expected three percentages MASK/SAME/RND summing to 100")
-        object.__setattr__(self, "mask_procedure", p)
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
+        object.__setattr__(self, "mask_procedure", tuple(check_mask_procedure(self.mask_procedure)))
+        check_mask_ratio(self.mask_ratio)
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
             raise BertbenchError(f"max_predictions_per_seq {self.max_predictions_per_seq}: expected ≥ 1 (or none)")
 

@@ -403,6 +403,14 @@ def _hub_rows(task: TaskSpec, source: str, local_paths: list[Path]) -> Iterator[
 # Entry points.
 
 
+SOURCES = ("auto", "local", "hub")  # where task data is read from: local files first, only local, only the hub
+
+
+def check_source(source: str, name: str = "source") -> None:
+    if source not in SOURCES:
+        raise BertbenchError(f"{name} {source!r}: expected {', '.join(SOURCES[:-1])} or {SOURCES[-1]}")
+
+
 def read_split(task: TaskSpec, split: str, data_dir: Optional[Path] = None, source: str = "auto") -> list[Example]:
     """Examples of one split: a role (train/eval/test) or a source split name (e.g. "dev_mismatched").
 
@@ -412,8 +420,7 @@ def read_split(task: TaskSpec, split: str, data_dir: Optional[Path] = None, sour
     """
     from bertbench.paths import default_data_dir
 
-    if source not in ("auto", "local", "hub"):
-        raise BertbenchError(f"source {source!r}: expected auto, local or hub")
+    check_source(source)
     data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
     name = task.source_split(split)
     paths = task.local_files(data_dir, name)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
+from bertbench.config import MODEL_SIZES, load_yaml
 from bertbench.errors import BertbenchError
 
 PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"
@@ -45,10 +46,12 @@ class PaperNumber:
 
 @dataclass(frozen=True)
 class PaperColumn:
-    """A paper column of the main table: its name and the system names that fill it."""
+    """A paper column of the main table: its name, the system names that fill it, and the bertbench model
+    size of the same shape (None for systems of another architecture)."""
 
     name: str
     systems: tuple[str, ...]
+    size: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -101,14 +104,7 @@ def load_paper_numbers(path: Optional[Path] = None) -> PaperNumbers:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: Path) -> PaperNumbers:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BertbenchError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
+    data = load_yaml(path)
     problems: list[str] = []
     result = _parse(data, problems)
     if problems:
@@ -174,13 +170,16 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
             problems.append(f"main_table_sources: {src!r} is not a declared source")
     columns: list[PaperColumn] = []
     for i, col in enumerate(data["columns"] if isinstance(data["columns"], list) else []):
-        if not isinstance(col, dict) or set(col) != {"name", "systems"} or not isinstance(col["systems"], list):
-            problems.append(f"columns[{i}]: expected {{name: ..., systems: [...]}}")
+        if (not isinstance(col, dict) or not {"name", "systems"} <= set(col) <= {"name", "systems", "size"}
+                or not isinstance(col["systems"], list)):
+            problems.append(f"columns[{i}]: expected {{name: ..., systems: [...]}} and optionally size: ...")
             continue
         systems = tuple(col["systems"])
         if not any(n.system in systems and n.source in main_sources for n in numbers):
             problems.append(f"columns[{i}]: no number of a main-table source has system {systems}")
-        columns.append(PaperColumn(str(col["name"]), systems))
+        if "size" in col and col["size"] not in MODEL_SIZES:
+            problems.append(f"columns[{i}]: size {col['size']!r} is not one of {', '.join(MODEL_SIZES)}")
+        columns.append(PaperColumn(str(col["name"]), systems, col.get("size")))
     turc_source = data["turc_source"]
     if turc_source not in sources:
         problems.append(f"turc_source: {turc_source!r} is not a declared source")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bertbench.config import OptimConfig
-from bertbench.model import IGNORE_INDEX
+from bertbench.data import IGNORE_INDEX
 from bertbench.training.optim import make_adamw
 
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
@@ -93,10 +93,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _batches(n: int, batch_size: int, rng: np.random.Generator, lengths: Optional[list[int]]) -> list[list[int]]:
+def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: Optional[Sequence[int]] = None) -> list[list[int]]:
+    """An epoch's batches: a fresh random permutation of the n examples, cut in order; with `lengths`, sorted
+    by length within chunks of 50 batches first, then the batches shuffled (HF's group_by_length)."""
     order = rng.permutation(n)
     if lengths is not None:
-        # sort within chunks of 50 batches by length, then shuffle the batches (HF's group_by_length idea)
         chunk = 50 * batch_size
         order = np.concatenate([sorted(order[i:i + chunk], key=lambda j: -lengths[j]) for i in range(0, n, chunk)])
     batches = [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
@@ -142,10 +143,12 @@ def train(
     evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
 ) -> LoopResult:
-    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch.
+    """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
+    gets a line (step/total, time left) every `bertbench.progress.every_seconds()`.
 
     Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
     from bertbench.errors import BertbenchError
+    from bertbench.progress import Ticker, every_seconds, progress_line
     from bertbench.training.finite_guard import FirstBadStep
 
     if len(train_features) == 0:  # else `while step < total` below would never advance
@@ -172,9 +175,10 @@ def train(
     loss_sum = torch.zeros((), device=device)
     loss_count = 0
     guard = FirstBadStep()
+    ticker = Ticker(every_seconds() if progress is not None else None)
     while step < total:
         model.train()
-        for idx in _batches(n, hp.batch_size, rng, lengths):
+        for idx in epoch_batches(n, hp.batch_size, rng, lengths):
             batch = {k: v.to(device, non_blocking=True) for k, v in pad_collate([train_features[i] for i in idx]).items()}
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 _, loss = model(batch)
@@ -190,6 +194,8 @@ def train(
             loss_sum += loss.detach()
             loss_count += 1
             step += 1
+            if ticker.due():
+                progress(progress_line(step, total, step / total, time.perf_counter() - t0))
             if step >= total:
                 break
         epoch += 1
@@ -207,8 +213,6 @@ def train(
                 result.eval_outputs = outputs
         result.history.append(entry)
         result.final_train_loss = mean_loss
-        if progress is not None:
-            progress(f"epoch {epoch} step {step}/{total} loss {mean_loss:.4f} {entry.get('metrics', '')}")
     result.steps = step
     result.train_seconds = time.perf_counter() - t0
     return result

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
 
 PRETRAINING_KEYS = (
@@ -46,7 +47,6 @@ class FinetuneRequest:
     precision: str = "auto"
     feature_based: bool = False
     source: str = "auto"  # where task data comes from: auto (local first) | local | hub
-    label: Optional[str] = None  # free-form name of the model variant, stored in the record
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
             pre.setdefault(k, None)
     else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
-        pre = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10],
+        pre = {"objective": "mlm", "nsp": True, "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                "whole_word_mask": False, "external": str(path)}
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     return ModelSource(str(path), ckpt.tokenizer, ckpt.config, state, fingerprint_checkpoint(path), pre)
@@ -301,7 +301,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     FeatureBasedConfig() if req.feature_based else None,
                 )
                 t0 = time.perf_counter()
-                res = train(model, train_f, eval_f, hp, seed, device, bf16)
+                res = train(model, train_f, eval_f, hp, seed, device, bf16,
+                            progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"))
                 scored = score(task, eval_ex, eval_f, res.eval_outputs, source.tokenizer)
                 if heldout_f:  # the selection score: the same model on the slice held out of train
                     outputs = predict(model, heldout_f, hp.eval_batch_size, device, bf16)
@@ -332,8 +333,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
                               **scored.extra,
                               "last_epoch_loss_drop": _last_epoch_drop(res.history),
-                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss,
-                              **({"variant": req.label} if req.label else {})},
+                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss},
                 }
                 results.setdefault(lr, []).append((record, scored))
                 flag = "  [degenerate: one class for every example]" if scored.degenerate else ""

@@ -13,15 +13,17 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
-STANDARD_MASKING = dict(mask_ratio=0.15, mask_procedure=[80, 10, 10], whole_word_mask=False)
+STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
 CSV_FIELDS = [
     "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",
     "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_std", "eval_mlm_accuracy_std", "eval_nsp_accuracy",
@@ -280,7 +282,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             # accumulate on device; read back only every log_every steps (no per-step host sync)
             n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
-            m = (batch["mlm_labels"] != -100).sum()
+            m = (batch["mlm_labels"] != IGNORE_INDEX).sum()
             self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
             self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
             step = trainer.global_step
@@ -482,6 +484,7 @@ def _pretrain_locked(
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
     from bertbench.model import BertForPreTraining
+    from bertbench.progress import every_seconds
     from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
@@ -532,11 +535,17 @@ def _pretrain_locked(
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
     # in this order: the guard's note comes before the row and the checkpoint
     callbacks = [guard, run_log, periodic, *extra_callbacks]
-    progress_bar = os.environ.get("BERTBENCH_PROGRESS", "1") != "0"
+    every = every_seconds()
+    progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
         from lightning.pytorch.callbacks import RichProgressBar
 
         callbacks.append(RichProgressBar(leave=True))
+    elif every is not None:
+        from bertbench.training.progress_lines import ProgressLines
+
+        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
+                                       lambda line: print(line, flush=True)))
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # With a wall-clock budget the clock ends the run (PretrainModule), and max_steps is no cap.
     max_steps = -1 if cfg.budget_minutes else cfg.max_steps

@@ -23,6 +23,7 @@ HELDOUT_MAX = 2000  # ... but never more than this: selection needs a stable sco
 HELDOUT_SEED = 0  # the slice is fixed: the same examples for every variant, seed and learning rate
 RULE = "best mean primary metric over seeds; ties to the smaller lr"
 SELECTED_ON = {"heldout": "train-slice", "paper": "dev"}
+GRIDS = ("none", *SELECTED_ON)  # none: one learning rate, nothing to select
 
 
 def heldout_size(n_train: int) -> int:
@@ -54,5 +55,5 @@ def selection_record(grid: str, scores: Mapping[float, Sequence[float]], selecte
             "selected_lr": selected, "score": means[f"{selected:g}"], "heldout_size": heldout}
 
 
-__all__ = ["HELDOUT_FRACTION", "HELDOUT_MAX", "HELDOUT_SEED", "RULE", "heldout_size", "select_lr",
+__all__ = ["GRIDS", "HELDOUT_FRACTION", "HELDOUT_MAX", "HELDOUT_SEED", "RULE", "heldout_size", "select_lr",
            "selection_record", "split_heldout"]

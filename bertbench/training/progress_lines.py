@@ -1,0 +1,29 @@
+"""Pre-training's progress as plain lines, for output that is not a terminal (see `bertbench.progress`)."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import lightning as L
+
+from bertbench.progress import Ticker, progress_line
+
+
+class ProgressLines(L.Callback):
+    """Every `every` seconds, on rank 0: step/total, share of the schedule done (steps, or seconds of a
+    wall-clock budget), tokens/s as the run log last measured it, and the time left."""
+
+    def __init__(self, every: float, total_steps: Optional[int], echo: Callable[[str], None]):
+        self.every, self.total_steps, self.echo = every, total_steps, echo
+        self.ticker: Optional[Ticker] = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.ticker = Ticker(self.every)  # set-up (data, tokenizer) is not training time
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not trainer.is_global_zero or self.ticker is None or not self.ticker.due():
+            return
+        step = trainer.global_step
+        tps = trainer.progress_bar_metrics.get("tok/s")  # the run log's, every log_every steps
+        rate = f"{float(tps):,.0f} tok/s" if tps is not None else None
+        line = progress_line(step, self.total_steps, pl_module.progress(step), pl_module.training_seconds(), rate)
+        self.echo(f"pretrain {line}")
