@@ -324,6 +324,10 @@ class PretrainConfig:
     eval_every: int = 200
     eval_batches: int = 20
     checkpoint_every: int = 200
+    # Model checkpoints kept for the paper's Figure 5 (fine-tuned score against pre-training tokens): the run
+    # is cut into `snapshots` equal spans of steps and each inner boundary keeps snapshots/step-N (the last
+    # point is the final checkpoint). 0: none.
+    snapshots: int = 0
     log_every: int = 10
     seed: int = 1
     devices: str = "1"
@@ -348,6 +352,8 @@ class PretrainConfig:
                     "budget_minutes schedules over time: its warm-up is optim.warmup_fraction of the budget, "
                     "so optim.warmup_steps must be unset (--set optim.warmup_steps=null)"
                 )
+            if self.snapshots:
+                raise BertbenchError("snapshots are kept at evenly spaced steps: they need max_steps, not budget_minutes")
             if self.phases and self.num_workers:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
         check_objective(self.objective)
@@ -362,7 +368,7 @@ PRECISIONS = ("auto", "32", "32-true", "fp32", "bf16", "bf16-mixed", "bf16-true"
 def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
     """Numbers checked where they enter (flags, recipes, --set): one line each, before any work starts."""
     at_least = {"batch_size": 1, "grad_accum": 1, "max_steps": 1, "log_every": 1, "eval_batches": 1, "num_nodes": 1,
-                "eval_every": 0, "checkpoint_every": 0, "num_workers": 0, "seed": 0, "tokenizer_vocab_size": 6}
+                "eval_every": 0, "checkpoint_every": 0, "snapshots": 0, "num_workers": 0, "seed": 0, "tokenizer_vocab_size": 6}
     for key, low in at_least.items():
         value = getattr(cfg, key)
         if value < low:

@@ -48,6 +48,9 @@ class FinetuneSpec:
     train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples
     max_eval_examples: Optional[int] = None
     feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
+    # The paper's Figure 5: these variants' snapshots (pretrain.snapshots) fine-tuned on these tasks too
+    figure5_variants: list[str] = field(default_factory=list)
+    figure5_tasks: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -84,6 +87,14 @@ def load_preset(name_or_path: str) -> RunPreset:
         raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of {', '.join(GRIDS)}")
     if ft.lrs is not None and (ft.grid == "none" or not ft.lrs or any(lr <= 0 for lr in ft.lrs)):
         raise BertbenchError(f"{p}: finetune.lrs {ft.lrs} needs grid heldout or paper and positive learning rates")
+    if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
+        raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
+    for name in ft.figure5_variants:
+        v = next((v for v in preset.variants if v.name == name), None)
+        if v is None or v.random_init:
+            raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} is not a pre-trained variant of this preset")
+        if variant_config(preset, v, Path(".")).snapshots < 2:
+            raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} keeps no snapshots; set pretrain.snapshots (e.g. 5)")
     bad = {task: n for task, n in ft.train_caps.items() if not isinstance(n, int) or n < 1}
     if bad:
         raise BertbenchError(f"{p}: finetune.train_caps {bad}: each cap must be a positive number of examples")
@@ -153,36 +164,43 @@ def run_preset(
             stage(f"pretrain {v.name}", lambda: pretrain(cfg, run_dir, resume="auto"))
         sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
 
-    # 3. fine-tune each variant on every task with data
+    # 3. fine-tune each variant on every task with data; then the Figure 5 snapshots on theirs
     from bertbench.training.finetune_run import FinetuneRequest, run_finetune
 
     ft = preset.finetune
+    jobs = []  # (stage name, variant, model, results folder, tasks, feature-based)
     for v in preset.variants:
         model, folder = sources[v.name]
         for feature_based in (False, True):
             tasks = [t for t in ft.tasks if not feature_based or t in ft.feature_based_tasks]
-            if not tasks:
-                continue
-            req = FinetuneRequest(
-                model=model, tasks=",".join(tasks), out=out / "results" / (folder + ("-features" if feature_based else "")),
-                data_dir=data_dir, tokenizer=tokenizer_path if v.random_init else None, seeds=ft.seeds, grid=ft.grid,
-                lr=ft.lr, lrs=ft.lrs, train_caps=dict(ft.train_caps), epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
-                max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
-                feature_based=feature_based, precision=preset.pretrain.precision,
-            )
-            marker = req.out / "done.json"
-            key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
-            if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
-                echo(f"[finetune {v.name}{' features' if feature_based else ''}] done before: {req.out}")
-                continue
+            if tasks:
+                jobs.append((f"finetune {v.name}{' features' if feature_based else ''}", v, model,
+                             folder + ("-features" if feature_based else ""), tasks, feature_based))
+    for v in (v for v in preset.variants if v.name in ft.figure5_variants):
+        model, folder = sources[v.name]
+        for snap in sorted(Path(model).parent.glob("snapshots/step-*"), key=lambda p: int(p.name.split("-")[1])):
+            jobs.append((f"finetune {v.name} {snap.name}", v, str(snap), f"{folder}-{snap.name}", ft.figure5_tasks, False))
+    for stage_name, v, model, folder, tasks, feature_based in jobs:
+        req = FinetuneRequest(
+            model=model, tasks=",".join(tasks), out=out / "results" / folder,
+            data_dir=data_dir, tokenizer=tokenizer_path if v.random_init else None, seeds=ft.seeds, grid=ft.grid,
+            lr=ft.lr, lrs=ft.lrs, train_caps=dict(ft.train_caps), epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
+            max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
+            feature_based=feature_based, precision=preset.pretrain.precision,
+        )
+        marker = req.out / "done.json"
+        key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
+        if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+            echo(f"[{stage_name}] done before: {req.out}")
+            continue
 
-            def do_finetune(req=req, marker=marker, key=key):
-                from bertbench.io_utils import atomic_write_json
+        def do_finetune(req=req, marker=marker, key=key):
+            from bertbench.io_utils import atomic_write_json
 
-                run_finetune(req, echo=echo)
-                atomic_write_json(marker, {"key": key})
+            run_finetune(req, echo=echo)
+            atomic_write_json(marker, {"key": key})
 
-            stage(f"finetune {v.name}{' features' if feature_based else ''}", do_finetune)
+        stage(stage_name, do_finetune)
 
     # 4. the report
     stage("report", lambda: write_report(out, preset, plots))

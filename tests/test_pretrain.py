@@ -97,6 +97,43 @@ def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, corpus, monkeypat
     assert [r["train_loss"] for r in rows_a] == [r["train_loss"] for r in rows_b]
 
 
+def test_snapshots_for_figure5_are_loadable_points_of_the_run(tmp_path, corpus, monkeypatch):
+    """--set snapshots=3 over 12 steps keeps snapshots/step-4 and step-8: loadable checkpoints whose summaries name
+    the run and the tokens seen then (what fine-tuning copies into its records), with the weights of that step.
+    A run stopped at step 5 and resumed writes the same step-8 snapshot as the straight run."""
+    import bertbench
+    from bertbench.training.finetune_run import resolve_model_source
+
+    common = ["--corpus", str(corpus), "--max-steps", "12", *TINY, "--set", "snapshots=3"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    pretrain([*common, "--out", str(straight)], monkeypatch)
+    assert sorted(p.name for p in (straight / "snapshots").iterdir()) == ["step-4", "step-8"]
+    final = json.loads((straight / "summary.json").read_text())
+    rows = {int(r["step"]): int(r["tokens"]) for r in csv.DictReader(open(straight / "metrics.csv"))}
+    for step in (4, 8):
+        source = resolve_model_source(str(straight / "snapshots" / f"step-{step}"), None, tmp_path)
+        pre = source.pretraining
+        assert pre["steps"] == step and pre["tokens_seen"] == rows[step] and pre["run_dir"] == final["run_dir"]
+        assert pre["objective"] == final["objective"] and pre["data_fingerprint"] == final["data_fingerprint"]
+    assert rows[4] < rows[8] < final["tokens_seen"]
+    pretrain([*common, "--out", str(split), "--stop-at-step", "5"], monkeypatch)
+    pretrain([*common, "--out", str(split), "--resume", "auto"], monkeypatch)
+    a = bertbench.load_checkpoint(straight / "snapshots" / "step-8").model.state_dict()
+    b = bertbench.load_checkpoint(split / "snapshots" / "step-8").model.state_dict()
+    c = bertbench.load_checkpoint(straight / "snapshots" / "step-4").model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the resumed run's snapshot is the straight run's
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # and step 4's weights are not step 8's
+
+
+@pytest.mark.parametrize("sets, message", [(["snapshots=-1"], "snapshots"),
+                                           (["snapshots=3", "budget_minutes=1"], "need max_steps")])
+def test_bad_snapshots_are_one_line(tmp_path, corpus, monkeypatch, sets, message):
+    monkeypatch.setenv("BERTBENCH_PROGRESS", "0")
+    r = runner.invoke(app, ["pretrain", "--corpus", str(corpus), *TINY, "--out", str(tmp_path / "r"),
+                            *[x for kv in sets for x in ("--set", kv)]])
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
 def test_tiny_model_overfits_tiny_corpus(tmp_path):
     """Data → masking collator → model learns: > 90% MLM accuracy on the instances it trained on."""
     from bertbench.config import DataConfig, ModelConfig

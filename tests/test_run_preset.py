@@ -19,6 +19,30 @@ def test_presets_validate(name):
     assert r.exit_code == 0 and "valid" in r.output, r.output
 
 
+@pytest.mark.parametrize("finetune, message", [
+    ({"figure5_variants": ["mlm_nsp"]}, "go together"),
+    ({"figure5_variants": ["random"], "figure5_tasks": ["rte"]}, "not a pre-trained variant"),
+    ({"figure5_variants": ["nope"], "figure5_tasks": ["rte"]}, "not a pre-trained variant"),
+])
+def test_figure5_settings_are_checked(tmp_path, finetune, message):
+    import yaml
+
+    from bertbench.errors import BertbenchError
+    from bertbench.run_preset import list_presets
+
+    preset = yaml.safe_load(list_presets()["smoke"].read_text())
+    preset["finetune"] = {k: v for k, v in preset["finetune"].items() if not k.startswith("figure5")} | finetune
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match=message):
+        load_preset(str(path))
+    preset["pretrain"].pop("snapshots")
+    preset["finetune"].update(figure5_variants=["mlm_nsp"], figure5_tasks=["rte"])
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match="keeps no snapshots"):
+        load_preset(str(path))
+
+
 def test_unknown_preset_did_you_mean():
     r = runner.invoke(app, ["run", "--preset", "smok", "--validate"])
     assert r.exit_code == 2 and "Did you mean: smoke" in r.output
@@ -38,9 +62,15 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     for task in ("rte", "stsb", "conll2003"):
         assert f"| {task} |" in report
     assert (out / "plots" / "pretraining_curves.png").is_file()
-    assert len(list((out / "results").rglob("*.record.json"))) == 9
+    # 3 variants x 3 tasks, and the Figure 5 stage: 2 snapshots x 2 variants on RTE
+    assert len(list((out / "results").rglob("*.record.json"))) == 9 + 4
     stages = json.loads((out / "stages.json").read_text())
-    assert {"tokenizer", "pretrain mlm_nsp", "pretrain ltr", "finetune random", "report"} <= set(stages)
+    assert {"tokenizer", "pretrain mlm_nsp", "pretrain ltr", "finetune random", "finetune mlm_nsp step-4",
+            "finetune ltr step-8", "report"} <= set(stages)
+    # the snapshots and the final model are one series per objective: a Figure 5 table and plot, no extra columns
+    assert "## Figure 5" in report or "Figure 5 at our scale" in report
+    assert (out / "plots" / "figure5.rte.v1.dev.accuracy.png").is_file()
+    assert "[" not in report.split("| Task |")[1].split("\n")[0]  # no fingerprint-suffixed duplicate column
     # a second run finds every stage done (by config hash) and only re-renders the report
     before = (out / "smoke.md").read_bytes()
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)])

@@ -1,17 +1,16 @@
 """What each optimisation of the pre-training step contributes: one variant switched off (or on) at a time.
 
-    python -m bertbench.benchmarks.ablations --model-size mini [--steps 8] [--only default,fp32,...]
-    python -m bertbench.benchmarks.ablations --model-size mini --compile      # torch.compile, with compile time
-    python -m bertbench.benchmarks.ablations --model-size mini --allocator    # glibc, tuned glibc, tcmalloc (subprocesses)
+    bertbench bench ablations --model-size mini [--steps 8] [--only default,fp32,...]
+    bertbench bench ablations --model-size mini --compile      # torch.compile, with compile time
+    bertbench bench allocator --model-size mini                # glibc, tuned glibc, tcmalloc (fresh processes)
 
 Every variant starts from the same weights and runs the same batches in alternating rounds (see
 `common.run_rounds`); the result is each variant's median tokens/s and the median per-round ratio
 against `default` (bertbench's default path: bf16 autocast, vocabulary projection at masked positions,
-fused AdamW, dropout 0.1 everywhere, torch's thread count). Prints one JSON document.
+fused AdamW, dropout 0.1 everywhere, torch's thread count).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -23,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from bertbench.benchmarks import common
+from bertbench.errors import BertbenchError
 from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches, train_step
 from bertbench.config import ModelConfig, OptimConfig
 from bertbench.data import IGNORE_INDEX
@@ -203,7 +203,7 @@ def run_variants(model_size: str, batch_size: int, seq_len: int, steps: int, war
     names = ["default", *[n for n in (only or specs) if n != "default"]]
     unknown = [n for n in names if n not in specs]
     if unknown:
-        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(specs)}")
+        raise BertbenchError(f"unknown variants {unknown}; known: {', '.join(specs)}")
     sides = [build(cfg, state, batches, n, specs[n]) for n in names]
     common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
     return {"variants": _summary(sides)}
@@ -238,8 +238,9 @@ def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, wa
     from bertbench.allocator import DISABLE_ENV
 
     found = common.tcmalloc_library()
-    args = [sys.executable, "-m", "bertbench.benchmarks.ablations", "--model-size", model_size, "--batch-size", str(batch_size),
-            "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--only", "default"]
+    # through the CLI's entry point, which tunes glibc malloc before torch loads (unless told not to)
+    args = [sys.executable, "-m", "bertbench", "bench", "ablations", "--model-size", model_size, "--batch-size", str(batch_size),
+            "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--only", "default", "--json"]
     env_plain = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", DISABLE_ENV)}
     envs = {"glibc": dict(env_plain, **{DISABLE_ENV: "0"}), "glibc-tuned": env_plain}
     if found is not None:
@@ -250,7 +251,7 @@ def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, wa
         for name in names[r % len(names):] + names[: r % len(names)]:
             res = json.loads(subprocess.run(args, env=envs[name], capture_output=True, text=True, check=True).stdout)
             if res["machine"]["allocator"] != name:
-                raise SystemExit(f"asked for {name}, the process ran {res['machine']['allocator']}")
+                raise BertbenchError(f"asked for {name}, the process ran {res['machine']['allocator']}")
             runs[name].append(res["variants"]["default"]["tokens_per_s"])
             print(f"{name}: {runs[name][-1]} tokens/s", file=sys.stderr, flush=True)
     out: dict[str, Any] = {"tokens_per_s": runs, "tcmalloc_installed": found is not None}
@@ -259,34 +260,4 @@ def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, wa
     if found is not None:
         out["glibc-tuned_vs_tcmalloc_median"] = round(
             common.median([a / b for a, b in zip(runs["glibc-tuned"], runs["tcmalloc"])]), 3)
-    return {"allocator": out}
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-size", default="mini")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--only", default="", help="comma-separated variants (default is always included)")
-    p.add_argument("--compile", action="store_true", help="eager vs torch.compile instead of the variants")
-    p.add_argument("--allocator", action="store_true", help="glibc vs tuned glibc vs tcmalloc in subprocesses instead of the variants")
-    p.add_argument("--repeats", type=int, default=4, help="process pairs for --allocator")
-    a = p.parse_args(argv)
-    from bertbench.allocator import tune_glibc_malloc
-
-    tune_glibc_malloc()  # as the CLI does (a no-op with tcmalloc preloaded or BERTBENCH_MALLOC_TUNING=0)
-    if a.compile:
-        result = run_compile(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup)
-    elif a.allocator:
-        result = run_allocator(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup, a.repeats)
-    else:
-        result = run_variants(a.model_size, a.batch_size, a.seq_len, a.steps, a.warmup, [x for x in a.only.split(",") if x])
-    result["machine"] = common.machine()
-    result["config"] = {"model_size": a.model_size, "batch_size": a.batch_size, "seq_len": a.seq_len, "steps": a.steps, "warmup": a.warmup}
-    print(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return {"benchmark": "allocator", "allocator": out}

@@ -1,18 +1,16 @@
 """What each optimisation of the fine-tuning step contributes: one switched off at a time.
 
-    python -m bertbench.benchmarks.finetune_ablations --model-size mini [--precision bf16] [--steps 8]
+    bertbench bench finetune-ablations --model-size mini [--precision bf16] [--steps 8]
 
 The step is `bench finetune`'s bertbench side (sequence classification, GLUE-like batches of mixed
 lengths padded to the longest, `finetune_loop`'s optimizer). Every variant starts from the same weights
 and runs the same batches in alternating rounds (`common.run_rounds`); each reports its median real
-tokens/s and the median per-round ratio against `default`. Prints one JSON document.
+tokens/s and the median per-round ratio against `default`.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
-import json
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import torch
 
 from bertbench.benchmarks import common
+from bertbench.errors import BertbenchError
 from bertbench.benchmarks import finetune as ft
 from bertbench.benchmarks.pretrain import train_step
 from bertbench.config import ModelConfig, OptimConfig
@@ -87,7 +86,7 @@ def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, p
     names = ["default", *[n for n in (only or VARIANTS) if n != "default"]]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
-        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+        raise BertbenchError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     cfg = ModelConfig.from_size(model_size)
     feats = ft.synthetic_features(cfg, (warmup + steps) * batch_size, min_len, max_len)
     idx = ft.batch_indices(len(feats), batch_size, None)
@@ -105,25 +104,3 @@ def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, p
         "speed_vs_default": common.compare(s, ref)["speedup_median"],  # < 1: slower than default
         "loss_last": round(s.losses[-1], 4),
     } for s in sides}}
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-size", default="mini")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--min-len", type=int, default=20)
-    p.add_argument("--max-len", type=int, default=128)
-    p.add_argument("--precision", default="auto", help="auto | bf16 | fp32")
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--only", default="", help="comma-separated variants (default is always included)")
-    a = p.parse_args(argv)
-    result = run_variants(a.model_size, a.batch_size, a.min_len, a.max_len, a.precision, a.steps, a.warmup,
-                          [x for x in a.only.split(",") if x])
-    result["machine"] = common.machine()
-    result["config"] = {k: getattr(a, k) for k in ("model_size", "batch_size", "min_len", "max_len", "precision", "steps", "warmup")}
-    print(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""`bertbench bench pretrain | finetune | data`: throughput against Hugging Face transformers on the same config.
+"""`bertbench bench pretrain | finetune | data | quality`: against Hugging Face transformers on the same config;
+`bench ablations | finetune-ablations | allocator`: what each optimisation of our own path contributes.
 
 Sides are timed in alternating rounds after a warm-up and reported as medians (see
 bertbench/benchmarks/common.py). torch and transformers are imported inside the commands only.
@@ -235,6 +236,116 @@ def quality(
         _embed_block(embed, "quality", bench_quality.markdown(result, command))
 
 
+Only = Annotated[str, typer.Option("--only", help="Comma-separated variants (default is always included); empty: all.")]
+
+
+def _only(value: str) -> list[str]:
+    return [x for x in value.split(",") if x]
+
+
+def _machine_and_config(result: dict[str, Any], **config: Any) -> dict[str, Any]:
+    from bertbench.benchmarks import common
+
+    return {**result, "machine": common.machine(), "config": config}
+
+
+def _print_variants(result: dict[str, Any]) -> None:
+    for name, v in result["variants"].items():
+        extra = f"  first step {v['first_step_s']} s" if "first_step_s" in v else ""
+        typer.echo(f"  {name:<40}{v['tokens_per_s']:>10.0f} tokens/s  {v['speed_vs_default']:.2f}x default{extra}")
+
+
+def ablations(
+    model_size: ModelSize = "mini",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.")] = 32,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens per sequence.")] = 128,
+    steps: Steps = 8,
+    warmup: Warmup = 2,
+    only: Only = "",
+    compile_: Annotated[bool, typer.Option("--compile", help="Eager vs torch.compile instead of the variants.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """What each optimisation of the pre-training step contributes: one variant switched off (or on) at a time."""
+    from bertbench.benchmarks import ablations as bench_ablations
+
+    if compile_:
+        result = bench_ablations.run_compile(model_size, batch_size, seq_len, steps, warmup)
+    else:
+        result = bench_ablations.run_variants(model_size, batch_size, seq_len, steps, warmup, _only(only))
+    result = _machine_and_config({"benchmark": "ablations", **result}, model_size=model_size, batch_size=batch_size,
+                                 seq_len=seq_len, steps=steps, warmup=warmup)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _print_variants(result)
+
+
+def finetune_ablations(
+    model_size: ModelSize = "mini",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Examples per step.")] = 32,
+    min_len: Annotated[int, typer.Option("--min-len", help="Shortest example.")] = 20,
+    max_len: Annotated[int, typer.Option("--max-len", help="Longest example.")] = 128,
+    precision: Annotated[str, typer.Option("--precision", help="auto | bf16 | fp32.")] = "auto",
+    steps: Steps = 8,
+    warmup: Warmup = 2,
+    only: Only = "",
+    as_json: AsJson = False,
+) -> None:
+    """What each optimisation of the fine-tuning step contributes: one switched off at a time."""
+    from bertbench.benchmarks import finetune_ablations as bench_ft
+
+    result = bench_ft.run_variants(model_size, batch_size, min_len, max_len, precision, steps, warmup, _only(only))
+    result = _machine_and_config({"benchmark": "finetune-ablations", **result}, model_size=model_size, batch_size=batch_size,
+                                 min_len=min_len, max_len=max_len, precision=precision, steps=steps, warmup=warmup)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _print_variants(result)
+
+
+def allocator(
+    model_size: ModelSize = "mini",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.")] = 32,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens per sequence.")] = 128,
+    steps: Steps = 8,
+    warmup: Warmup = 2,
+    repeats: Annotated[int, typer.Option("--repeats", help="Rotations: each allocator runs this many fresh processes.")] = 4,
+    as_json: AsJson = False,
+    embed: Embed = None,
+) -> None:
+    """The default pre-training step in fresh processes under plain glibc malloc, glibc as the CLI tunes it,
+    and tcmalloc preloaded (where installed), in rotating order: what a fresh machine gets without apt."""
+    from bertbench.benchmarks import ablations as bench_ablations
+
+    result = bench_ablations.run_allocator(model_size, batch_size, seq_len, steps, warmup, repeats)
+    result = _machine_and_config(result, model_size=model_size, batch_size=batch_size, seq_len=seq_len, steps=steps,
+                                 warmup=warmup, repeats=repeats)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(_allocator_markdown(result, ""))
+    if embed is not None:
+        command = f"bertbench bench allocator --model-size {model_size} --repeats {repeats}"
+        _embed_block(embed, f"allocator-{model_size}", _allocator_markdown(result, command))
+
+
+def _allocator_markdown(result: dict[str, Any], command: str) -> str:
+    from bertbench.benchmarks import common
+
+    a, m = result["allocator"], result["machine"]
+    lines = [f"_Generated by `{command}` on {m['hardware']}, torch {m['torch']}, {m['threads']} threads, {m['code']}; "
+             "do not edit between the markers._", ""] if command else []
+    lines += ["| allocator | tokens/s per process (median) | vs plain glibc | vs tcmalloc |", "|---|---|---|---|"]
+    for name, rates in a["tokens_per_s"].items():
+        vs_glibc = "1.00×" if name == "glibc" else f"{a[f'{name}_vs_glibc_median']:.2f}×"
+        vs_tc = (f"{a['glibc-tuned_vs_tcmalloc_median']:.2f}×" if name == "glibc-tuned" and "glibc-tuned_vs_tcmalloc_median" in a
+                 else "1.00×" if name == "tcmalloc" else "–")
+        lines.append(f"| {name} | {common.median(rates):.0f} | {vs_glibc} | {vs_tc} |")
+    if not a["tcmalloc_installed"]:
+        lines += ["", "tcmalloc is not installed here: no tcmalloc row."]
+    return "\n".join(lines)
+
+
 def _embed_block(target: Path, name: str, body: str) -> None:
     from bertbench.errors import BertbenchError
     from bertbench.io_utils import atomic_write_text, replace_marked_block
@@ -246,4 +357,5 @@ def _embed_block(target: Path, name: str, body: str) -> None:
     atomic_write_text(target, text)
 
 
-COMMANDS = {"pretrain": pretrain, "finetune": finetune, "data": data, "quality": quality}
+COMMANDS = {"pretrain": pretrain, "finetune": finetune, "data": data, "quality": quality, "ablations": ablations,
+            "finetune-ablations": finetune_ablations, "allocator": allocator}

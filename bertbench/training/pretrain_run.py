@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -258,6 +259,11 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             self.last_train_loss = state.get("last_train_loss")
             self._tokens_at_t0 = self.tokens
 
+        def tokens_seen(self, trainer) -> int:
+            """Tokens trained on so far (read back from the device now)."""
+            self._flush_counts()
+            return self.tokens
+
         def _flush_counts(self):
             if self._tok_acc is not None:
                 self.tokens += int(self._tok_acc)
@@ -360,6 +366,67 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             fault_point("after_step", step)
 
     return guard, RunLog(), PeriodicCheckpoint()
+
+
+def snapshot_steps(cfg: PretrainConfig) -> list[int]:
+    """The steps that keep a model checkpoint for Figure 5: the inner boundaries of `snapshots` equal spans."""
+    n = cfg.snapshots
+    return sorted({round(k * cfg.max_steps / n) for k in range(1, n)} - {0, cfg.max_steps}) if n > 1 else []
+
+
+def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path) -> dict[str, Any]:
+    """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
+    record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
+    from bertbench.provenance import code_version, hardware
+
+    mlm = cfg.objective == "mlm"
+    return {
+        "objective": cfg.objective,
+        "nsp": mlm and cfg.data.nsp,
+        "full_sentences": cfg.data.full_sentences,
+        "mask_ratio": cfg.data.mask_ratio if mlm else None,
+        "mask_procedure": cfg.data.mask_procedure if mlm else None,
+        "whole_word_mask": cfg.data.whole_word_mask if mlm else None,
+        "masking": cfg.data.masking,
+        "model_size": cfg.model_size,
+        "model_config": asdict(model.cfg),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "max_seq_len": cfg.data.max_seq_len,
+        "data_fingerprint": data.fingerprint,
+        "precision": precision,
+        "code_version": code_version(),
+        "hardware": hardware(),
+        "run_dir": str(out_dir.resolve()),
+    }
+
+
+def _snapshot_callback(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], run_log):
+    """snapshots/step-N at `snapshot_steps(cfg)`, before that step's periodic checkpoint (so a resume from an
+    earlier checkpoint passes the step again and rewrites the same snapshot: resume is exact)."""
+    import lightning as L
+
+    steps = set(snapshot_steps(cfg))
+
+    class Snapshots(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            step = trainer.global_step
+            if (batch_idx + 1) % cfg.grad_accum or step not in steps:
+                return
+            tokens = run_log.tokens_seen(trainer)
+            if not trainer.is_global_zero:
+                return
+            from bertbench.checkpoint import save_checkpoint
+            from bertbench.config import to_dict
+            from bertbench.provenance import now_iso
+
+            with pl_module.clock_paused():  # not training time, as a checkpoint write
+                heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
+                summary = {**identity(), "steps": step, "tokens_seen": tokens, "wall_seconds": round(pl_module.elapsed(), 2),
+                           "heldout": heldout, "snapshot": True, "date": now_iso()}
+                save_checkpoint(out_dir / "snapshots" / f"step-{step}", pl_module.model, tokenizer,
+                                run_config=to_dict(cfg), summary=summary)
+
+    return Snapshots()
 
 
 def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
@@ -533,8 +600,10 @@ def _pretrain_locked(
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
-    # in this order: the guard's note comes before the row and the checkpoint
-    callbacks = [guard, run_log, periodic, *extra_callbacks]
+    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
+    snapshots = [_snapshot_callback(cfg, out_dir, tokenizer, identity, run_log)] if snapshot_steps(cfg) else []
+    # in this order: the guard's note comes before the row, the snapshot and the checkpoint
+    callbacks = [guard, run_log, *snapshots, periodic, *extra_callbacks]
     every = every_seconds()
     progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
@@ -591,19 +660,9 @@ def _pretrain_locked(
     if "clm_loss" in final_eval:
         final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
     summary = {
-        "objective": cfg.objective,
-        "nsp": cfg.objective == "mlm" and cfg.data.nsp,
-        "full_sentences": cfg.data.full_sentences,
-        "mask_ratio": cfg.data.mask_ratio if cfg.objective == "mlm" else None,
-        "mask_procedure": cfg.data.mask_procedure if cfg.objective == "mlm" else None,
-        "whole_word_mask": cfg.data.whole_word_mask if cfg.objective == "mlm" else None,
-        "masking": cfg.data.masking,
-        "model_size": cfg.model_size,
-        "model_config": asdict(model.cfg),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        **identity(),
         "steps": trainer.global_step,
         "batch_size": cfg.batch_size * cfg.grad_accum * trainer.world_size,
-        "max_seq_len": cfg.data.max_seq_len,
         "tokens_seen": run_log.tokens,
         "loss_tokens": run_log.loss_tokens,
         "wall_seconds": round(module.elapsed(), 2),
@@ -613,13 +672,8 @@ def _pretrain_locked(
         "final_train_loss": run_log.last_train_loss,
         "heldout": final_eval,
         "data": datas[-1].stats,
-        "data_fingerprint": datas[-1].fingerprint,
-        "precision": precision,
-        "code_version": code_version(),
-        "hardware": hardware(),
         "library_versions": library_versions(),
         "date": now_iso(),
-        "run_dir": str(out_dir.resolve()),
     }
     if trainer.is_global_zero:
         from bertbench.checkpoint import save_checkpoint
