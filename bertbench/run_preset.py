@@ -17,10 +17,11 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
 
 PRESETS_DIR = RECIPES_DIR / "presets"
@@ -33,20 +34,12 @@ class VariantSpec:
     random_init: bool = False  # no pre-training: the control row (same size, same tokenizer)
 
 
-@dataclass
-class FinetuneSpec:
+@dataclass(kw_only=True)
+class FinetuneSpec(FinetuneSettings):
+    """A preset's `finetune:` block: the shared fine-tuning settings (the same for every variant), plus which
+    tasks run and which extra runs (feature-based, Figure 5) the study makes."""
+
     tasks: list[str]
-    seeds: Optional[list[int]] = None  # None: each task's own seeds
-    grid: str = "none"  # none | heldout (lr grid selected on a slice of train) | paper (selected on dev)
-    lr: Optional[float] = None
-    lrs: Optional[list[float]] = None  # the grid (default: each task's learning_rates); the same for every variant
-    epochs: Optional[float] = None
-    batch_size: Optional[int] = None
-    max_seq_len: Optional[int] = None
-    max_steps: Optional[int] = None
-    max_train_examples: Optional[int] = None
-    train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples
-    max_eval_examples: Optional[int] = None
     feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
     # The paper's Figure 5: these variants' snapshots (pretrain.snapshots) fine-tuned on these tasks too
     figure5_variants: list[str] = field(default_factory=list)
@@ -81,12 +74,7 @@ def load_preset(name_or_path: str) -> RunPreset:
     for v in preset.variants:  # every variant's config must be valid before anything runs
         variant_config(preset, v, Path("."))
     ft = preset.finetune
-    from bertbench.training.selection import GRIDS
-
-    if ft.grid not in GRIDS:
-        raise BertbenchError(f"{p}: finetune.grid {ft.grid!r} is not one of {', '.join(GRIDS)}")
-    if ft.lrs is not None and (ft.grid == "none" or not ft.lrs or any(lr <= 0 for lr in ft.lrs)):
-        raise BertbenchError(f"{p}: finetune.lrs {ft.lrs} needs grid heldout or paper and positive learning rates")
+    ft.check(lambda key: f"{p}: finetune.{key}")
     if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
         raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
     for name in ft.figure5_variants:
@@ -95,9 +83,6 @@ def load_preset(name_or_path: str) -> RunPreset:
             raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} is not a pre-trained variant of this preset")
         if variant_config(preset, v, Path(".")).snapshots < 2:
             raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} keeps no snapshots; set pretrain.snapshots (e.g. 5)")
-    bad = {task: n for task, n in ft.train_caps.items() if not isinstance(n, int) or n < 1}
-    if bad:
-        raise BertbenchError(f"{p}: finetune.train_caps {bad}: each cap must be a positive number of examples")
     return preset
 
 
@@ -182,11 +167,9 @@ def run_preset(
             jobs.append((f"finetune {v.name} {snap.name}", v, str(snap), f"{folder}-{snap.name}", ft.figure5_tasks, False))
     for stage_name, v, model, folder, tasks, feature_based in jobs:
         req = FinetuneRequest(
-            model=model, tasks=",".join(tasks), out=out / "results" / folder,
-            data_dir=data_dir, tokenizer=tokenizer_path if v.random_init else None, seeds=ft.seeds, grid=ft.grid,
-            lr=ft.lr, lrs=ft.lrs, train_caps=dict(ft.train_caps), epochs=ft.epochs, batch_size=ft.batch_size, max_seq_len=ft.max_seq_len, max_steps=ft.max_steps,
-            max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
-            feature_based=feature_based, precision=preset.pretrain.precision,
+            model=model, tasks=",".join(tasks), out=out / "results" / folder, data_dir=data_dir,
+            tokenizer=tokenizer_path if v.random_init else None, feature_based=feature_based,
+            precision=preset.pretrain.precision, **ft.settings(),
         )
         marker = req.out / "done.json"
         key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})

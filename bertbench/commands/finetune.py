@@ -32,28 +32,22 @@ def finetune(
 ) -> None:
     """Fine-tune a model on the paper's tasks; one result record per (task, seed, setting)."""
     from bertbench.data.task_readers import check_source
-    from bertbench.training.selection import GRIDS
+    from bertbench.finetune_settings import flag_name
+    from bertbench.training.finetune_run import FinetuneRequest, run_finetune
 
-    if grid not in GRIDS:
-        raise BertbenchError(f"--grid {grid!r}: expected {', '.join(GRIDS)}")
     check_source(source, "--source")
-    for flag, value in (("--batch-size", batch_size), ("--max-steps", max_steps),
-                        ("--max-train-examples", max_train_examples), ("--max-eval-examples", max_eval_examples)):
-        if value is not None and value < 1:  # 0 was read as "unset" (batch size) or ran no step (a hang)
-            raise BertbenchError(f"{flag} {value}: expected an integer ≥ 1")
     seed_list = None
     if seeds:
         try:
             seed_list = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
             raise BertbenchError(f"--seeds {seeds!r}: expected comma-separated integers") from None
-    from bertbench.training.finetune_run import FinetuneRequest, run_finetune
-
     req = FinetuneRequest(
         model=model, tasks=tasks, out=out, data_dir=data_dir, tokenizer=tokenizer, seeds=seed_list, grid=grid, lr=lr,
         epochs=epochs, batch_size=batch_size, max_seq_len=max_seq_len, max_steps=max_steps,
         max_train_examples=max_train_examples, max_eval_examples=max_eval_examples, precision=precision,
         feature_based=feature_based, source=source,
     )
+    req.check(flag_name)  # every value checked before anything loads
     written = run_finetune(req, echo=typer.echo)
     typer.echo(f"{len(written)} result records in {out}")

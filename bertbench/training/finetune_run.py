@@ -18,6 +18,7 @@ import numpy as np
 
 from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
+from bertbench.finetune_settings import FinetuneSettings
 
 PRETRAINING_KEYS = (
     "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
@@ -25,25 +26,15 @@ PRETRAINING_KEYS = (
 )
 
 
-@dataclass
-class FinetuneRequest:
+@dataclass(kw_only=True)
+class FinetuneRequest(FinetuneSettings):
+    """One `finetune` invocation: which model, which tasks, where to, plus the shared fine-tuning settings."""
+
     model: str  # bertbench checkpoint folder, HF BERT folder, or random:<size>
     tasks: str  # names, families ("glue") or "all", comma-separated
     out: Path
     data_dir: Optional[Path] = None
     tokenizer: Optional[str] = None  # required for random:<size> (default: the bert-base-uncased vocab)
-    seeds: Optional[list[int]] = None  # None: the task's own seeds
-    grid: str = "none"  # "none": one lr; "heldout": the lr grid, selected on a slice held out of train;
-    #                     "paper": the lr grid selected on dev, as the paper did (bertbench.training.selection)
-    lr: Optional[float] = None  # default: the grid's first (largest) value
-    lrs: Optional[list[float]] = None  # the grid for "heldout"/"paper" (default: the task's learning_rates)
-    epochs: Optional[float] = None
-    batch_size: Optional[int] = None
-    max_seq_len: Optional[int] = None
-    max_steps: Optional[int] = None
-    max_train_examples: Optional[int] = None
-    train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples (SST-2)
-    max_eval_examples: Optional[int] = None
     precision: str = "auto"
     feature_based: bool = False
     source: str = "auto"  # where task data comes from: auto (local first) | local | hub
