@@ -236,6 +236,21 @@ def load_config(cls, path: Path):
     return from_dict(cls, load_yaml(path), str(path))
 
 
+def resolve_recipe(name_or_path: str) -> Path:
+    """A recipe by name (a file in recipes/) or by path to a YAML file."""
+    from bertbench.paths import RECIPES_DIR
+
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise BertbenchError(f"{p}: recipe file not found")
+        return p
+    known = {f.stem: f for f in RECIPES_DIR.glob("*.yaml")}
+    if name_or_path not in known:
+        raise BertbenchError(did_you_mean(name_or_path, known, "recipe"))
+    return known[name_or_path]
+
+
 def save_config(obj, path: Path) -> None:
     """Write the resolved config as YAML (atomically: never a half-written file)."""
     import yaml

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, to_dict
+from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
@@ -54,6 +54,9 @@ class RunPreset:
     variants: list[VariantSpec]
     finetune: FinetuneSpec
     title: str = ""
+    # A recipe (name in recipes/ or a YAML path) that `pretrain` starts from: the preset then writes only the
+    # keys it changes, instead of a copy of the recipe that drifts from it.
+    recipe: str = ""
 
 
 def list_presets() -> dict[str, Path]:
@@ -67,7 +70,11 @@ def load_preset(name_or_path: str) -> RunPreset:
         if name_or_path not in known:
             raise BertbenchError(did_you_mean(name_or_path, known, "preset"))
         p = known[name_or_path]
-    preset = from_dict(RunPreset, load_yaml(p), str(p))
+    raw = load_yaml(p)
+    if isinstance(raw, dict) and raw.get("recipe"):
+        base = load_yaml(resolve_recipe(str(raw["recipe"])))
+        raw = {**raw, "pretrain": deep_merge(base, raw.get("pretrain") or {})}
+    preset = from_dict(RunPreset, raw, str(p))
     names = [v.name for v in preset.variants]
     if len(set(names)) != len(names):
         raise BertbenchError(f"{p}: variant names repeat: {names}")

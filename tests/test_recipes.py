@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertbench.commands.pretrain import resolve_recipe
-from bertbench.config import PretrainConfig, load_config
+from bertbench.config import PretrainConfig, load_config, resolve_recipe
 from bertbench.paths import RECIPES_DIR
 from bertbench.training.pretrain_run import phase_plan
 

@@ -78,3 +78,24 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert "done before" in r.output
     assert set(json.loads((out / "stages.json").read_text())) == {"report"}
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
+
+
+def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):
+    import yaml
+
+    from bertbench.config import PretrainConfig, load_config, resolve_recipe
+    from bertbench.errors import BertbenchError
+
+    recipe = load_config(PretrainConfig, resolve_recipe("bert-base-paper"))
+    assert load_preset("paper-base").pretrain == recipe  # paper-base names the recipe and copies nothing
+    preset = yaml.safe_load(list_presets()["paper-base"].read_text())
+    preset["pretrain"] = {"max_steps": 7, "data": {"dupe_factor": 2}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    got = load_preset(str(path)).pretrain
+    assert (got.max_steps, got.data.dupe_factor) == (7, 2)
+    assert got.data.corpus == recipe.data.corpus and got.phases == recipe.phases  # the rest from the recipe
+    preset["recipe"] = "bert-base-papr"
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match="Did you mean: bert-base-paper"):
+        load_preset(str(path))

@@ -14,27 +14,12 @@ OPT = "Optimisation"
 HW = "Hardware"
 
 
-def resolve_recipe(name_or_path: str) -> Path:
-    from bertbench.errors import did_you_mean
-    from bertbench.paths import RECIPES_DIR
-
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.is_file():
-            raise BertbenchError(f"{p}: recipe file not found")
-        return p
-    known = {f.stem: f for f in RECIPES_DIR.glob("*.yaml")}
-    if name_or_path not in known:
-        raise BertbenchError(did_you_mean(name_or_path, known, "recipe"))
-    return known[name_or_path]
-
-
 def build_config(recipe: Optional[str], flags: dict, data_flags: dict, optim_flags: dict, sets: list[str]):
     from dataclasses import replace
 
-    from bertbench.config import PretrainConfig, apply_overrides, from_dict, load_yaml
+    from bertbench.config import PretrainConfig, apply_overrides, load_config, resolve_recipe
 
-    cfg = from_dict(PretrainConfig, load_yaml(resolve_recipe(recipe)), str(resolve_recipe(recipe))) if recipe else PretrainConfig()
+    cfg = load_config(PretrainConfig, resolve_recipe(recipe)) if recipe else PretrainConfig()
     data = replace(cfg.data, **{k: v for k, v in data_flags.items() if v is not None})
     optim = replace(cfg.optim, **{k: v for k, v in optim_flags.items() if v is not None})
     cfg = replace(cfg, data=data, optim=optim, **{k: v for k, v in flags.items() if v is not None})
