@@ -93,11 +93,10 @@ def hf_forward(model, b: dict):
 
 
 def _adamw_like_finetune_loop(model):
-    """The optimizer of `finetune_loop.train` on CPU (the same `make_adamw` call)."""
-    from bertbench.config import OptimConfig
-    from bertbench.training.optim import make_adamw
+    """The optimizer of `finetune_loop.train` on CPU (the same `make_optimizer` call)."""
+    from bertbench.training.finetune_loop import FinetuneHParams, make_optimizer
 
-    return make_adamw(model, OptimConfig(lr=LR, weight_decay=0.01, eps=1e-8), "cpu")
+    return make_optimizer(model, FinetuneHParams(lr=LR), "cpu")
 
 
 def build_sides(

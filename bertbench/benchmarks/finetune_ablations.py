@@ -21,7 +21,7 @@ from bertbench.benchmarks import common
 from bertbench.errors import BertbenchError
 from bertbench.benchmarks import finetune as ft
 from bertbench.benchmarks.pretrain import train_step
-from bertbench.config import ModelConfig, OptimConfig
+from bertbench.config import ModelConfig
 from bertbench.model import Packing
 
 
@@ -60,12 +60,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def build(base, batches: list[dict], tokens: list[int], name: str, spec: dict[str, Any], bf16: bool) -> common.Side:
-    from bertbench.training.optim import make_adamw
+    from bertbench.training.finetune_loop import FinetuneHParams, make_optimizer
 
     model = copy.deepcopy(base)
     if spec.get("pooled_only", True) is False:
         without_pooled_only(model)
-    opt = make_adamw(model, OptimConfig(lr=ft.LR, weight_decay=0.01, eps=1e-8), "cpu", fused=spec.get("fused", True))
+    opt = make_optimizer(model, FinetuneHParams(lr=ft.LR), "cpu", fused=spec.get("fused", True))
     step = train_step(model, opt, ft.ours_forward, batches, bf16=bf16)
     if "packing" in spec:
         inner = step

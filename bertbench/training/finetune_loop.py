@@ -16,9 +16,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from bertbench.config import OptimConfig
 from bertbench.data import IGNORE_INDEX
-from bertbench.training.optim import make_adamw
+from bertbench.training.optim import adamw
 
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
 PAD_VALUE = {"input_ids": 0, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
@@ -76,6 +75,12 @@ class FinetuneHParams:
     # 16 tokens on average, padded to its batch's longest); every variant gets the same batches
     group_by_length: bool = True
     eval_batch_size: int = 64
+    adam_eps: float = 1e-8  # torch's default, as HF's Trainer; pre-training keeps BERT's 1e-6 (OptimConfig)
+
+
+def make_optimizer(model, hp: FinetuneHParams, device_type: str, fused: bool = True):
+    """Fine-tuning's AdamW (also what `bench finetune` times, so both measure the same optimiser)."""
+    return adamw(model, device_type, lr=hp.lr, weight_decay=hp.weight_decay, eps=hp.adam_eps, fused=fused)
 
 
 @dataclass
@@ -156,8 +161,7 @@ def train(
     seed_everything(seed)
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
-    # torch's default eps 1e-8 for fine-tuning (as HF's Trainer); pre-training keeps BERT's 1e-6
-    opt = make_adamw(model, OptimConfig(lr=hp.lr, weight_decay=hp.weight_decay, eps=1e-8), device.type)
+    opt = make_optimizer(model, hp, device.type)
     n = len(train_features)
     steps_per_epoch = math.ceil(n / hp.batch_size)
     total = math.ceil(steps_per_epoch * hp.epochs)
