@@ -1,14 +1,17 @@
 """How a fine-tuning is set up, defined once.
 
-`bertbench finetune`'s options, a preset's `finetune:` block and the request that `run_finetune` carries out
-all hold these fields by inheriting this class, and all are checked by `FinetuneSettings.check`, so adding a
-fine-tuning setting means adding one field here (and, for the CLI, its option). `None` means "the task's own
-value" (its hyper-parameters in tasks/*.yaml). Light on purpose: importing it must not pull in torch.
+`FinetuneSettings` holds every setting of a fine-tuning; a preset's `finetune:` block
+(`run_preset.FinetuneSpec`) and the request that `run_finetune` carries out (`FinetuneRequest`, below)
+inherit it, `FinetuneSettings.check` checks all of them, and the `bertbench finetune` command's options
+are generated from `FinetuneRequest`'s fields and their help (`bertbench.cli_options`). Adding a fine-tuning
+setting means adding one field here. `None` means "the task's own value" (tasks/*.yaml).
+Light on purpose: importing it must not pull in torch (the CLI imports it).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
@@ -16,22 +19,40 @@ from bertbench.errors import BertbenchError
 # Integer settings where 0 or a negative number is always a mistake: 0 once read as "unset" (batch size,
 # which recorded 32) or ran no step at all (a loop waiting for batches that never came).
 _POSITIVE_INTS = ("batch_size", "max_seq_len", "max_steps", "max_train_examples", "max_eval_examples")
+BUDGET = "CPU budgets (recorded in every result)"
+
+
+def setting(default: Any = None, help: str = "", *, panel: Optional[str] = None, cli: bool = True,
+            factory: Optional[Callable[[], Any]] = None) -> Any:
+    """A field with what the command line shows for it (`cli=False`: presets only)."""
+    meta = {"help": help, "panel": panel, "cli": cli}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def required(help: str) -> Any:
+    return field(metadata={"help": help, "panel": None, "cli": True})
 
 
 @dataclass(kw_only=True)
 class FinetuneSettings:
-    seeds: Optional[list[int]] = None  # None: the task's own seeds (several for RTE, MRPC, STS-B, CoLA)
-    grid: str = "none"  # "none": one lr; "heldout": the lr grid, selected on a slice held out of train;
-    #                     "paper": the lr grid selected on dev, as the paper did (bertbench.training.selection)
-    lr: Optional[float] = None  # with grid "none" (default: the grid's first, largest value)
-    lrs: Optional[list[float]] = None  # the grid for "heldout"/"paper" (default: the task's learning_rates)
-    epochs: Optional[float] = None
-    batch_size: Optional[int] = None
-    max_seq_len: Optional[int] = None
-    max_steps: Optional[int] = None  # CPU budgets, recorded in every result
-    max_train_examples: Optional[int] = None
-    train_caps: dict[str, int] = field(default_factory=dict)  # task -> at most this many train examples (SST-2)
-    max_eval_examples: Optional[int] = None
+    seeds: Optional[list[int]] = setting(
+        None, "Comma-separated seeds (default: the task's own; several for RTE, MRPC, STS-B, CoLA).")
+    grid: str = setting(
+        "none", "'heldout': sweep the lr grid, select on a slice held out of train, report on dev; 'paper': select "
+        "on dev itself, as the paper did; 'none': one lr (bertbench.training.selection).")
+    lr: Optional[float] = setting(None, "Learning rate when --grid none (default: the grid's first, largest).")
+    lrs: Optional[list[float]] = setting(
+        None, "The lr grid for --grid heldout or paper, comma-separated (default: the task's learning_rates).")
+    epochs: Optional[float] = setting(None, "Training epochs (default: the task's).")
+    batch_size: Optional[int] = setting(None, "Training batch size (default: the task's).")
+    max_seq_len: Optional[int] = setting(None, "Longest input in tokens (default: the task's).")
+    max_steps: Optional[int] = setting(None, "Stop training after this many steps.", panel=BUDGET)
+    max_train_examples: Optional[int] = setting(None, "Train on at most this many examples.", panel=BUDGET)
+    train_caps: dict[str, int] = setting(
+        help="task -> at most this many train examples (e.g. SST-2 at 20,000)", cli=False, factory=dict)
+    max_eval_examples: Optional[int] = setting(None, "Evaluate on at most this many examples.", panel=BUDGET)
 
     def check(self, name: Callable[[str], str]) -> None:
         """Raise one line for the first bad value; `name(field)` says how the caller spells it
@@ -59,6 +80,31 @@ class FinetuneSettings:
     def settings(self) -> dict[str, Any]:
         """Just the fine-tuning settings (not a subclass's own fields), to hand on to another holder."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(FinetuneSettings)}
+
+
+@dataclass(kw_only=True)
+class FinetuneRequest(FinetuneSettings):
+    """One `bertbench finetune`: which model, which tasks, where to, plus the shared settings. Its fields are
+    the command's options (`commands/finetune.py`)."""
+
+    model: str = required("bertbench checkpoint or run folder, a Hugging Face BERT folder, or random:<size> "
+                          "(the no-pre-training control).")
+    tasks: str = required("Comma-separated task names, families (glue, squad, swag, conll2003) or 'all'.")
+    out: Path = required("Folder for result records and predictions files.")
+    data_dir: Optional[Path] = setting(
+        None, "Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")
+    tokenizer: Optional[str] = setting(
+        None, "vocab.txt or tokenizer folder (for random:<size>; default: the bert-base-uncased vocab).")
+    precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
+    feature_based: bool = setting(
+        False, "NER only: frozen encoder, last four layers concatenated, 2-layer BiLSTM (paper Table 7).")
+    source: str = setting("auto", "Task data: auto (local files first), local, or hub.")
+
+    def check(self, name: Callable[[str], str]) -> None:
+        from bertbench.data.task_readers import check_source
+
+        super().check(name)
+        check_source(self.source, name("source"))
 
 
 def flag_name(key: str) -> str:

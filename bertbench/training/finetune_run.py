@@ -18,26 +18,12 @@ import numpy as np
 
 from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
-from bertbench.finetune_settings import FinetuneSettings
+from bertbench.finetune_settings import FinetuneRequest
 
 PRETRAINING_KEYS = (
     "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
     "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
 )
-
-
-@dataclass(kw_only=True)
-class FinetuneRequest(FinetuneSettings):
-    """One `finetune` invocation: which model, which tasks, where to, plus the shared fine-tuning settings."""
-
-    model: str  # bertbench checkpoint folder, HF BERT folder, or random:<size>
-    tasks: str  # names, families ("glue") or "all", comma-separated
-    out: Path
-    data_dir: Optional[Path] = None
-    tokenizer: Optional[str] = None  # required for random:<size> (default: the bert-base-uncased vocab)
-    precision: str = "auto"
-    feature_based: bool = False
-    source: str = "auto"  # where task data comes from: auto (local first) | local | hub
 
 
 # ----------------------------------------------------------------------------------------------
