@@ -7,6 +7,7 @@ transformers) plus `tokenizer.json` (the fast tokenizer itself) and `tokenizer_c
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +19,24 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _build(vocab: dict[str, int], lowercase: bool, strip_accents: Optional[bool]):
-    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordPiece
 
     tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-    # strip_accents=None follows `lowercase`, exactly as BertTokenizer's do_lower_case does.
-    tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
-    )
+    tok.normalizer = _normalizer(lowercase, strip_accents)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     _set_post_processor(tok, vocab)
     tok.decoder = decoders.WordPiece(prefix="##")
     return tok
+
+
+def _normalizer(lowercase: bool, strip_accents: Optional[bool]):
+    from tokenizers import normalizers
+
+    # strip_accents=None follows `lowercase`, exactly as BertTokenizer's do_lower_case does.
+    return normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
+    )
 
 
 def _set_post_processor(tok, vocab: dict[str, int]) -> None:
@@ -63,6 +70,111 @@ def read_vocab_file(path: Path) -> dict[str, int]:
     if missing:
         raise BertbenchError(f"{path}: not a BERT vocabulary, missing special tokens {missing}")
     return vocab
+
+
+# -- deterministic training --------------------------------------------------------------------
+# tokenizers' WordPieceTrainer (a BpeTrainer underneath) keeps words in a hash map seeded afresh in every
+# process. The continuation symbols "##c" get their ids in that map's order; equally frequent merges are
+# ranked by the ids of their two parts; the final ids follow the same order. So one corpus gave a
+# differently ordered vocab.txt in every process and, where the rarest merges tie, a different token set,
+# and two runs of one config and seed differed from step 1. Everything that order could decide is decided
+# here instead: we count the words, choose the alphabet, and hand the trainer the continuation symbols as
+# leading "special" tokens in sorted order, so every id it hands out (and so every tie it breaks) is the
+# same in every process. The trainer then only does the merges (fast, in Rust), and the result is put
+# into one canonical order and rebuilt with `_build`, which drops the trainer's own tokenizer settings.
+
+
+def train_vocab(
+    texts: Iterable[str],
+    vocab_size: int,
+    lowercase: bool = True,
+    strip_accents: Optional[bool] = None,
+    min_frequency: int = 2,
+    limit_alphabet: Optional[int] = 1000,
+) -> dict[str, int]:
+    """A WordPiece vocabulary (token -> id) learnt from `texts`, the same in every process: [PAD] [UNK] [CLS]
+    [SEP] [MASK], the alphabet (most frequent first), the "##c" continuation symbols (sorted), then the
+    merged tokens in the order they were learnt."""
+    counts = count_words(texts, lowercase, strip_accents)
+    alphabet = pick_alphabet(counts, limit_alphabet)
+    continuations = continuation_symbols(counts, alphabet)
+    merged = _learn_merges(counts, alphabet, continuations, vocab_size, min_frequency)
+    ordered = [*SPECIAL_TOKENS, *alphabet, *continuations, *merged]
+    return {t: i for i, t in enumerate(ordered)}
+
+
+def count_words(texts: Iterable[str], lowercase: bool, strip_accents: Optional[bool]) -> Counter:
+    """Words of `texts` as the tokenizer will see them (BertNormalizer, then BertPreTokenizer), counted."""
+    from tokenizers import pre_tokenizers
+
+    normalizer, pre_tokenizer = _normalizer(lowercase, strip_accents), pre_tokenizers.BertPreTokenizer()
+    counts: Counter = Counter()
+    for chunk in _chunks(texts):
+        # One call per ~1 MB, not per line: words never span the joining newline (it is whitespace).
+        counts.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(chunk)))
+    return counts
+
+
+def _chunks(texts: Iterable[str], size: int = 1 << 20) -> Iterator[str]:
+    batch: list[str] = []
+    held = 0
+    for t in texts:
+        batch.append(t)
+        held += len(t)
+        if held >= size:
+            yield "\n".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield "\n".join(batch)
+
+
+def pick_alphabet(counts: Counter, limit: Optional[int]) -> list[str]:
+    """The characters kept as tokens, most frequent first (ties by code point): the trainer breaks ties at
+    the `limit` cut in hash order, so the cut is made here."""
+    chars: Counter = Counter()
+    for word, n in counts.items():
+        for c in word:
+            chars[c] += n
+    ranked = sorted(chars, key=lambda c: (-chars[c], ord(c)))
+    return ranked if limit is None else ranked[:limit]
+
+
+def continuation_symbols(counts: Counter, alphabet: list[str]) -> list[str]:
+    """"##c" for every kept character that occurs after the start of a word, sorted — exactly the set the
+    trainer would add (a word's first character never gets "##", even when it is not in the alphabet)."""
+    kept = set(alphabet)
+    inner = {c for word in counts for c in word[1:] if c in kept}
+    return sorted("##" + c for c in inner)
+
+
+def _learn_merges(
+    counts: Counter, alphabet: list[str], continuations: list[str], vocab_size: int, min_frequency: int
+) -> list[str]:
+    """The merged tokens, in the order the trainer learnt them. The trainer sees the counted words (each
+    repeated `count` times, split on spaces only: they are normalised already), the alphabet fixed, and
+    the continuation symbols pre-placed after the special tokens, so that all its ids are ours."""
+    from tokenizers import Tokenizer, pre_tokenizers, trainers
+    from tokenizers.models import WordPiece
+
+    from bertbench.quiet import library_progress_bars
+
+    tok = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *continuations],
+        # The whole alphabet as the initial one, and the limit at its size: the trainer drops exactly the
+        # characters pick_alphabet dropped (it would otherwise cut among equal counts in hash order).
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
+        continuing_subword_prefix="##",
+        show_progress=library_progress_bars(),
+    )
+    tok.train_from_iterator((" ".join([w] * counts[w]) for w in sorted(counts)), trainer=trainer)
+    vocab = tok.get_vocab()
+    known = {*SPECIAL_TOKENS, *alphabet, *continuations}
+    return sorted((t for t in vocab if t not in known), key=vocab.__getitem__)
 
 
 @dataclass
@@ -103,24 +215,10 @@ class WordPieceTokenizer:
         min_frequency: int = 2,
         limit_alphabet: int = 1000,
     ) -> "WordPieceTokenizer":
-        from tokenizers import Tokenizer, trainers
-        from tokenizers.models import WordPiece
-
-        from bertbench.quiet import library_progress_bars
-
-        tok = _build({t: i for i, t in enumerate(SPECIAL_TOKENS)}, lowercase, strip_accents)
-        tok.model = WordPiece(unk_token="[UNK]", max_input_chars_per_word=100)
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size,
-            min_frequency=min_frequency,
-            special_tokens=SPECIAL_TOKENS,  # first, so [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4
-            limit_alphabet=limit_alphabet,
-            continuing_subword_prefix="##",
-            show_progress=library_progress_bars(),
-        )
-        tok.train_from_iterator(texts, trainer=trainer)
-        _set_post_processor(tok, tok.get_vocab())
-        return cls(tok, lowercase, strip_accents)
+        """Train a vocabulary on `texts`: the same texts and settings give the same vocab.txt, byte for byte,
+        in any process (see `train_vocab`)."""
+        vocab = train_vocab(texts, vocab_size, lowercase, strip_accents, min_frequency, limit_alphabet)
+        return cls(_build(vocab, lowercase, strip_accents), lowercase, strip_accents)
 
     @classmethod
     def load(cls, path: Path) -> "WordPieceTokenizer":

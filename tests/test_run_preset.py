@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -78,6 +80,33 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert "done before" in r.output
     assert set(json.loads((out / "stages.json").read_text())) == {"report"}
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
+    # a second run from scratch, in another folder, gives the same records: the tokenizer is trained
+    # (deterministically), then pre-training, fine-tuning and evaluation all follow from the seeds
+    again = tmp_path / "smoke-again"
+    r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(again)])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    vocabs = [next(d.glob("tokenizer-*/vocab.txt")).read_bytes() for d in (out, again)]
+    assert vocabs[0] == vocabs[1]
+    first, second = records_without_timings(out), records_without_timings(again)
+    assert len(first) == 13 and first == second
+
+
+_TIMING_KEYS = ("date", "seconds", "per_s")
+
+
+def records_without_timings(out: Path) -> dict[str, object]:
+    """Every record under `out`, keyed by its path with the run-folder hashes taken out, its timings
+    dropped and the output folder's own path replaced by OUT (both depend on where, not what, was run)."""
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not any(t in k for t in _TIMING_KEYS)}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    found = {}
+    for path in sorted(out.rglob("*.record.json")):
+        text = re.sub(r"-[0-9a-f]{10}\b", "", path.read_text().replace(str(out), "OUT"))
+        found[re.sub(r"-[0-9a-f]{10}\b", "", str(path.relative_to(out)))] = strip(json.loads(text))
+    return found
 
 
 def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):

@@ -84,3 +84,54 @@ def test_bad_vocab_is_a_clear_error(tmp_path):
         WordPieceTokenizer.from_vocab(bad)
     with pytest.raises(BertbenchError, match="not found"):
         WordPieceTokenizer.load(tmp_path / "nope")
+
+
+# A corpus where the trainer's hash order decides things: many words, many equal counts, a wide alphabet
+# (a rare character sits at the limit_alphabet cut among equally rare ones) and continuation symbols galore.
+_TRAIN_SCRIPT = """
+import random, sys
+from pathlib import Path
+from bertbench.tokenizer import WordPieceTokenizer
+rng = random.Random(7)
+letters = "abcdefghijklmnopqrstuvwxyzéèàçñøß"
+words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+lines = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(4000)]
+tok = WordPieceTokenizer.train(iter(lines), vocab_size=700, limit_alphabet=30)
+tok.save(Path(sys.argv[1]))
+"""
+
+
+def test_trained_vocab_is_byte_identical_in_every_process(tmp_path):
+    """tokenizers' trainer orders (and, at ties, picks) tokens by a hash map seeded per process; ours may not."""
+    import os
+    import subprocess
+    import sys
+
+    vocabs = []
+    for hash_seed in ("0", "1", "2"):
+        out = tmp_path / f"tok{hash_seed}"
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        subprocess.run([sys.executable, "-c", _TRAIN_SCRIPT, str(out)], check=True, env=env, timeout=120)
+        vocabs.append((out / "vocab.txt").read_bytes())
+        assert (out / "tokenizer.json").read_bytes() == (tmp_path / "tok0" / "tokenizer.json").read_bytes()
+    assert vocabs[0] == vocabs[1] == vocabs[2]
+    tokens = vocabs[0].decode().splitlines()
+    assert len(tokens) == 700
+
+
+def test_trained_vocab_has_one_canonical_order():
+    """[PAD] [UNK] [CLS] [SEP] [MASK], the alphabet (most frequent first), sorted "##c", then merges."""
+    from bertbench.tokenizer import SPECIAL_TOKENS, train_vocab
+
+    lines = ["the cat sat on the mat", "the dog ate the hat", "a cat and a dog"] * 20
+    vocab = train_vocab(lines, vocab_size=60, limit_alphabet=None)
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    assert tokens[:5] == SPECIAL_TOKENS and list(vocab.values()) == list(range(len(vocab)))
+    alphabet = [t for t in tokens[5:] if len(t) == 1]
+    assert tokens[5 : 5 + len(alphabet)] == alphabet
+    assert alphabet[:2] == ["t", "a"]  # the most frequent characters first ('t' 200 times, 'a' 180)
+    assert alphabet == sorted(set("".join(lines).replace(" ", "")), key=lambda c: (-"".join(lines).count(c), c))
+    rest = tokens[5 + len(alphabet) :]
+    continuations = [t for t in rest if t.startswith("##") and len(t) == 3]
+    assert rest[: len(continuations)] == sorted(continuations)
+    assert {"the", "cat", "dog"} <= set(rest[len(continuations) :])  # frequent words were merged
