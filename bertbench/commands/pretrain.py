@@ -92,6 +92,8 @@ def pretrain(
     from bertbench.training.pretrain_run import pretrain as run_pretraining
 
     summary = run_pretraining(cfg, out, resume=resume, stop_at_step=stop_at_step)
+    if "worker_rank" in summary:  # one process of several: rank 0 says how the run ended
+        return
     if "stopped_at_step" in summary:
         typer.echo(f"stopped at step {summary['stopped_at_step']}; continue with --resume auto")
         return

@@ -9,7 +9,7 @@ the data position is just the step number — and it works the same with DataLoa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -46,12 +46,15 @@ class StepBatchDataset(Dataset):
             self._perm_cache = {epoch: np.random.default_rng([self.seed, epoch]).permutation(len(self.instances))}
         return self._perm_cache[epoch]
 
-    def indices(self, step: int) -> list[int]:
+    def indices(self, step: int, rank: Optional[int] = None) -> list[int]:
+        """The instances of this rank's share of global batch `step` (rank None: the whole global batch)."""
         global_batch = self.batch_size * self.world_size
-        start = (step * global_batch + self.rank * self.batch_size)
+        start, size = step * global_batch, global_batch
+        if rank is not None:
+            start, size = start + rank * self.batch_size, self.batch_size
         n = len(self.instances)
         out = []
-        for pos in range(start, start + self.batch_size):
+        for pos in range(start, start + size):
             epoch, offset = divmod(pos, n)
             out.append(int(self._permutation(epoch)[offset]))
         return out
@@ -64,7 +67,13 @@ class StepBatchDataset(Dataset):
         # the step makes batch k's masks a pure function of k, whatever ran before.
         if hasattr(self.collate, "set_epoch"):
             self.collate.set_epoch(step)
-        return self.collate([self.instances[i] for i in self.indices(step)])
+        if self.world_size == 1:
+            return self.collate([self.instances[i] for i in self.indices(step)])
+        # Several processes: each collates the whole global batch and keeps its rows, so the masks (drawn
+        # per batch) are the ones one process would draw: N processes train what one process trains.
+        whole = self.collate([self.instances[i] for i in self.indices(step)])
+        rows = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
+        return {k: v[rows] for k, v in whole.items()}
 
 
 class StepSampler(Sampler[int]):

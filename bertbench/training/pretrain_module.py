@@ -20,6 +20,7 @@ import lightning as L
 import torch
 
 from bertbench.config import OptimConfig
+from bertbench.data import IGNORE_INDEX
 from bertbench.model import BertForPreTraining
 from bertbench.training.optim import make_adamw
 
@@ -111,12 +112,23 @@ class PretrainModule(L.LightningModule):
             mlm_labels=batch["mlm_labels"],
             nsp_labels=batch.get("nsp_labels"),
         )
-        # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps.
-        self.log("train/loss", out.loss, prog_bar=True, on_step=True, on_epoch=False)
+        # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
+        # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
+        loss, lm_loss, sync = out.loss, out.mlm_loss, self.trainer.world_size > 1
+        if sync and lm_loss is not None:
+            # DDP averages the ranks' gradients, but each rank's LM loss is a mean over its own loss tokens,
+            # and the ranks hold different numbers of them. Weighted by its share of the global count, the
+            # average over ranks is the mean over the whole global batch: one process's loss and gradient.
+            # (NSP needs no weight: every rank holds the same number of sequences.)
+            here = (batch["mlm_labels"] != IGNORE_INDEX).sum()
+            everywhere = self.trainer.strategy.reduce(here.clone(), reduce_op="sum")  # (reduces in place)
+            lm_loss = lm_loss * (here * self.trainer.world_size / everywhere.clamp_min(1))
+            loss = lm_loss if out.nsp_loss is None else lm_loss + out.nsp_loss
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, sync_dist=sync)
         if out.nsp_loss is not None:
-            self.log("train/mlm_loss", out.mlm_loss, on_step=True, on_epoch=False)
-            self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False)
-        return out.loss
+            self.log("train/mlm_loss", lm_loss, on_step=True, on_epoch=False, sync_dist=sync)
+            self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False, sync_dist=sync)
+        return loss
 
     def on_train_batch_start(self, batch, batch_idx) -> None:
         if batch_idx % self.trainer.accumulate_grad_batches == 0:  # the first micro-batch of an optimiser step

@@ -271,6 +271,11 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
                 self._tok_acc = self._loss_tok_acc = None
 
         def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
+            self._t0 = time.perf_counter()
+            self._tokens_at_t0 = self.tokens
+            self._last_row_step = trainer.global_step
+            if not trainer.is_global_zero:  # one writer: the counts are global, so rank 0's rows say it all
+                return
             path = out_dir / "metrics.csv"
             rows = []
             if path.is_file():  # resumed: keep the rows up to the restored step, drop any written after it
@@ -281,14 +286,13 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
             self._csv.writeheader()
             self._csv.writerows(rows)
             self._fh.flush()
-            self._t0 = time.perf_counter()
-            self._tokens_at_t0 = self.tokens
-            self._last_row_step = trainer.global_step
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             # accumulate on device; read back only every log_every steps (no per-step host sync)
             n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
             m = (batch["mlm_labels"] != IGNORE_INDEX).sum()
+            if trainer.world_size > 1:  # every count global, on every rank: ranks see different padding
+                n, m = (trainer.strategy.reduce(x, reduce_op="sum") for x in (n, m))
             self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
             self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
             step = trainer.global_step
@@ -321,15 +325,16 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
                     if f"eval_{k}" in CSV_FIELDS:
                         row[f"eval_{k}"] = f"{v:.5f}"
                 pl_module.last_eval = {}
-            self._csv.writerow(row)
-            self._fh.flush()
+            if self._fh is not None:
+                self._csv.writerow(row)
+                self._fh.flush()
             self._last_row_step = step
             if log:  # (Lightning allows no self.log at fit end)
                 pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
 
         def on_fit_end(self, trainer, pl_module):
             # the budget's stop check (the module's, after this callback's) may end a step this log let pass
-            if self._fh is not None and pl_module.budget_spent() and trainer.global_step > self._last_row_step:
+            if pl_module.budget_spent() and trainer.global_step > self._last_row_step:
                 self._write_row(trainer, pl_module, trainer.global_step, evaluated=False, log=False)
             self._flush_counts()
             if self._fh is not None:
@@ -653,6 +658,8 @@ def _pretrain_locked(
         return {"stopped_at_step": trainer.global_step}
 
     guard.check()
+    if not trainer.is_global_zero:  # the other processes of a multi-process run: rank 0 evaluates and writes
+        return {"worker_rank": trainer.global_rank}
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
     if "mlm_loss_std" in final_eval:
@@ -675,13 +682,12 @@ def _pretrain_locked(
         "library_versions": library_versions(),
         "date": now_iso(),
     }
-    if trainer.is_global_zero:
-        from bertbench.checkpoint import save_checkpoint
-        from bertbench.config import to_dict
-        from bertbench.io_utils import atomic_write_json
+    from bertbench.checkpoint import save_checkpoint
+    from bertbench.config import to_dict
+    from bertbench.io_utils import atomic_write_json
 
-        save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
-        write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
-        fault_point("before_summary")
-        atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
+    save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
+    write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
+    fault_point("before_summary")
+    atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
     return summary
