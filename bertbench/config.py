@@ -292,6 +292,9 @@ class DataConfig:
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
         if self.max_seq_len < 8:
             raise BertbenchError(f"max_seq_len {self.max_seq_len}: too short for [CLS] A [SEP] B [SEP]")
+        if self.max_documents is not None and self.max_documents < 2:
+            # one document at least to train on and one held out
+            raise BertbenchError(f"max_documents {self.max_documents}: expected 2 or more (or unset for all)")
 
 
 @dataclass

@@ -38,7 +38,8 @@ def test_config_values_are_checked_on_entry(change, needle):
 
 
 @pytest.mark.parametrize("flags", [["--seed", "-1"], ["--batch-size", "0"], ["--max-steps", "0"], ["--grad-accum", "0"],
-                                   ["--precision", "bogus"], ["--set", "log_every=0"], ["--budget-minutes", "-1"]])
+                                   ["--precision", "bogus"], ["--set", "log_every=0"], ["--budget-minutes", "-1"],
+                                   ["--max-documents", "0"]])
 def test_pretrain_flags_fail_in_one_line_before_any_work(tmp_path, flags):
     out = tmp_path / "run"
     r = runner.invoke(app, ["pretrain", "--corpus", str(tmp_path), "--model-size", "tiny", "--out", str(out), *flags])
@@ -143,3 +144,11 @@ def test_finetune_flags_fail_in_one_line(tmp_path, flags):
     r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--out", str(tmp_path / "f"), *flags])
     one_line_error(r)
     assert not (tmp_path / "f").exists()
+
+
+def test_finetune_out_that_is_a_file_is_one_line_before_training(tmp_path):
+    f = tmp_path / "file.txt"
+    f.write_text("keep me\n")
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--out", str(f / "sub")])
+    assert "is a file" in one_line_error(r)
+    assert f.read_text() == "keep me\n"

@@ -218,6 +218,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         raise BertbenchError(f"--precision {req.precision}: fine-tuning runs bf16-mixed, 32-true or auto")
     bf16 = precision == "bf16-mixed"
     out = Path(req.out)
+    from bertbench.run_dir import prepare_run_dir
+
+    prepare_run_dir(out)  # a file, an unwritable folder: said now, not after the training
     written: list[Path] = []
     ran = 0
     for name in names:
