@@ -83,13 +83,16 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model_config.json").is_file():
         return import_hf(folder)
     check_checkpoint_dir(folder)
+    cfg_file = folder / "model_config.json"
     try:
-        cfg = from_dict(ModelConfig, json.loads((folder / "model_config.json").read_text()), str(folder / "model_config.json"))
+        cfg = from_dict(ModelConfig, json.loads(cfg_file.read_text()), str(cfg_file))
     except json.JSONDecodeError as err:
-        raise BertbenchError(f"{folder / 'model_config.json'}: not valid JSON ({err})") from None
+        raise BertbenchError(f"{cfg_file}: not valid JSON ({err})") from None
+    except BertbenchError as err:  # a value check (hidden_size -8) names the value, not the file
+        raise BertbenchError(err if str(cfg_file) in str(err) else f"{cfg_file}: {err}") from None
     model = BertForPreTraining(cfg)
     sd = read_safetensors(folder / "model.safetensors", device)
-    result = model.load_state_dict(sd, strict=False)
+    result = load_weights(model, sd, f"{folder / 'model.safetensors'}: weights do not match model_config.json")
     if result.missing_keys or result.unexpected_keys:
         raise BertbenchError(
             f"{folder / 'model.safetensors'}: weights do not match model_config.json "
@@ -100,6 +103,16 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     run_config = _read_yaml(folder / "run_config.yaml")
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else None
     return Checkpoint(model, tokenizer, cfg, run_config, summary, folder)
+
+
+def load_weights(model, state_dict: dict, mismatch: str):
+    """`model.load_state_dict(strict=False)`, with a tensor of another shape as one line instead of torch's
+    multi-line RuntimeError (a config edited after training, or weights from another model)."""
+    try:
+        return model.load_state_dict(state_dict, strict=False)
+    except RuntimeError as err:
+        detail = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), str(err).splitlines()[0])
+        raise BertbenchError(f"{mismatch} ({detail})") from None
 
 
 def read_safetensors(path: Path, device: str = "cpu") -> dict:
@@ -127,7 +140,7 @@ def import_hf(hf_dir: Path) -> Checkpoint:
     cfg, hf_sd = read_hf_dir(hf_dir)
     sd, missing = state_dict_from_hf(hf_sd, cfg, str(hf_dir))
     model = BertForPreTraining(cfg)
-    model.load_state_dict(sd, strict=False)
+    load_weights(model, sd, f"{hf_dir}: weights do not match config.json")
     model.eval()
     tokenizer = WordPieceTokenizer.load(hf_dir)
     if tokenizer.vocab_size != cfg.vocab_size:

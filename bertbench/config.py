@@ -58,6 +58,15 @@ def check_mask_ratio(mask_ratio: float) -> None:
         raise BertbenchError(f"mask_ratio {mask_ratio}: expected a value in (0, 1)")
 
 
+# The shortest input that holds [CLS] A [SEP] B [SEP] with a token or two of each segment.
+MIN_SEQ_LEN = 8
+
+
+def check_min_seq_len(value: int, name: str) -> None:
+    if value < MIN_SEQ_LEN:
+        raise BertbenchError(f"{name} {value}: too short for [CLS] A [SEP] B [SEP] (expected ≥ {MIN_SEQ_LEN})")
+
+
 @dataclass
 class ModelConfig:
     """The encoder's shape. Field names follow the BERT paper; `hf_compat` maps them to transformers'."""
@@ -91,6 +100,13 @@ class ModelConfig:
         return f"L{self.num_layers}-H{self.hidden_size}"
 
     def __post_init__(self) -> None:
+        for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+                    "type_vocab_size"):
+            if getattr(self, key) < 1:
+                raise BertbenchError(f"{key} {getattr(self, key)}: expected an integer ≥ 1")
+        for key in ("dropout", "attention_dropout"):
+            if not 0 <= getattr(self, key) < 1:
+                raise BertbenchError(f"{key} {getattr(self, key)}: expected a probability in [0, 1)")
         if self.hidden_size % self.num_heads:
             raise BertbenchError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
 
@@ -225,8 +241,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         raise BertbenchError(f"{path}: not valid YAML: {err}") from None
     except UnicodeDecodeError:
         raise BertbenchError(f"{path}: not UTF-8 text") from None
-    if data is None:
-        data = {}
+    if data is None:  # an empty file: defaults everywhere is never what was meant
+        raise BertbenchError(f"{path}: empty file (expected a mapping of settings)")
     if not isinstance(data, dict):
         raise BertbenchError(f"{path}: expected a mapping at the top level")
     return data
@@ -290,8 +306,9 @@ class DataConfig:
         check_mask_ratio(self.mask_ratio)
         if self.masking not in ("dynamic", "static"):
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
-        if self.max_seq_len < 8:
-            raise BertbenchError(f"max_seq_len {self.max_seq_len}: too short for [CLS] A [SEP] B [SEP]")
+        if self.dupe_factor < 1:
+            raise BertbenchError(f"dupe_factor {self.dupe_factor}: expected an integer ≥ 1 (copies of the data)")
+        check_min_seq_len(self.max_seq_len, "max_seq_len")
         if self.max_documents is not None and self.max_documents < 2:
             # one document at least to train on and one held out
             raise BertbenchError(f"max_documents {self.max_documents}: expected 2 or more (or unset for all)")
@@ -401,3 +418,14 @@ def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
         raise BertbenchError(f"optim.lr {cfg.optim.lr}: expected a positive number")
     if cfg.optim.warmup_steps is not None and cfg.optim.warmup_steps < 0:
         raise BertbenchError(f"optim.warmup_steps {cfg.optim.warmup_steps}: expected an integer ≥ 0")
+    if cfg.optim.warmup_steps is not None and cfg.budget_minutes is None and cfg.optim.warmup_steps > cfg.max_steps:
+        # the learning rate would never reach its peak, and the decay would never start
+        raise BertbenchError(f"optim.warmup_steps {cfg.optim.warmup_steps}: longer than max_steps {cfg.max_steps}")
+    positions = cfg.model.get("max_position_embeddings", ModelConfig.max_position_embeddings)
+    for where, seq in [("max_seq_len", cfg.data.max_seq_len)] + [(f"phases[{i}].max_seq_len", p.max_seq_len)
+                                                                 for i, p in enumerate(cfg.phases)]:
+        if seq > positions:
+            raise BertbenchError(f"{where} {seq}: longer than the model's {positions} position embeddings")
+    devices = cfg.devices.strip()
+    if devices.lstrip("-").isdigit() and (int(devices) == 0 or int(devices) < -1):
+        raise BertbenchError(f"devices {cfg.devices!r}: expected a count ≥ 1, -1 (all), auto, or a list such as 0,1")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from bertbench.config import check_min_seq_len
 from bertbench.errors import BertbenchError
 
 # Integer settings where 0 or a negative number is always a mistake: 0 once read as "unset" (batch size,
@@ -65,6 +66,8 @@ class FinetuneSettings:
             value = getattr(self, key)
             if value is not None and value < 1:
                 raise BertbenchError(f"{name(key)} {value}: expected an integer ≥ 1")
+        if self.max_seq_len is not None:
+            check_min_seq_len(self.max_seq_len, name("max_seq_len"))
         if self.lr is not None and not self.lr > 0:
             raise BertbenchError(f"{name('lr')} {self.lr}: expected a positive learning rate")
         if self.epochs is not None and not self.epochs > 0:

@@ -7,20 +7,29 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bertbench.errors import BertbenchError
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename: a reader sees the old file or the new, never half.
+    A folder in the way, a full disk or a missing permission is one line naming the file; the old file stays."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise BertbenchError(f"{path}: is a folder; expected a file name to write")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as err:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise BertbenchError(f"{path}: cannot write ({err.strerror or err}); any earlier file is unchanged") from None
         raise
 
 

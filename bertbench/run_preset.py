@@ -79,7 +79,10 @@ def load_preset(name_or_path: str) -> RunPreset:
     if len(set(names)) != len(names):
         raise BertbenchError(f"{p}: variant names repeat: {names}")
     for v in preset.variants:  # every variant's config must be valid before anything runs
-        variant_config(preset, v, Path("."))
+        try:
+            variant_config(preset, v, Path("."))
+        except BertbenchError as err:  # a value check names only the value: say where it came from
+            raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
     ft = preset.finetune
     ft.check(lambda key: f"{p}: finetune.{key}")
     if bool(ft.figure5_variants) != bool(ft.figure5_tasks):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from bertbench.config import MIN_SEQ_LEN
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import TASKS_DIR
 
@@ -143,6 +144,7 @@ class TaskSpec:
     seeds: list[int]
     eval_kind: str = "dev"
     labels: list[str] = field(default_factory=list)
+    label_range: Optional[list[float]] = None  # regression: the scale's two ends (STS-B: 0, 5); outside is an error
     local: Optional[LocalSource] = None
     hub: Optional[HubSource] = None
     devsplit: Optional[DevSplit] = None
@@ -243,6 +245,9 @@ def _problems(t: TaskSpec) -> list[str]:
     if len(set(t.labels)) != len(t.labels):
         dupes = sorted({x for x in t.labels if t.labels.count(x) > 1})
         p.append(f"labels: duplicates {dupes}")
+    if t.label_range is not None and (t.type != "regression" or len(t.label_range) != 2
+                                      or not t.label_range[0] < t.label_range[1]):
+        p.append(f"label_range {t.label_range}: a regression task's [low, high], low < high")
     if t.type == "multiple_choice" and t.labels != [str(i) for i in range(len(t.labels))]:
         p.append(f"labels: multiple-choice labels are the choice numbers '0'..'{len(t.labels) - 1}', got {t.labels}")
     if t.type == "token_classification" and t.labels:
@@ -324,7 +329,7 @@ def _problems(t: TaskSpec) -> list[str]:
 
     # hyper-parameters
     h = t.hparams
-    if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < 8 or not h.learning_rates:
+    if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < MIN_SEQ_LEN or not h.learning_rates:
         p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= 8 and a learning rate (got {h})")
     if any(lr <= 0 for lr in h.learning_rates):
         p.append(f"hparams.learning_rates: {h.learning_rates} must be positive")

@@ -391,7 +391,7 @@ def build_pretraining_data(
     train_docs, heldout_docs = split_documents(corpus.num_documents, data_cfg, nsp)
     cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
     static = objective == "mlm" and data_cfg.masking == "static"
-    copies = max(1, data_cfg.dupe_factor) if static else 1
+    copies = data_cfg.dupe_factor if static else 1
     rng = random.Random(f"train-{seed}")
     train = [make_instances(corpus, train_docs, data_cfg, objective, rng, cls_id, sep_id) for _ in range(copies)]
     train = train[0] if copies == 1 else InstanceSet.concat(train)

@@ -249,7 +249,7 @@ def _label_index(task: TaskSpec, raw: Any, hub_labels: Optional[list[str]], wher
         raise BertbenchError(f"{where}: label {name!r} is not one of the task's labels {task.labels}") from None
 
 
-def _regression_label(raw: Any, where: str, from_hub: bool) -> Optional[float]:
+def _regression_label(raw: Any, where: str, from_hub: bool, scale: Optional[list[float]] = None) -> Optional[float]:
     if raw is None:
         return None
     try:
@@ -258,7 +258,11 @@ def _regression_label(raw: Any, where: str, from_hub: bool) -> Optional[float]:
         raise BertbenchError(f"{where}: regression label {raw!r} is not a number") from None
     if value != value:
         raise BertbenchError(f"{where}: regression label is NaN")
-    return None if from_hub and value == -1.0 else value  # -1: the hub's hidden test label
+    if from_hub and value == -1.0:  # the hub's hidden test label
+        return None
+    if scale is not None and not scale[0] <= value <= scale[1]:
+        raise BertbenchError(f"{where}: regression label {raw!r} is outside the task's scale {scale[0]:g}-{scale[1]:g}")
+    return value
 
 
 def _get(row: dict[str, Any], col: Optional[str], where: str, what: str) -> Any:
@@ -302,7 +306,7 @@ def rows_to_examples(
             a = _text(row, columns.text_a, where, "text_a")
             b = _text(row, columns.text_b, where, "text_b")
             raw = row[label_col] if has_label else None
-            label = (_regression_label(raw, where, from_hub) if task.type == "regression"
+            label = (_regression_label(raw, where, from_hub, task.label_range) if task.type == "regression"
                      else _label_index(task, raw, hub_labels, where))
             out.append(TextExample(ex_id, a, b, label))
         elif task.type == "multiple_choice":
@@ -432,6 +436,8 @@ def read_split(task: TaskSpec, split: str, data_dir: Optional[Path] = None, sour
             raise BertbenchError(f"task {task.name!r} split {name!r}: local data missing: {what}{hint}")
         rows = (r for p in paths for r in _local_rows(task, name, p))
         examples = rows_to_examples(task, rows, task.inputs, None, name)
+        if not examples:  # a header-only file: fine-tuning would wait for batches that never come
+            raise BertbenchError(f"{', '.join(map(str, paths))}: no examples for split {name!r} (the file holds none)")
     else:
         if task.hub is None:
             raise BertbenchError(f"task {task.name!r} has no hub source")

@@ -209,6 +209,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.training.task_model import FeatureBasedConfig, TaskModel
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
+    if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
+        raise BertbenchError(f"--data-dir {data_dir}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
     names = resolve_task_names(req.tasks)
     tasks = load_tasks()
     source = resolve_model_source(req.model, req.tokenizer, data_dir)

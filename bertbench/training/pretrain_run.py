@@ -438,7 +438,13 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
     ckpt_dir = out_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     tmp = ckpt_dir / ".last.ckpt.tmp"
-    trainer.save_checkpoint(tmp, weights_only=False)  # the full state (optimiser, loops, RNG): resume needs it
+    try:
+        trainer.save_checkpoint(tmp, weights_only=False)  # the full state (optimiser, loops, RNG): resume needs it
+    except OSError as err:  # a full disk, say: the previous last.ckpt is untouched, so the run can still resume
+        tmp.unlink(missing_ok=True)
+        raise BertbenchError(f"{ckpt_dir / 'last.ckpt'}: cannot write the checkpoint of step {trainer.global_step} "
+                             f"({err.strerror or err}); the previous one is unchanged: make room and rerun with "
+                             "--resume auto") from None
     fault_point("before_rename", trainer.global_step)
     if trainer.is_global_zero:
         os.replace(tmp, ckpt_dir / "last.ckpt")
@@ -564,7 +570,8 @@ def _pretrain_locked(
 
     last_ckpt = out_dir / "checkpoints" / "last.ckpt"
     if (out_dir / "summary.json").is_file():
-        if resume == "auto":
+        if resume == "auto":  # nothing left to do, if it is the same run
+            check_resume_config(out_dir / "config.yaml", cfg)
             return json.loads((out_dir / "summary.json").read_text())
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
     resuming = last_ckpt.is_file()
