@@ -118,11 +118,11 @@ def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):
     recipe = load_config(PretrainConfig, resolve_recipe("bert-base-paper"))
     assert load_preset("paper-base").pretrain == recipe  # paper-base names the recipe and copies nothing
     preset = yaml.safe_load(list_presets()["paper-base"].read_text())
-    preset["pretrain"] = {"max_steps": 7, "data": {"dupe_factor": 2}}
+    preset["pretrain"] = {"max_steps": 20000, "data": {"dupe_factor": 2}}
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(preset))
     got = load_preset(str(path)).pretrain
-    assert (got.max_steps, got.data.dupe_factor) == (7, 2)
+    assert (got.max_steps, got.data.dupe_factor) == (20000, 2)
     assert got.data.corpus == recipe.data.corpus and got.phases == recipe.phases  # the rest from the recipe
     preset["recipe"] = "bert-base-papr"
     path.write_text(yaml.safe_dump(preset))
