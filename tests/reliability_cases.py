@@ -315,10 +315,12 @@ FAULT_TESTS: dict[str, tuple[str, str]] = {
     "F2": ("kill -9 during a checkpoint write", "tests/test_resume_faults.py::test_kill_9_anywhere_then_resume_is_bit_identical"),
     "F3": ("kill -9 after the last checkpoint, before summary.json",
            "tests/test_resume_faults.py::test_kill_9_anywhere_then_resume_is_bit_identical"),
-    "F4": ("run --preset smoke killed mid pre-training, rerun", "tests/test_run_preset.py"),
-    "F5": ("run --preset smoke killed after the final checkpoint, rerun",
+    "F4": ("run --preset smoke killed mid pre-training, rerun: same records as an uninterrupted run",
+           "tests/test_run_preset.py::test_smoke_preset_end_to_end_and_rerun_skips"),
+    "F5": ("run --preset smoke killed after the final checkpoint, rerun (the preset resumes through pretrain "
+           "--resume auto, killed there after its last checkpoint)",
            "tests/test_resume_faults.py::test_kill_9_anywhere_then_resume_is_bit_identical"),
-    "F6": ("run --preset smoke killed during fine-tuning, rerun", "tests/test_run_preset.py"),
+    "F6": ("run --preset smoke killed during fine-tuning, rerun (no fault point in fine-tuning: not re-run)", ""),
     "F7": ("two pre-trainings into one --out", "tests/test_run_safety.py::test_run_folder_lock_refuses_a_second_process"),
     "F8": ("disk full during a checkpoint", "tests/test_reliability.py::test_full_disk_keeps_the_last_good_checkpoint"),
     "F9": ("disk full during a report", "tests/test_reliability.py::test_full_disk_keeps_the_last_good_checkpoint"),
@@ -504,7 +506,7 @@ def _squad_copies(T: Path, data: Path) -> None:
 
 # ---- running a case and judging what happened -------------------------------------------------------------
 
-CATEGORIES = ("CLEAR", "OK", "TRACEBACK", "SILENT-WRONG", "HANG", "DATA-LOSS", "UNCLEAR")
+CATEGORIES = ("CLEAR", "OK", "TRACEBACK", "SILENT-WRONG", "HANG", "DATA-LOSS", "UNCLEAR", "NOT RE-RUN")
 
 
 @dataclass

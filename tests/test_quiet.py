@@ -24,6 +24,7 @@ OURS = tuple(re.compile(p) for p in (
     r"done: \d+ steps, [\d,]+ tokens in \d+ s \(\d+ tok/s\); held-out: .+",
     r"checkpoint: \S+",
     r"stopped at step \d+; continue with --resume auto",
+    r"resuming \S+ from its checkpoint of step \d+",
     rf"{_RUN}: step \d+/\d+ \(\d+%\){_ETA}",  # fine-tuning progress
     rf"{_RUN}: \w+ -?[\d.]+ \(\d+ s\)(  \[degenerate: one class for every example\])?",
     r"\S+: done in \d+ s \(lr \S+( selected on .+)?\)",

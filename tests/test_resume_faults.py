@@ -83,13 +83,14 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 @pytest.mark.slow
 def test_kill_9_anywhere_then_resume_is_bit_identical(setup, reference):
-    """One run killed again and again (a checkpoint every step): after step 1, before half (3), at half (5),
-    after half (7), right after the last checkpoint (10) and during the final eval; each time resumed from
-    its last checkpoint. (Kills inside a checkpoint write, `before_rename:K`, and between the weights and
-    summary.json, `before_summary`, resume the same way; left out to keep CI short.)"""
+    """One run killed again and again (a checkpoint every step): after step 1, before half (3), inside the
+    checkpoint write of step 4 (the new file complete, not yet renamed over the old), at half (5), after
+    half (7), right after the last checkpoint (10), during the final eval and between the final weights and
+    summary.json; each time resumed from its last good checkpoint."""
     base, corpus = setup
     out = base / "killed"
-    faults = ["after_step:1", "after_step:3", "after_step:5", "after_step:7", "after_step:10", "final_eval"]
+    faults = ["after_step:1", "after_step:3", "before_rename:4", "after_step:5", "after_step:7", "after_step:10",
+              "final_eval", "before_summary"]
     for fault in faults:
         r = bertbench(args(base, corpus, out, "--resume", "auto"), fault)
         assert r.returncode == -9, (fault, r.returncode, r.stderr[-2000:])

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from bertbench.cli import app
 from bertbench.run_preset import list_presets, load_preset
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("name", ["smoke", "cpu-quick", "cpu-hour", "paper-base"])
@@ -81,10 +85,17 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert set(json.loads((out / "stages.json").read_text())) == {"report"}
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
     # a second run from scratch, in another folder, gives the same records: the tokenizer is trained
-    # (deterministically), then pre-training, fine-tuning and evaluation all follow from the seeds
+    # (deterministically), then pre-training, fine-tuning and evaluation all follow from the seeds. This one is
+    # killed (-9) at MLM+NSP's pre-training step 9 and rerun: the preset resumes from the step-6 checkpoint.
     again = tmp_path / "smoke-again"
-    r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(again)])
+    argv = ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(again)]
+    killed = subprocess.run([sys.executable, "-m", "bertbench.cli", *argv], capture_output=True, text=True, timeout=900,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), BERTBENCH_FAULT="after_step:9"))
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert not list(again.rglob("*.record.json"))
+    r = runner.invoke(app, argv)
     assert r.exit_code == 0, r.output + repr(r.exception)
+    assert "from its checkpoint of step 6" in r.output  # resumed, not started over
     vocabs = [next(d.glob("tokenizer-*/vocab.txt")).read_bytes() for d in (out, again)]
     assert vocabs[0] == vocabs[1]
     first, second = records_without_timings(out), records_without_timings(again)

@@ -580,6 +580,8 @@ def _pretrain_locked(
     if resuming:
         check_resume_config(out_dir / "config.yaml", cfg)
     start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
+    if resuming:
+        print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
     save_config(cfg, out_dir / "config.yaml")
 
     accelerator = cfg.accelerator
