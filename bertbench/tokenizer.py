@@ -98,6 +98,11 @@ def train_vocab(
     counts = count_words(texts, lowercase, strip_accents)
     alphabet = pick_alphabet(counts, limit_alphabet)
     continuations = continuation_symbols(counts, alphabet)
+    base = len(SPECIAL_TOKENS) + len(alphabet) + len(continuations)
+    if vocab_size < base:  # the trainer would return `base` tokens anyway, and the config would say otherwise
+        raise BertbenchError(
+            f"tokenizer_vocab_size {vocab_size}: smaller than this corpus's {base} base symbols ({len(SPECIAL_TOKENS)} "
+            f"special tokens, {len(alphabet)} characters, {len(continuations)} '##' continuations); ask for ≥ {base}")
     merged = _learn_merges(counts, alphabet, continuations, vocab_size, min_frequency)
     ordered = [*SPECIAL_TOKENS, *alphabet, *continuations, *merged]
     return {t: i for i, t in enumerate(ordered)}

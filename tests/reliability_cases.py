@@ -306,6 +306,7 @@ CASES += [
     Case("N55", "finetune --model random:tiny --max-seq-len 4096 (beyond 512 positions)",
          ft("--model", "random:tiny", "--tokenizer", "{DATA}/vocab/bert-base-uncased-vocab.txt", "--tasks", "rte",
             "--max-seq-len", "4096"), expect="ok", check=_one_record),
+    Case("N56", "--vocab-size below the corpus's alphabet", pt("--vocab-size", "100"), needle="tokenizer_vocab_size 100"),
 ]
 
 # Fault runs (F1-F11 of the report): real kills and signals, in tests that already exist.
