@@ -330,7 +330,7 @@ def _problems(t: TaskSpec) -> list[str]:
     # hyper-parameters
     h = t.hparams
     if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < MIN_SEQ_LEN or not h.learning_rates:
-        p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= 8 and a learning rate (got {h})")
+        p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= {MIN_SEQ_LEN} and a learning rate (got {h})")
     if any(lr <= 0 for lr in h.learning_rates):
         p.append(f"hparams.learning_rates: {h.learning_rates} must be positive")
     qa_fields = ("doc_stride", "max_query_len", "max_answer_len", "n_best")

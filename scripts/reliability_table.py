@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import reliability_cases as rc  # noqa: E402
+
+UNPRIVILEGED = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
 
 
 def doc_categories(doc: Path) -> dict[str, str]:
@@ -54,27 +57,15 @@ def run_cases(T: Path, data: Path, code: Path, ids: set[str] | None) -> dict[str
         out = T / "out" / case.id
         rc.run_pre(case, T, data, code)
         before = rc.snapshot(case, T)
-        argv = rc.expand(case.argv, T, data, out)
-        if case.skip_if == "root" and hasattr(__import__("os"), "geteuid") and __import__("os").geteuid() == 0:
-            # root ignores folder permissions; drop the capability the way the report did
-            argv_prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable]
-            o = _run_with_prefix(argv_prefix, argv, T, code)
-        else:
-            o = rc.run_subprocess(argv, T, code, timeout=120)
+        # root ignores folder permissions: drop the capability the way the report did
+        unprivileged = case.skip_if == "root" and os.geteuid() == 0
+        o = rc.run_subprocess(rc.expand(case.argv, T, data, out), T, code, timeout=120,
+                              launcher=UNPRIVILEGED if unprivileged else ())
         category, line = rc.judge(case, o, T, out, before)
         rows[case.id] = {"what": case.what, "category": category, "line": line.replace(str(T), "$T")[:160],
                          "meets": rc.meets(case, category, line), "rc": o.rc}
         print(f"{case.id:>5} {category:<12} {rows[case.id]['line'][:110]}", flush=True)
     return rows
-
-
-def _run_with_prefix(prefix, argv, T, code) -> rc.Outcome:
-    import os
-
-    env = {**os.environ, **rc.case_env(T), "PYTHONPATH": str(code)}
-    r = subprocess.run([*prefix, "-m", "bertbench.cli", *argv], cwd=code, env=env, capture_output=True, text=True,
-                       timeout=120)
-    return rc.Outcome(r.returncode, r.stdout + r.stderr, "Traceback (most recent call last)" in r.stderr)
 
 
 def run_fault_tests(code: Path) -> dict[str, dict]:

@@ -524,13 +524,14 @@ def case_env(T: Path) -> dict[str, str]:
 
 
 def run_subprocess(argv: list[str], T: Path, code: Path = ROOT, env: Optional[dict] = None, timeout: float = 300,
-                   python: Optional[str] = None) -> Outcome:
+                   launcher: tuple[str, ...] = ()) -> Outcome:
+    """`python -m bertbench.cli argv` on the checkout `code`; `launcher` goes before the interpreter (setpriv …)."""
     import subprocess
     import sys
 
     full_env = {**os.environ, **case_env(T), "PYTHONPATH": str(code), **(env or {})}
     try:
-        r = subprocess.run([python or sys.executable, "-m", "bertbench.cli", *argv], cwd=code, env=full_env,
+        r = subprocess.run([*launcher, sys.executable, "-m", "bertbench.cli", *argv], cwd=code, env=full_env,
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -538,12 +539,12 @@ def run_subprocess(argv: list[str], T: Path, code: Path = ROOT, env: Optional[di
     return Outcome(r.returncode, r.stdout + r.stderr, "Traceback (most recent call last)" in r.stderr)
 
 
-def run_pre(case: Case, T: Path, data: Path, code: Path = ROOT, python: Optional[str] = None) -> None:
+def run_pre(case: Case, T: Path, data: Path, code: Path = ROOT) -> None:
     """A case's earlier commands (a run killed at a step, say), as subprocesses: they may kill themselves."""
     for argv, env in case.pre:
         env = {k: v.replace("{T}", str(T)) for k, v in env.items()}
         truncate = env.pop("RELIABILITY_TRUNCATE", None)
-        run_subprocess(expand(argv, T, data, T / "unused"), T, code, env, python=python)
+        run_subprocess(expand(argv, T, data, T / "unused"), T, code, env)
         if truncate:
             blob = Path(truncate).read_bytes()
             Path(truncate).write_bytes(blob[: len(blob) // 2])

@@ -27,21 +27,16 @@ def scratch(tmp_path_factory):
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent")
     T = tmp_path_factory.mktemp("reliability")
-    env = rc.case_env(T)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
 
     def cli(argv):
         o = invoke(argv)
         assert o.rc == 0, o.output
 
-    rc.build_scratch(T, SHARED_DATA, cli)
-    yield T, SHARED_DATA
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in rc.case_env(T).items():
+            mp.setenv(k, v)
+        rc.build_scratch(T, SHARED_DATA, cli)
+        yield T, SHARED_DATA
 
 
 @pytest.mark.slow
@@ -63,7 +58,7 @@ def test_case(case: rc.Case, scratch):
     assert rc.meets(case, category, line), f"{case.id} ({case.what}): {category}: {line}\n{outcome.output[-3000:]}"
 
 
-def test_judge_can_fail():
+def test_judge_can_fail(tmp_path):
     """The judge itself: a traceback, a silent exit 0, two error lines, a changed file and a missing needle are
     each caught (a suite that always passed would prove nothing)."""
     case = rc.Case("x", "x", (), needle="needle", intact=("f",))
@@ -76,18 +71,14 @@ def test_judge_can_fail():
         category, line = rc.judge(case, outcome, T, T, before)
         return category, rc.meets(case, category, line)
 
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as d:
-        T = Path(d)
-        assert verdict(rc.Outcome(2, "error: the needle is here", False), T) == ("CLEAR", True)
-        assert verdict(rc.Outcome(2, "error: something else", False), T) == ("CLEAR", False)
-        assert verdict(rc.Outcome(1, "Traceback ...\nValueError", True), T)[1] is False
-        assert verdict(rc.Outcome(0, "done", False), T) == ("SILENT-WRONG", False)
-        assert verdict(rc.Outcome(2, "error: needle\nerror: needle", False), T) == ("UNCLEAR", False)
-        assert verdict(rc.Outcome(2, "error: needle", False), T, change=True) == ("DATA-LOSS", False)
-        assert verdict(rc.Outcome(124, "", False, timed_out=True), T) == ("HANG", False)
+    T = tmp_path
+    assert verdict(rc.Outcome(2, "error: the needle is here", False), T) == ("CLEAR", True)
+    assert verdict(rc.Outcome(2, "error: something else", False), T) == ("CLEAR", False)
+    assert verdict(rc.Outcome(1, "Traceback ...\nValueError", True), T)[1] is False
+    assert verdict(rc.Outcome(0, "done", False), T) == ("SILENT-WRONG", False)
+    assert verdict(rc.Outcome(2, "error: needle\nerror: needle", False), T) == ("UNCLEAR", False)
+    assert verdict(rc.Outcome(2, "error: needle", False), T, change=True) == ("DATA-LOSS", False)
+    assert verdict(rc.Outcome(124, "", False, timed_out=True), T) == ("HANG", False)
 
 
 def test_full_disk_keeps_the_last_good_checkpoint(tmp_path):
