@@ -57,6 +57,9 @@ def quality_result(tmp_path_factory):
 def test_every_side_trains_for_the_budget_and_reports_a_curve(quality_result):
     sides = quality_result["sides"]
     assert list(sides) == ["ours", "hf", "ours-recipe"]
+    # the default: the shared-vocabulary pair trained at once in two processes, half the threads each
+    assert quality_result["pair"]["side_by_side"] is True
+    assert sides["ours"]["threads"] == sides["hf"]["threads"] == quality_result["pair"]["threads_each"] >= 1
     for name, s in sides.items():
         assert s["impl"] == ("transformers" if name == "hf" else "bertbench")
         assert s["tokens_seen"] > 0 and s["steps"] > 0 and s["tokens_per_s"] > 0
@@ -155,3 +158,14 @@ def test_render_redraws_a_saved_result(quality_result, tmp_path):
     ratio = quality_result["comparisons"]["gain_ratio_ours_vs_hf"]
     assert (f"**{ratio:.2f}×**" if ratio is not None else "**–**") in text
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_a_failed_side_of_the_pair_is_one_line_naming_it(tmp_path, monkeypatch):
+    import sys
+
+    from bertbench.benchmarks import quality
+    from bertbench.errors import BertbenchError
+
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # each side's process exits 1 without a word
+    with pytest.raises(BertbenchError, match=r"side-by-side pair failed: ours: exit code 1; hf: exit code 1"):
+        quality.run_pair_side_by_side(0.01, "cpu-quick", tmp_path, None, 1, None, tmp_path, 1, None)

@@ -294,7 +294,11 @@ def run(
     max_documents: Optional[int] = None,
     out_dir: Optional[Path] = None,
     progress: Optional[Callable[[str], None]] = None,
+    pair_threads: Optional[int] = None,
 ) -> dict[str, Any]:
+    """Each side in turn, with all of this process's threads; or, with `pair_threads`, the shared-vocabulary
+    pair (ours, hf) first, side by side in two processes of `pair_threads` threads each (so three 25-minute
+    sides take two slots of the clock, not three), then ours-recipe here."""
     from bertbench.data.instances import build_pretraining_data
     from bertbench.tokenizer import WordPieceTokenizer
     from bertbench.training.pretrain_run import load_or_train_tokenizer
@@ -331,6 +335,12 @@ def run(
         data = build_pretraining_data(cfg.data, tok, objective=cfg.objective, seed=cfg.seed)
         return cfg, tok, data, build_heldout(cfg, tok, data)
 
+    if pair_threads is not None and {"ours", "hf"} <= set(sides):
+        pair = run_pair_side_by_side(minutes, recipe, data_dir, model_size, points, max_documents, work, pair_threads, progress)
+        result["heldout"].update(pair["heldout"])
+        result["pair"] = {"side_by_side": True, "threads_each": pair_threads}
+        sides = [s for s in sides if s not in ("ours", "hf")]
+        result["sides"].update(pair["sides"])
     for side in sides:
         if progress:
             progress(f"{side}: preparing data")
@@ -352,11 +362,12 @@ def run(
             result["heldout"]["own"] = _heldout_json(ho, data)
             entry = run_ours(own_cfg, ho, work / "ours-recipe", points, progress, side)
             entry["vocab"] = f"own ({tok.vocab_size} WordPiece, trained on the corpus)"
+        entry["threads"] = _threads()
         entry["heldout_fingerprint"] = ho.fingerprint
         entry["unigram_accuracy"] = round(ho.unigram_accuracy, 3)
         entry["gain_over_unigram"] = round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)
         result["sides"][side] = entry
-    s = result["sides"]
+    s = result["sides"] = {name: result["sides"][name] for name in SIDES if name in result["sides"]}
     if "ours" in s and "hf" in s:
         hf_gain = s["hf"]["gain_over_unigram"]
         result["comparisons"] = {
@@ -366,6 +377,76 @@ def run(
         }
     result["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     return result
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def run_pair_side_by_side(minutes: float, recipe: str, data_dir: Path, model_size: Optional[str], points: int,
+                          max_documents: Optional[int], work: Path, threads: int,
+                          progress: Optional[Callable[[str], None]]) -> dict[str, Any]:
+    """`ours` and `hf` at once, each in its own process with `threads` threads: the same minutes on the same
+    share of the machine, and a noisy neighbour slows both alike. Each process builds the held-out set
+    itself; the fingerprints say whether both were scored at the same positions."""
+    import subprocess
+    import sys
+
+    procs = {}
+    for side in ("ours", "hf"):
+        saved = work / f"{side}-side.json"
+        argv = [sys.executable, "-m", "bertbench.cli", "bench", "quality", "--sides", side, "--minutes", repr(minutes),
+                "--recipe", str(recipe), "--points", str(points), "--data-dir", str(data_dir), "--threads", str(threads),
+                "--sequential", "--out", str(work / f"{side}-side"), "--save-json", str(saved)]
+        if model_size is not None:
+            argv += ["--model-size", model_size]
+        if max_documents is not None:
+            argv += ["--max-documents", str(max_documents)]
+        if progress is None:
+            argv.append("--quiet")
+        if progress:
+            progress(f"{side}: training side by side with the other side of the pair, {threads} thread(s)")
+        procs[side] = (subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), saved)
+    # both stderr pipes drained at once: a side whose pipe filled up would stall while the other trains
+    relays = {side: _Relay(proc, side, progress) for side, (proc, _) in procs.items()}
+    out: dict[str, Any] = {"sides": {}, "heldout": {}}
+    failures = []
+    for side, (proc, saved) in procs.items():
+        err = relays[side].wait()
+        if proc.returncode != 0:
+            last = [ln for ln in err.splitlines() if ln.strip()]
+            failures.append(f"{side}: {last[-1] if last else f'exit code {proc.returncode}'}")
+            continue
+        part = json.loads(saved.read_text(encoding="utf-8"))
+        out["sides"][side] = part["sides"][side]
+        out["heldout"].update(part["heldout"])
+    if failures:
+        raise BertbenchError("bench quality: the side-by-side pair failed: " + "; ".join(failures))
+    return out
+
+
+class _Relay:
+    """Reads a side process's stderr on a thread, passing its lines on as progress."""
+
+    def __init__(self, proc, side: str, progress: Optional[Callable[[str], None]]):
+        import threading
+
+        self.proc, self.lines = proc, []
+        self.thread = threading.Thread(target=self._read, args=(side, progress), daemon=True)
+        self.thread.start()
+
+    def _read(self, side: str, progress) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if progress and not line.startswith("error:"):
+                progress(f"[{side}] {line.rstrip()}")
+
+    def wait(self) -> str:
+        self.proc.wait()
+        self.thread.join()
+        return "".join(self.lines)
 
 
 def _heldout_json(ho: HeldOut, data) -> dict[str, Any]:
@@ -380,8 +461,11 @@ def _heldout_json(ho: HeldOut, data) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any], command: str) -> str:
     m, c = result["machine"], result["config"]
+    pair = result.get("pair")
+    threads = (f"ours and hf side by side with {pair['threads_each']} thread(s) each, the others {m['threads']}"
+               if pair else f"{m['threads']} threads")
     lines = [
-        f"_Generated by `{command}` on {m['hardware']}, torch {m['torch']}, {m['threads']} threads, allocator "
+        f"_Generated by `{command}` on {m['hardware']}, torch {m['torch']}, {threads}, allocator "
         f"{m.get('allocator', '?')}, {m['code']}; {c['minutes']:g} training minutes per side, {c['model_size']}, "
         f"seq {c['seq_len']}; do not edit between the markers._", "",
         "| side | vocabulary | tokens seen | tokens/s | held-out MLM acc. | loss (nats) | unigram acc. | gain over unigram |",

@@ -168,6 +168,7 @@ def quality(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG.")] = None,
     save_json: Annotated[Optional[Path], typer.Option("--save-json", help="Also write the result JSON to this file.")] = None,
     threads: Threads = None,
+    side_by_side: Annotated[bool, typer.Option("--side-by-side/--sequential", help="Train ours and hf at once, each with half the threads (three 25-minute sides in two slots of the clock); --sequential: one side after another with all threads.")] = True,
     render: Annotated[Optional[Path], typer.Option("--render", help="Train nothing: print (and --embed, --plot) a result saved by --save-json.")] = None,
     compare: Annotated[Optional[list[Path]], typer.Option("--compare", help="Train nothing: a recipe A/B table from saved --save-json files (the first is the baseline), embedded as block 'quality-ab'.")] = None,
     as_json: AsJson = False,
@@ -217,13 +218,13 @@ def quality(
         return
     if points < 1:
         raise BertbenchError(f"--points {points}: expected at least 1")
-    common.set_threads(threads)  # A/B runs side by side on a shared machine: --threads 1 each
+    total_threads = common.set_threads(threads)  # A/B runs side by side on a shared machine: --threads 1 each
     result = bench_quality.run(
         minutes, recipe, data_dir or default_data_dir(), [s.strip() for s in sides.split(",") if s.strip()],
         model_size=model_size, points=points, max_documents=max_documents, out_dir=out,
-        progress=common.progress_to_stderr(quiet),
+        progress=common.progress_to_stderr(quiet), pair_threads=max(1, total_threads // 2) if side_by_side else None,
     )
-    command = f"bertbench bench quality --minutes {minutes:g} --recipe {recipe} --sides {sides}"
+    command = f"bertbench bench quality --minutes {minutes:g} --recipe {recipe} --sides {sides}" + ("" if side_by_side else " --sequential")
     if plot is not None:
         bench_quality.plot(result, plot)
     if save_json is not None:
