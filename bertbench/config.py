@@ -67,6 +67,11 @@ def check_min_seq_len(value: int, name: str) -> None:
         raise BertbenchError(f"{name} {value}: too short for [CLS] A [SEP] B [SEP] (expected ≥ {MIN_SEQ_LEN})")
 
 
+# The paper's dropout (hidden and attention). Fine-tuning always uses it; a pre-training may set its own
+# (the CPU recipes pre-train without dropout, as Cramming does: on a short budget it only slows learning).
+PAPER_DROPOUT = 0.1
+
+
 @dataclass
 class ModelConfig:
     """The encoder's shape. Field names follow the BERT paper; `hf_compat` maps them to transformers'."""
@@ -78,8 +83,8 @@ class ModelConfig:
     intermediate_size: int = 3072
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
+    dropout: float = PAPER_DROPOUT
+    attention_dropout: float = PAPER_DROPOUT
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
     pad_token_id: int = 0

@@ -117,3 +117,23 @@ def test_malformed_rows_name_file_and_line(tmp_path):
     r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
                             "--data-dir", str(data), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "train.tsv:3" in r.output and "maybe" in r.output, r.output
+
+
+def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_path):
+    """A CPU recipe pre-trains without dropout; its checkpoint says 0.0, and fine-tuning must still run at 0.1."""
+    from bertbench.checkpoint import save_checkpoint
+    from bertbench.config import PAPER_DROPOUT, ModelConfig
+    from bertbench.model import BertForPreTraining, Dropout
+    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.training.finetune_run import resolve_model_source
+
+    tok = WordPieceTokenizer.from_vocab(VOCAB)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                      dropout=0.0, attention_dropout=0.0)
+    save_checkpoint(tmp_path / "ckpt", BertForPreTraining(cfg), tok, run_config={}, summary=None)
+    source = resolve_model_source(str(tmp_path / "ckpt"), None, tmp_path)
+    assert source.config.dropout == source.config.attention_dropout == PAPER_DROPOUT == 0.1
+    encoder = source.backbone(seed=1)
+    rates = {m.p for m in encoder.modules() if isinstance(m, Dropout)}
+    assert rates == {PAPER_DROPOUT}
+    assert all(layer.attn.attn_dropout == PAPER_DROPOUT for layer in encoder.layers)

@@ -10,13 +10,14 @@ import io
 import json
 import os
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
+from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
 from bertbench.finetune_settings import FinetuneRequest
 
@@ -82,7 +83,9 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         pre = {"objective": "mlm", "nsp": True, "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                "whole_word_mask": False, "external": str(path)}
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
-    return ModelSource(str(path), ckpt.tokenizer, ckpt.config, state, fingerprint_checkpoint(path), pre)
+    # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
+    cfg = dataclasses.replace(ckpt.config, dropout=PAPER_DROPOUT, attention_dropout=PAPER_DROPOUT)
+    return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre)
 
 
 # ----------------------------------------------------------------------------------------------
