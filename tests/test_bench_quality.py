@@ -142,6 +142,14 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     assert "baseline" in rows[0]
     assert "optim.lr: 0.001 → 0.0005" in rows[1] and "+2.5" in rows[1]
     assert "lower_lr" in readme.read_text() and "old" not in readme.read_text()
+    # a second A/B series goes into a block of its own, leaving the first as it was
+    readme.write_text(readme.read_text() + "<!-- bertbench bench: begin quality-ab2 -->\nold\n<!-- bertbench bench: end quality-ab2 -->\n")
+    first = readme.read_text().split("begin quality-ab2")[0]
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "lower_lr.json"), "--embed", str(readme),
+                            "--block", "quality-ab2"])
+    assert r.exit_code == 0, r.output
+    text = readme.read_text()
+    assert text.split("begin quality-ab2")[0] == first and "old" not in text and "--block quality-ab2" in text
     r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and "missing.json" in r.output
 
