@@ -537,7 +537,7 @@ def ab_markdown(results: list[tuple[str, dict[str, Any]]], side: str = "ours-rec
             base_cfg, base_acc, changed = cfg, s["final"]["mlm_accuracy"], "baseline"
         else:
             flat_base = _flat(base_cfg)
-            changed = "; ".join(f"{k}: {_short(flat_base.get(k)) or '–'} → {_short(v)}" for k, v in _flat(cfg).items()
+            changed = "; ".join(f"{k}: {_short(flat_base[k]) if k in flat_base else '(default)'} → {_short(v)}" for k, v in _flat(cfg).items()
                                 if flat_base.get(k) != v and k != "recipe") or "(same config)"
         delta = "–" if changed == "baseline" else f"{s['final']['mlm_accuracy'] - base_acc:+.1f}"
         rows.append(f"| {name} | {changed} | {r['config']['minutes']:g} min × {r['machine']['threads']} thr | "
