@@ -205,7 +205,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.io_utils import atomic_write_json, atomic_write_text
     from bertbench.paths import default_data_dir
     from bertbench.provenance import resolve_precision
-    from bertbench.results import provenance, record_filename, write_record
+    from bertbench.results import SCHEMA_VERSION, provenance, record_filename, write_record
     from bertbench.tasks import load_tasks, resolve_task_names
     from bertbench.training.finetune_loop import FinetuneHParams, predict, train
     from bertbench.training.selection import select_lr, selection_record, split_heldout
@@ -297,7 +297,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     selection_scores.setdefault(lr, []).append(scored.metrics[_primary(task, scored.metrics)])
                 wall = time.perf_counter() - t0
                 record = {
-                    "schema_version": 1,
+                    "schema_version": SCHEMA_VERSION,
                     "task": task.name, "task_version": task.version, "task_type": task.type,
                     "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
                               "train_size": len(train_ex), "eval_size": len(eval_ex)},
