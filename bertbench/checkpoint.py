@@ -1,9 +1,11 @@
 """A bertbench checkpoint is a self-describing folder:
 
-    model.safetensors    weights (our key names; see hf_compat for the HF mapping)
+    model.safetensors    weights (our key names; see hf_compat for the HF mapping); `nsp.*` only when the
+                         model trained NSP (objective "mlm+nsp")
     model_config.json    ModelConfig
     vocab.txt, tokenizer.json, tokenizer_config.json
-    run_config.yaml      the resolved config of the run that made it (pre-training or import)
+    run_config.yaml      the resolved config of the run that made it (pre-training or import): its objective
+                         says whether the model has an NSP head
     summary.json         optional: the pre-training summary (objective, masking, tokens, held-out metrics)
 
 `load_checkpoint(path)` needs nothing else.
@@ -20,6 +22,7 @@ from bertbench.config import ModelConfig, from_dict
 from bertbench.errors import BertbenchError
 
 REQUIRED_FILES = ("model.safetensors", "model_config.json")
+NSP_PREFIX = "nsp."  # the NSP head's state-dict keys
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
 
 
@@ -90,8 +93,11 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
         raise BertbenchError(f"{cfg_file}: not valid JSON ({err})") from None
     except BertbenchError as err:  # a value check (hidden_size -8) names the value, not the file
         raise BertbenchError(err if str(cfg_file) in str(err) else f"{cfg_file}: {err}") from None
-    model = BertForPreTraining(cfg)
     sd = read_safetensors(folder / "model.safetensors", device)
+    run_config = _read_yaml(folder / "run_config.yaml")
+    nsp = has_nsp_head(sd, run_config)
+    model = BertForPreTraining(cfg, nsp=nsp)
+    sd = fit_nsp_weights(sd, nsp)
     result = load_weights(model, sd, f"{folder / 'model.safetensors'}: weights do not match model_config.json")
     if result.missing_keys or result.unexpected_keys:
         raise BertbenchError(
@@ -100,9 +106,30 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
         )
     model.to(device).eval()
     tokenizer = WordPieceTokenizer.load(folder)
-    run_config = _read_yaml(folder / "run_config.yaml")
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else None
     return Checkpoint(model, tokenizer, cfg, run_config, summary, folder)
+
+
+def has_nsp_head(state_dict: dict, run_config: Optional[dict] = None) -> bool:
+    """Whether the model of a checkpoint has an NSP head: its run's objective says so ("mlm+nsp"; a run
+    config written before the objective said everything is migrated first); without one (an import), the
+    weights do."""
+    from bertbench.config import OBJECTIVES, migrate_pretrain_dict, trains_nsp
+
+    objective = migrate_pretrain_dict(run_config).get("objective") if isinstance(run_config, dict) else None
+    if objective in OBJECTIVES:
+        return trains_nsp(objective)
+    return any(k.startswith(NSP_PREFIX) for k in state_dict)
+
+
+def fit_nsp_weights(state_dict: dict, nsp: bool, prefix: str = "") -> dict:
+    """The one place where a checkpoint's NSP weights meet a model: for a model without the NSP head, any
+    `nsp.*` tensors are dropped (checkpoints written before the head was optional hold one for every
+    objective, untrained under "mlm" and "clm"). `prefix`: the model's key prefix in the state dict
+    ("model." in a Lightning checkpoint). A model with the head keeps them all."""
+    if nsp:
+        return state_dict
+    return {k: v for k, v in state_dict.items() if not k.startswith(prefix + NSP_PREFIX)}
 
 
 def load_weights(model, state_dict: dict, mismatch: str):
@@ -131,7 +158,8 @@ def read_safetensors(path: Path, device: str = "cpu") -> dict:
 
 
 def import_hf(hf_dir: Path) -> Checkpoint:
-    """An HF BERT folder → an in-memory Checkpoint (heads absent from the file stay at their init)."""
+    """An HF BERT folder → an in-memory Checkpoint. An NSP head (`cls.seq_relationship`) absent from the file
+    is absent from the model; the pooler and LM head absent from the file stay at their init."""
     from bertbench.hf_compat import read_hf_dir, state_dict_from_hf
     from bertbench.model import BertForPreTraining
     from bertbench.tokenizer import WordPieceTokenizer
@@ -139,7 +167,9 @@ def import_hf(hf_dir: Path) -> Checkpoint:
     hf_dir = Path(hf_dir)
     cfg, hf_sd = read_hf_dir(hf_dir)
     sd, missing = state_dict_from_hf(hf_sd, cfg, str(hf_dir))
-    model = BertForPreTraining(cfg)
+    nsp = has_nsp_head(sd)
+    missing = [k for k in missing if not k.startswith(NSP_PREFIX)]
+    model = BertForPreTraining(cfg, nsp=nsp)
     load_weights(model, sd, f"{hf_dir}: weights do not match config.json")
     model.eval()
     tokenizer = WordPieceTokenizer.load(hf_dir)

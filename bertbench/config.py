@@ -24,9 +24,11 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
     "large": (24, 1024, 16),
 }
 
-# The pre-training objectives: the masked LM (BERT's, with or without NSP) and the left-to-right LM (the
-# paper's "LTR" baseline, GPT's objective).
-OBJECTIVES = ("mlm", "clm")
+# The pre-training objectives, the one place they are named: BERT's masked LM with next-sentence prediction
+# ("mlm+nsp", the paper's model), the masked LM alone on contiguous text (the paper's "No NSP") and the
+# left-to-right LM (the paper's "LTR & No NSP" baseline, GPT's objective). Ask `trains_nsp`, `is_causal` and
+# `is_masked` what one means rather than comparing strings.
+OBJECTIVES = ("mlm+nsp", "mlm", "clm")
 
 # The paper's masking (§3.1, the first row of Table 8): 15% of the tokens are selected for prediction; of
 # those, 80% are replaced by [MASK], 10% kept and 10% replaced by a random token.
@@ -36,7 +38,71 @@ PAPER_MASK_PROCEDURE = (80, 10, 10)  # % [MASK] / same / random
 
 def check_objective(objective: str, name: str = "objective") -> None:
     if objective not in OBJECTIVES:
-        raise BertbenchError(f"{name} {objective!r}: expected {' or '.join(map(repr, OBJECTIVES))}")
+        raise BertbenchError(f"{name} {objective!r}: expected one of {', '.join(map(repr, OBJECTIVES))}")
+
+
+def check_full_sentences(data_cfg, objective: str) -> None:
+    """RoBERTa's full-sentence packing is a layout of contiguous text: the masked LM without NSP only."""
+    if data_cfg.full_sentences and objective != "mlm":
+        raise BertbenchError(f"data.full_sentences packs contiguous text for the masked LM without NSP: it needs "
+                             f"objective 'mlm', not {objective!r}")
+
+
+def objective_flags(objective: Optional[str], no_nsp: bool) -> Optional[str]:
+    """`--objective X` and the convenience `--no-nsp` (= `--objective mlm`) of the CLI, as one objective (None:
+    neither given). Contradicting flags are an error rather than one silently winning."""
+    if objective is not None:
+        check_objective(objective, "--objective")
+    if not no_nsp:
+        return objective
+    if objective not in (None, "mlm"):
+        raise BertbenchError(f"--no-nsp is --objective mlm: it contradicts --objective {objective}")
+    return "mlm"
+
+
+def trains_nsp(objective: str) -> bool:
+    """True when the objective trains next-sentence prediction (sentence-pair data, the NSP head)."""
+    return objective == "mlm+nsp"
+
+
+def is_causal(objective: str) -> bool:
+    """True for the left-to-right LM (causal attention, next-token labels at every position)."""
+    return objective == "clm"
+
+
+def is_masked(objective: str) -> bool:
+    """True for the masked LM, with or without NSP (the masking settings apply)."""
+    return objective in ("mlm+nsp", "mlm")
+
+
+def objective_from_v1(objective: Any, nsp: Any) -> Any:
+    """The objective of a file written before `objective` said everything: the old `objective` ("mlm" |
+    "clm", or already one of OBJECTIVES) with the old NSP flag. A causal LM never trained NSP; a masked LM
+    did when the flag was true. Anything else is returned as it was, for the caller's check to name."""
+    if not isinstance(nsp, bool) or objective not in OBJECTIVES:
+        return objective
+    if is_causal(objective):
+        return "clm"
+    return "mlm+nsp" if nsp else "mlm"
+
+
+def migrate_pretrain_dict(data: Any) -> Any:
+    """A pre-training config dict as written before `data.nsp` was folded into `objective` (saved run
+    folders' config.yaml, old recipes and presets, `--set data.nsp=…`) → today's form; one without
+    `data.nsp` is returned unchanged. objective mlm + nsp true → "mlm+nsp", mlm + false → "mlm", clm →
+    "clm". `full_sentences`, which the old code ignored with NSP or the causal LM, is set false there
+    (today it is an error). Note: a file *without* data.nsp that says `objective: mlm` cannot be told apart from
+    today's "mlm" (no NSP); before, it meant MLM+NSP (nsp defaulted to true)."""
+    if not isinstance(data, dict) or not isinstance(data.get("data"), dict) or "nsp" not in data["data"]:
+        return data
+    section = dict(data["data"])
+    nsp = section.pop("nsp")
+    objective = objective_from_v1(data.get("objective", "mlm"), nsp)
+    if not isinstance(nsp, bool):  # the old field's own check, in the old field's words
+        raise BertbenchError(f"data.nsp: expected true/false, got {nsp!r}")
+    if objective != "mlm" and "full_sentences" in section:
+        section["full_sentences"] = False
+    return {**data, "objective": objective, "data": section}
 
 
 def check_model_size(size: str) -> None:
@@ -172,7 +238,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 def from_dict(cls, data: dict[str, Any], where: str = "config"):
-    """Build dataclass `cls` from `data`; unknown keys raise with a did-you-mean hint."""
+    """Build dataclass `cls` from `data`; unknown keys raise with a did-you-mean hint. A pre-training config
+    in an older form is read through `migrate_pretrain_dict` first."""
+    if cls is PretrainConfig:
+        data = migrate_pretrain_dict(data)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in names]
     if unknown:
@@ -292,8 +361,8 @@ class DataConfig:
     corpus: list[str] = field(default_factory=list)  # folders/files (.txt dir, WikiExtractor, .jsonl) or hub:NAME
     max_seq_len: int = 128
     short_seq_prob: float = 0.1  # share of instances with a shorter random target length (paper: 0.1)
-    nsp: bool = True  # False: the paper's "No NSP" — contiguous text, no sentence-pair task
-    full_sentences: bool = False  # with nsp=False: RoBERTa-style packing of full sentences across documents
+    # Whether sentence pairs (NSP) or contiguous text is built is the objective's (PretrainConfig.objective).
+    full_sentences: bool = False  # objective "mlm" only: RoBERTa-style packing of full sentences across documents
     heldout_fraction: float = 0.02  # share of *documents* kept out for evaluation
     min_heldout_docs: int = 1
     max_documents: Optional[int] = None  # cap for quick runs (documents in corpus order)
@@ -350,7 +419,7 @@ class PretrainConfig:
     tokenizer: str = ""  # vocab.txt / tokenizer folder; "" or "train" trains one on the corpus
     tokenizer_vocab_size: int = 30522
     lowercase: bool = True
-    objective: str = "mlm"  # "mlm" (with data.nsp for NSP) or "clm" (left-to-right LM, causal mask)
+    objective: str = "mlm+nsp"  # one of OBJECTIVES: "mlm+nsp", "mlm" (no NSP) or "clm" (left-to-right LM)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     phases: list[PhaseConfig] = field(default_factory=list)
@@ -397,6 +466,7 @@ class PretrainConfig:
             if self.phases and self.num_workers:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
         check_objective(self.objective)
+        check_full_sentences(self.data, self.objective)
         check_model_size(self.model_size)
         _check_pretrain_numbers(self)
 

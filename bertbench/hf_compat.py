@@ -43,7 +43,8 @@ TOP_KEYS: dict[str, str] = {
     "nsp.weight": "cls.seq_relationship.weight",
     "nsp.bias": "cls.seq_relationship.bias",
 }
-# Heads a plain BertModel / BertForMaskedLM checkpoint does not have: kept at their fresh init on import.
+# Heads a plain BertModel / BertForMaskedLM checkpoint does not have: on import the pooler and the LM head are
+# kept at their fresh init, and a model without `cls.seq_relationship` has no NSP head (checkpoint.has_nsp_head).
 OPTIONAL_PREFIXES = ("bert.pooler.", "mlm.", "nsp.")
 # HF keys that are derived or buffers, never weights of their own.
 HF_IGNORED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias", "bert.embeddings.position_ids")
@@ -77,11 +78,19 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json") -> ModelConfi
     return ModelConfig(**kwargs)
 
 
-def config_to_hf(cfg: ModelConfig) -> dict[str, Any]:
+def hf_architecture(nsp: bool) -> str:
+    """The transformers class an exported folder is: BertForPreTraining with the NSP head; without it (a model
+    pre-trained with the objective "mlm" or "clm") BertForMaskedLM, the LM head alone, so that loading it
+    neither invents an NSP head at random init nor hides that there is none. The pooler's weights are still
+    written (fine-tuning classes read them; BertForMaskedLM skips them)."""
+    return "BertForPreTraining" if nsp else "BertForMaskedLM"
+
+
+def config_to_hf(cfg: ModelConfig, nsp: bool = True) -> dict[str, Any]:
     hf = {theirs: getattr(cfg, ours) for ours, theirs in CONFIG_KEYS.items()}
     hf.update(
         model_type="bert",
-        architectures=["BertForPreTraining"],
+        architectures=[hf_architecture(nsp)],
         hidden_act="gelu",
         position_embedding_type="absolute",
         tie_word_embeddings=True,
@@ -131,10 +140,13 @@ def state_dict_from_hf(hf_sd: dict, cfg: ModelConfig, where: str = "weights") ->
 
 
 def state_dict_to_hf(sd: dict, cfg: ModelConfig) -> dict:
-    """Our state dict → HF BertForPreTraining tensors (fused qkv split back, tied decoder written out)."""
+    """Our state dict → HF BertForPreTraining tensors (fused qkv split back, tied decoder written out); without
+    `nsp.*` (a model without the NSP head) no `cls.seq_relationship.*`."""
     H = cfg.hidden_size
     out = {}
     for ours, theirs in _layer_map(cfg.num_layers).items():
+        if ours not in sd and ours.startswith("nsp."):
+            continue
         t = sd[ours]
         if isinstance(theirs, tuple):
             for name, part in zip(theirs, t.split(H, 0)):
@@ -176,7 +188,8 @@ def read_hf_dir(hf_dir: Path) -> tuple[ModelConfig, dict]:
 
 
 def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
-    """Write a folder that `BertForPreTraining.from_pretrained` and `AutoTokenizer.from_pretrained` load."""
+    """Write a folder that `BertForPreTraining.from_pretrained` (`BertForMaskedLM` for a model without the NSP
+    head) and `AutoTokenizer.from_pretrained` load."""
     from safetensors.torch import save_file
 
     from bertbench.io_utils import atomic_write_json
@@ -188,5 +201,5 @@ def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     tmp = out_dir / ".model.safetensors.tmp"
     save_file(hf_sd, str(tmp), metadata={"format": "pt"})
     tmp.replace(out_dir / "model.safetensors")
-    atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg))
+    atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.nsp is not None))
     tokenizer.save(out_dir)

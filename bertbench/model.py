@@ -16,7 +16,7 @@ Two fast paths change no result at the positions anyone reads (tests/test_packin
 gradients against the plain path and against transformers):
 - batches with ≥ 10% padding run *packed*: position-wise work on the real tokens only (see Packing);
 - the last layer computes its outputs only where a head reads them (see BertModel.forward): the pooled
-  token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM + NSP.
+  token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM (+ NSP).
 """
 from __future__ import annotations
 
@@ -416,30 +416,46 @@ class MLMHead(nn.Module):
 
 @dataclass
 class PreTrainingOutput:
-    """Also subscriptable (`out["mlm_logits"]`), like transformers' ModelOutput."""
+    """Also subscriptable (`out["lm_logits"]`), like transformers' ModelOutput. `lm_*` is the language model
+    of either objective: the masked LM's, or the causal LM's next-token predictions."""
 
     last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None with MLM labels (last layer at masked positions only)
-    mlm_logits: torch.Tensor  # (B, T, V), or (N, V) at the N labelled positions when labels were given
-    nsp_logits: torch.Tensor  # (B, 2)
+    lm_logits: torch.Tensor  # (B, T, V), or (N, V) at the N labelled positions when labels were given
+    nsp_logits: Optional[torch.Tensor]  # (B, 2); None for a model without the NSP head
     loss: Optional[torch.Tensor] = None
-    mlm_loss: Optional[torch.Tensor] = None
+    lm_loss: Optional[torch.Tensor] = None
     nsp_loss: Optional[torch.Tensor] = None
-    mlm_targets: Optional[torch.Tensor] = None  # (N,) labels matching mlm_logits' rows when labels were given
+    lm_targets: Optional[torch.Tensor] = None  # (N,) labels matching lm_logits' rows when labels were given
 
     def __getitem__(self, key: str):
         return getattr(self, key)
 
 
 class BertForPreTraining(nn.Module):
-    """BERT with its two pre-training heads: masked LM (or next-token LM when causal) and NSP."""
+    """BERT with its pre-training heads: the LM head (masked LM, or next-token LM when causal) and, with
+    `nsp=True` (the objective "mlm+nsp", `config.trains_nsp`), the NSP head. A model trained without NSP has
+    no NSP head at all: no parameters, no state-dict keys, nothing computed.
 
-    def __init__(self, cfg: ModelConfig):
+    The LM head stays `self.mlm` for either objective: its state-dict keys (`mlm.*`) are what checkpoints
+    hold and map to HF's `cls.predictions.*`, the head transformers uses for its masked and causal LMs alike."""
+
+    def __init__(self, cfg: ModelConfig, nsp: bool = True):
         super().__init__()
         self.cfg = cfg
         self.bert = BertModel(cfg)
         self.mlm = MLMHead(cfg)
-        self.nsp = nn.Linear(cfg.hidden_size, 2)
+        # The NSP head is built and initialised even when it is dropped: the random draws stay those of BERT
+        # with both heads, so a seed gives a model without the head the very weights (and the training run
+        # after it the very dropout stream) that it gave before the head was optional.
+        nsp_head = nn.Linear(cfg.hidden_size, 2)
+        self.nsp = nsp_head if nsp else None
         self.apply(self._init_weights)
+        if not nsp:
+            self._init_weights(nsp_head)  # where apply() would have reached it: last
+
+    @property
+    def has_nsp(self) -> bool:
+        return self.nsp is not None
 
     def _init_weights(self, module: nn.Module) -> None:
         # BERT's initialisation: N(0, 0.02) weights, zero biases, LayerNorm (1, 0), zero padding row.
@@ -462,31 +478,33 @@ class BertForPreTraining(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: Optional[torch.Tensor] = None,
         attention_mask: Optional[torch.Tensor] = None,
-        mlm_labels: Optional[torch.Tensor] = None,
+        lm_labels: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
     ) -> PreTrainingOutput:
-        selected = None if mlm_labels is None else mlm_labels != IGNORE_INDEX  # (B, T)
+        if nsp_labels is not None and self.nsp is None:
+            raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
+        selected = None if lm_labels is None else lm_labels != IGNORE_INDEX  # (B, T)
         # MLM reads ~15% of positions: the last layer runs only there (and at [CLS] for NSP). A causal LM's
         # loss covers every position, so it runs in full.
         sparse = selected is not None and not self.cfg.causal
         enc = self.bert(input_ids, token_type_ids, attention_mask, outputs_at=selected if sparse else None)
         h = enc.last_hidden_state  # (B, T, H), or None when the last layer ran at the masked positions only
-        nsp_logits = self.nsp(enc.pooled)  # (B, 2)
-        mlm_loss = nsp_loss = loss = targets = None
-        if mlm_labels is None:
-            mlm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V)
+        nsp_logits = None if self.nsp is None else self.nsp(enc.pooled)  # (B, 2)
+        lm_loss = nsp_loss = loss = targets = None
+        if lm_labels is None:
+            lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V)
         else:
             # Project onto the vocabulary only where a label is: ~15% of positions for MLM. For small
             # models this projection is most of the step's FLOPs, and the rest would be thrown away.
-            targets = mlm_labels[selected]  # (N,)
+            targets = lm_labels[selected]  # (N,)
             h_sel = enc.selected if sparse else h[selected]  # (N, H)
-            mlm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V)
-            mlm_loss = F.cross_entropy(mlm_logits.float(), targets)
-            loss = mlm_loss
+            lm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V)
+            lm_loss = F.cross_entropy(lm_logits.float(), targets)
+            loss = lm_loss
         if nsp_labels is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
             loss = nsp_loss if loss is None else loss + nsp_loss  # the paper: mean MLM + mean NSP
-        return PreTrainingOutput(h, mlm_logits, nsp_logits, loss, mlm_loss, nsp_loss, targets)
+        return PreTrainingOutput(h, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from bertbench.config import MODEL_SIZES
+from bertbench.config import MODEL_SIZES, is_masked
 from bertbench.errors import BertbenchError
 from bertbench.progress import fmt_seconds
 from bertbench.stats import Interval, fmt_interval, t_interval
@@ -614,7 +614,7 @@ def table6(data: ReportData) -> Table:
     stand_ins: set[str] = set()
     rows = _with_data([(v.label, _shape(v.size), _perplexity(v.pretraining),
                         *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
-                       for v in data.variants if v.pretraining is not None and v.pretraining["objective"] == "mlm"
+                       for v in data.variants if v.pretraining is not None and is_masked(v.pretraining["objective"])
                        and not masking_suffix(v.pretraining)], 2)
     for system in _paper_rows(paper, source):
         cfg = paper.find(source=source, system=system)[0].config
@@ -637,7 +637,7 @@ def table8(data: ReportData) -> Table:
     stand_ins: set[str] = set()
     rows = []
     for v in data.variants:
-        if v.pretraining is None or v.pretraining["objective"] != "mlm":
+        if v.pretraining is None or not is_masked(v.pretraining["objective"]):
             continue
         procedure = mask_procedure(v.pretraining)
         shown = [f"{x:.4g}%" for x in procedure] if procedure else [MISSING] * 3
@@ -669,7 +669,7 @@ def _fmt_count(n: Optional[float]) -> str:
 def _masking_text(pre: Optional[Mapping[str, Any]]) -> str:
     if pre is None:
         return MISSING
-    if pre["objective"] != "mlm":
+    if not is_masked(pre["objective"]):
         return "none (causal)"
     procedure = mask_procedure(pre)
     text = f"{100 * pre['mask_ratio']:.4g}% " + ("/".join(f"{x:.4g}" for x in procedure) if procedure else MISSING)

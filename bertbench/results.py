@@ -1,14 +1,14 @@
 """Result records: the hand-off between fine-tuning and `bertbench report`.
 
-One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout (schema version 1):
+One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout (schema version 2):
 
-    {"schema_version": 1,
+    {"schema_version": 2,
      "task": "rte", "task_version": 1, "task_type": "classification",
      "split": {"train": "train", "eval": "dev", "eval_kind": "dev" | "devsplit" | "test",
                "train_size": 2490, "eval_size": 277},
      "metrics": {"accuracy": 55.2}, "primary_metric": "accuracy",
      "model": {"source": "runs/x/checkpoint", "fingerprint": "sha256:...", "size": "mini",
-               "pretraining": null | {"objective": "mlm" | "clm", "nsp": true, "mask_ratio": 0.15,
+               "pretraining": null | {"objective": "mlm+nsp" | "mlm" | "clm", "mask_ratio": 0.15,
                     "mask_procedure": [80, 10, 10], "whole_word_mask": false, "tokens_seen": 123,
                     "wall_seconds": 600.0, "data_fingerprint": "...", "code_version": "...",
                     "hardware": "...", "run_dir": "runs/x", "heldout": {"mlm_loss": ..., ...} | null}},
@@ -21,7 +21,7 @@ One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout 
 Rules a writer must know:
 - Every key shown must be present. May be null: `wall_seconds`, `hardware`, `predictions_file`,
   `finetune.max_steps`, `finetune.max_train_examples`, `finetune.epochs`; in `pretraining`
-  everything but `objective` and `nsp` (the three masking keys are required for `mlm`).
+  everything but `objective` (the three masking keys are required for the masked LMs, "mlm+nsp" and "mlm").
   `model.pretraining: null` means random initialisation (the control row).
 - Metrics are on the paper's 0-100 scale (84.6, not 0.846; MCC and correlations x100). The primary
   metric must be a finite number; another metric may be null when undefined. Never NaN.
@@ -30,7 +30,14 @@ Rules a writer must know:
   The unambiguous mapping {"mask": 80, "same": 10, "random": 10} is accepted too.
 - `finetune` and `pretraining` may carry extra keys (more settings); the top level, `split` and
   `model` may not (use `extra`), so a misspelt key is caught rather than silently ignored.
-- `heldout` losses are mean cross-entropies in nats (`mlm_loss`, `clm_loss`), accuracies 0-100.
+- `objective` is one of config.OBJECTIVES: "mlm+nsp" (BERT: masked LM + next-sentence prediction), "mlm"
+  (masked LM alone, the paper's "No NSP"), "clm" (left-to-right LM, the paper's "LTR & No NSP").
+- `heldout` losses are mean cross-entropies in nats (`mlm_loss`, `clm_loss`), accuracies 0-100;
+  `mlm_loss_paper_masking` / `mlm_accuracy_paper_masking` / `mlm_ppl_paper_masking` are the masked LM's at
+  the paper's masking (15%, 80/10/10) when the run trained with another (else equal to `mlm_loss` …).
+- Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
+  and named the paper-masking scores `*_std`. It is still read: `migrate_record` turns it into version 2
+  on read (mlm + nsp → "mlm+nsp", mlm alone → "mlm", clm → "clm"); files on disk are never rewritten.
 - `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
@@ -55,10 +62,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, TypedDict, Union
 
-from bertbench.config import OBJECTIVES, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
+from bertbench.config import (
+    OBJECTIVES,
+    PAPER_MASK_PROCEDURE,
+    PAPER_MASK_RATIO,
+    is_causal,
+    is_masked,
+    objective_from_v1,
+    trains_nsp,
+)
 from bertbench.errors import BertbenchError, did_you_mean
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Held-out keys of version 1 records (and of summary.json / metrics.csv files written then) → today's names.
+LEGACY_HELDOUT_KEYS = {"mlm_loss_std": "mlm_loss_paper_masking", "mlm_accuracy_std": "mlm_accuracy_paper_masking",
+                       "mlm_ppl_std": "mlm_ppl_paper_masking"}
 RECORD_SUFFIX = ".record.json"
 EVAL_KINDS = ("dev", "devsplit", "test")
 
@@ -71,8 +89,7 @@ class SplitInfo(TypedDict):
 
 
 class PretrainingInfo(TypedDict, total=False):
-    objective: str  # "mlm" | "clm"
-    nsp: bool
+    objective: str  # one of OBJECTIVES: "mlm+nsp" | "mlm" | "clm"
     mask_ratio: Optional[float]
     mask_procedure: Union[list[float], dict[str, float], None]
     whole_word_mask: Optional[bool]
@@ -147,7 +164,7 @@ _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, Fal
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
 _FINETUNE = {"lr": (_NUM, False), "epochs": (_NUM, True), "batch_size": (_INT, False), "max_seq_len": (_INT, False),
              "max_steps": (_INT, True), "max_train_examples": (_INT, True), "precision": (_STR, False)}
-_PRETRAINING = {"objective": (_STR, False), "nsp": (_BOOL, False), "mask_ratio": (_NUM, True),
+_PRETRAINING = {"objective": (_STR, False), "mask_ratio": (_NUM, True),
                 "mask_procedure": (None, True), "whole_word_mask": (_BOOL, True), "tokens_seen": (_INT, True),
                 "wall_seconds": (_NUM, True), "data_fingerprint": (_STR, True), "code_version": (_STR, True),
                 "hardware": (_STR, True), "run_dir": (_STR, True), "heldout": (_DICT, True)}
@@ -215,7 +232,10 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
     objective = pre.get("objective")
     if isinstance(objective, str) and objective not in OBJECTIVES:
         problems.append(f"model.pretraining.objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if objective == "mlm":
+    if isinstance(pre.get("nsp"), bool):  # a version-1 key: version 2 says it in the objective
+        problems.append(f"model.pretraining.nsp is not a version-{SCHEMA_VERSION} key (the objective says whether NSP "
+                        f"was trained: one of {', '.join(OBJECTIVES)})")
+    if isinstance(objective, str) and is_masked(objective):
         for key in ("mask_ratio", "mask_procedure", "whole_word_mask"):
             if pre.get(key) is None and key in pre:
                 problems.append(f"model.pretraining.{key} is null, but an mlm model needs it")
@@ -233,12 +253,53 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
                 problems.append(f"model.pretraining.heldout.{key} must be a finite number or null, got {value!r}")
 
 
+def migrate_pretraining(pre: Any) -> Any:
+    """A `model.pretraining` mapping (or a pre-training summary.json) written before the objective said
+    everything → today's form, as a new dict: `objective` "mlm"|"clm" with `nsp` → one of OBJECTIVES
+    (config.objective_from_v1), the held-out `*_std` keys → `*_paper_masking`. Today's form comes back
+    unchanged; an `nsp` that is not true/false is left for validation to name."""
+    if not isinstance(pre, dict):
+        return pre
+    out = dict(pre)
+    if isinstance(out.get("nsp"), bool):
+        out["objective"] = objective_from_v1(out.get("objective"), out.pop("nsp"))
+    heldout = out.get("heldout")
+    if isinstance(heldout, dict) and any(k in heldout for k in LEGACY_HELDOUT_KEYS):
+        out["heldout"] = {LEGACY_HELDOUT_KEYS.get(k, k): v for k, v in heldout.items()}
+    return out
+
+
+def migrate_record(obj: Any) -> Any:
+    """The one reader of old records: a version-1 record → version 2 (a new dict; the caller's, and the file,
+    are left as they were). Any other version is returned unchanged, for `validate_record` to judge."""
+    if not isinstance(obj, dict) or obj.get("schema_version") != 1:
+        return obj
+    out = {**obj, "schema_version": 2}
+    model = obj.get("model")
+    if isinstance(model, dict) and isinstance(model.get("pretraining"), dict):
+        out["model"] = {**model, "pretraining": migrate_pretraining(model["pretraining"])}
+    return out
+
+
+def _v1_problems(obj: dict) -> list[str]:
+    """What version 1 required and a migration cannot make up: `model.pretraining.nsp`, true or false."""
+    pre = (obj.get("model") or {}).get("pretraining") if isinstance(obj.get("model"), dict) else None
+    if obj.get("schema_version") != 1 or not isinstance(pre, dict):
+        return []
+    if "nsp" not in pre:
+        return ["missing required key 'model.pretraining.nsp' (schema_version 1)"]
+    return [] if isinstance(pre["nsp"], bool) else [f"model.pretraining.nsp must be {_BOOL}, got {pre['nsp']!r}"]
+
+
 def validate_record(
     obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
 ) -> Record:
-    """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`."""
+    """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`.
+    A version-1 record is checked (and returned) in its version-2 form (`migrate_record`)."""
     if not isinstance(obj, dict):
         raise BertbenchError(f"{where}: a result record must be a JSON object, got {type(obj).__name__}")
+    old = _v1_problems(obj)
+    obj = migrate_record(obj)
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
         if "schema_version" not in obj:
@@ -249,7 +310,7 @@ def validate_record(
             f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
         )
 
-    problems: list[str] = []
+    problems: list[str] = old
     _check_section(obj, _TOP, "", problems, strict=True, optional=_TOP_OPTIONAL)
     if isinstance(obj.get("split"), dict):
         _check_section(obj["split"], _SPLIT, "split.", problems, strict=True)
@@ -300,7 +361,7 @@ def write_record(path: Path, record: Record) -> Path:
     path = Path(path)
     if not path.name.endswith(RECORD_SUFFIX):
         raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
-    validate_record(record, str(path))
+    record = validate_record(record, str(path))  # an old version is written in today's form
     from bertbench.io_utils import atomic_write_json
 
     atomic_write_json(path, record)
@@ -374,7 +435,7 @@ def _fmt_pct(value: float) -> str:
 
 def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
     """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
-    if not pretraining or pretraining.get("objective") != "mlm":
+    if not pretraining or not is_masked(pretraining.get("objective")):
         return ""
     parts = []
     procedure = mask_procedure(pretraining)
@@ -389,12 +450,13 @@ def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
 
 
 def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)', 'LTR+NSP (causal)' or 'random init'."""
+    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)' or 'random init' (a validated, version-2 `pretraining`)."""
     if pretraining is None:
         return "random init"
-    if pretraining["objective"] == "clm":
-        return "LTR+NSP (causal)" if pretraining["nsp"] else "LTR (causal)"
-    return "MLM+NSP" if pretraining["nsp"] else "MLM (no NSP)"
+    objective = pretraining["objective"]
+    if is_causal(objective):
+        return "LTR (causal)"
+    return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
 
 
 def variant_label(record: Record) -> str:
@@ -443,8 +505,8 @@ def provenance() -> dict[str, Any]:
 
 
 __all__ = [
-    "EVAL_KINDS", "LoadedRecord", "RECORD_SUFFIX", "Record",
-    "SCHEMA_VERSION", "load_records", "mask_procedure",
+    "EVAL_KINDS", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "RECORD_SUFFIX", "Record",
+    "SCHEMA_VERSION", "load_records", "mask_procedure", "migrate_pretraining", "migrate_record",
     "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
     "validate_record", "variant_label", "write_record",
 ]

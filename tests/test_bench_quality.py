@@ -101,13 +101,13 @@ def test_heldout_masks_are_fixed_and_the_unigram_baseline_is_counted_on_training
     a, b = build_heldout(cfg, tok, data), build_heldout(cfg, tok, data)
     assert a.fingerprint == b.fingerprint
     for x, y in zip(a.batches, b.batches):
-        assert torch.equal(x["input_ids"], y["input_ids"]) and torch.equal(x["mlm_labels"], y["mlm_labels"])
+        assert torch.equal(x["input_ids"], y["input_ids"]) and torch.equal(x["lm_labels"], y["lm_labels"])
     # by hand: the most frequent token of the training documents, scored on the masked targets
     c = data.corpus
     train_tokens = np.concatenate([np.asarray(c.tokens[c.sent_offsets[c.doc_offsets[d]]:c.sent_offsets[c.doc_offsets[d + 1]]])
                                    for d in data.train_docs])
     counts = np.bincount(train_tokens.astype(np.int64), minlength=tok.vocab_size)
-    targets = torch.cat([x["mlm_labels"][x["mlm_labels"] != -100] for x in a.batches]).numpy()
+    targets = torch.cat([x["lm_labels"][x["lm_labels"] != -100] for x in a.batches]).numpy()
     assert a.positions == targets.size
     assert a.unigram_accuracy == pytest.approx(100 * (targets == counts.argmax()).mean())
     add_one = (counts + 1) / (counts.sum() + tok.vocab_size)

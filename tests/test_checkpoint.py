@@ -47,7 +47,7 @@ def test_save_load_roundtrip(tmp_path):
     for k, v in model.state_dict().items():
         assert torch.equal(ck.model.state_dict()[k], v), k
     out = ck.model(input_ids=torch.tensor([[2, 7, 3]]))
-    assert out.mlm_logits.shape == (1, 3, 77) and out.nsp_logits.shape == (1, 2)
+    assert out.lm_logits.shape == (1, 3, 77) and out.nsp_logits.shape == (1, 2)
     assert out.last_hidden_state.shape == (1, 3, 32)
 
 
@@ -71,7 +71,7 @@ def test_export_loads_in_transformers_without_warnings_and_reimports_exactly(tmp
         ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask)
         ours = model(ids, types, mask)
     real = mask.bool()  # padded positions are zeros in ours (packed), finite garbage in HF's
-    torch.testing.assert_close(ours.mlm_logits[real], ref.prediction_logits[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ours.lm_logits[real], ref.prediction_logits[real], atol=1e-5, rtol=0)
     torch.testing.assert_close(ours.nsp_logits, ref.seq_relationship_logits, atol=1e-5, rtol=0)
     # and back: HF → bertbench is exact
     r = runner.invoke(app, ["convert", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "back")])
@@ -95,11 +95,11 @@ def test_import_hf_saved_with_tokenizer_json_only(tmp_path):
     (tmp_path / "hfmlm" / "vocab.txt").unlink(missing_ok=True)
     r = runner.invoke(app, ["convert", "--from-hf", str(tmp_path / "hfmlm"), "--out", str(tmp_path / "ck")])
     assert r.exit_code == 0, r.output
-    assert "nsp.weight" in r.output
+    assert "bert.pooler.weight" in r.output and "nsp" not in r.output  # no NSP head in the file: none in the model
     from bertbench.checkpoint import load_checkpoint
 
     ck = load_checkpoint(tmp_path / "ck")
-    assert ck.tokenizer.vocab_size == 60
+    assert ck.tokenizer.vocab_size == 60 and ck.model.nsp is None
     with torch.no_grad():
         ids = torch.tensor([[2, 9, 11, 3]])
         torch.testing.assert_close(ck.model.bert(ids).last_hidden_state, hf.bert(ids).last_hidden_state, atol=1e-5, rtol=0)

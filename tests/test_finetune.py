@@ -61,6 +61,8 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     torch.manual_seed(0)
     model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, causal=True))
+    # as a checkpoint written before the objective said everything: an (untrained) NSP head in the weights and
+    # objective + nsp in the summary; its records are today's version, without an NSP head or key
     summary = {"objective": "clm", "nsp": False, "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
                "code_version": "test", "hardware": "cpu", "run_dir": str(tmp_path), "heldout": {"clm_loss": 3.0}}
     save_checkpoint(tmp_path / "ckpt", model, tok, run_config={}, summary=summary)
@@ -71,7 +73,8 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
     assert len(records) == 4
     for rec in records:
         pre = rec.data["model"]["pretraining"]
-        assert pre["objective"] == "clm" and pre["tokens_seen"] == 1234
+        assert pre["objective"] == "clm" and pre["tokens_seen"] == 1234 and "nsp" not in pre
+        assert json.loads(rec.path.read_text())["schema_version"] == 2
         assert rec.data["model"]["fingerprint"].startswith("sha256:")
     assert sorted(r.data["seed"] for r in records if r.data["task"] == "rte") == [1, 2]
 

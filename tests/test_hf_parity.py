@@ -64,9 +64,9 @@ def test_forward_parity(vocab_size, packed, monkeypatch):
         out = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
     valid = mask.bool() if packed else torch.ones_like(mask, dtype=torch.bool)
     torch.testing.assert_close(out.last_hidden_state[valid], ref.hidden_states[-1][valid], atol=1e-5, rtol=0)
-    torch.testing.assert_close(out.mlm_logits[valid], ref.prediction_logits[valid], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.lm_logits[valid], ref.prediction_logits[valid], atol=1e-5, rtol=0)
     torch.testing.assert_close(out.nsp_logits, ref.seq_relationship_logits, atol=1e-5, rtol=0)
-    assert out["mlm_logits"].shape == (3, 17, vocab_size)
+    assert out["lm_logits"].shape == (3, 17, vocab_size)
     if packed:
         assert torch.equal(out.last_hidden_state[~mask.bool()], torch.zeros(int((mask == 0).sum()), hf.config.hidden_size))
 
@@ -79,12 +79,12 @@ def test_masked_positions_equal_full_logits():
     labels[0, 3] = 7
     labels[1, 10] = 42
     with torch.no_grad():
-        full = ours(ids, types, mask).mlm_logits
-        sparse = ours(ids, types, mask, mlm_labels=labels)
-    assert sparse.mlm_logits.shape == (2, 99)
-    torch.testing.assert_close(sparse.mlm_logits, full[labels != -100], atol=1e-5, rtol=0)
+        full = ours(ids, types, mask).lm_logits
+        sparse = ours(ids, types, mask, lm_labels=labels)
+    assert sparse.lm_logits.shape == (2, 99)
+    torch.testing.assert_close(sparse.lm_logits, full[labels != -100], atol=1e-5, rtol=0)
     expected = torch.nn.functional.cross_entropy(full[labels != -100], labels[labels != -100])
-    torch.testing.assert_close(sparse.mlm_loss, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(sparse.lm_loss, expected, atol=1e-5, rtol=0)
 
 
 def test_round_trip_is_exact():

@@ -102,8 +102,8 @@ def _content(inst, tok) -> np.ndarray:
 
 
 def test_no_nsp_chunks_are_contiguous_text_of_one_document(tok, synthetic, cache):
-    cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=32, nsp=False)
-    data = build_pretraining_data(cfg, tok, cache_dir=cache)
+    cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=32)
+    data = build_pretraining_data(cfg, tok, objective="mlm", cache_dir=cache)
     assert data.stats["isnext_share"] is None
     for i in range(len(data.train)):
         x = data.train[i]
@@ -116,8 +116,8 @@ def test_no_nsp_chunks_are_contiguous_text_of_one_document(tok, synthetic, cache
 
 
 def test_full_sentences_pack_across_documents(tok, synthetic, cache):
-    cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=48, nsp=False, full_sentences=True, short_seq_prob=0.0)
-    data = build_pretraining_data(cfg, tok, cache_dir=cache)
+    cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=48, full_sentences=True, short_seq_prob=0.0)
+    data = build_pretraining_data(cfg, tok, objective="mlm", cache_dir=cache)
     inner_seps = 0
     for i in range(len(data.train)):
         ids = data.train[i]["input_ids"]
@@ -151,11 +151,11 @@ def test_static_masking_with_dupe_factor(tok, synthetic, cache):
     data = build_pretraining_data(cfg, tok, cache_dir=cache)
     assert abs(len(data.train) - 2 * len(dynamic.train)) < 0.05 * len(dynamic.train)
     x = data.train[0]
-    selected = x["mlm_labels"] != -100
+    selected = x["lm_labels"] != -100
     assert selected.any() and not selected[0] and not selected[-1]
     collator = MaskingCollator(TokenTables.from_tokenizer(tok), MaskingParams(), seed=1)
     batch = collator([data.train[i] for i in range(8)])
-    assert np.array_equal(batch["mlm_labels"][0, : len(x["input_ids"])].numpy(), x["mlm_labels"])
+    assert np.array_equal(batch["lm_labels"][0, : len(x["input_ids"])].numpy(), x["lm_labels"])
     assert np.array_equal(batch["input_ids"][0, : len(x["input_ids"])].numpy(), x["input_ids"])  # not re-masked
 
 

@@ -69,7 +69,7 @@ def _stats(tok, tables, params: MaskingParams, min_selected: int = 20_000) -> di
             original = torch.full_like(batch["input_ids"], tok.pad_id)
             for i, s in enumerate(chunk):
                 original[i, : len(s["input_ids"])] = torch.from_numpy(s["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], batch["mlm_labels"], tables).items():
+            for k, v in masking_counts(original, batch["input_ids"], batch["lm_labels"], tables).items():
                 counts[k] = counts.get(k, 0) + v
     assert counts["selected_special"] == 0 and counts["random_special"] == 0
     sel = counts["selected"]
@@ -148,18 +148,18 @@ def test_collator_batch_and_determinism(tok, tables):
     longest = max(len(s["input_ids"]) for s in samples)
     B, width = batch["input_ids"].shape
     assert B == 32 and width % 8 == 0 and longest <= width < longest + 8
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels"}
+    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "lm_labels", "nsp_labels"}
     assert all(v.dtype == torch.long for v in batch.values())
     assert batch["attention_mask"].sum().item() == sum(len(s["input_ids"]) for s in samples)
-    assert (batch["mlm_labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
+    assert (batch["lm_labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
     assert batch["nsp_labels"].tolist() == [s["nsp_label"] for s in samples]
     # the same instances in the same epoch draw the same masks (a resumed run), in any collator copy
     again = MaskingCollator(tables, MaskingParams(), seed=11)(samples)
-    assert torch.equal(again["input_ids"], batch["input_ids"]) and torch.equal(again["mlm_labels"], batch["mlm_labels"])
+    assert torch.equal(again["input_ids"], batch["input_ids"]) and torch.equal(again["lm_labels"], batch["lm_labels"])
     collator.set_epoch(1)
-    assert not torch.equal(collator(samples)["mlm_labels"], batch["mlm_labels"])
+    assert not torch.equal(collator(samples)["lm_labels"], batch["lm_labels"])
     other_seed = MaskingCollator(tables, MaskingParams(), seed=12)(samples)
-    assert not torch.equal(other_seed["mlm_labels"], batch["mlm_labels"])
+    assert not torch.equal(other_seed["lm_labels"], batch["lm_labels"])
 
 
 def test_causal_collator_labels_the_next_token(tok, tables):
@@ -169,15 +169,16 @@ def test_causal_collator_labels_the_next_token(tok, tables):
     assert "nsp_labels" not in batch
     for i, s in enumerate(samples):
         n = len(s["input_ids"])
-        labels = batch["mlm_labels"][i]
+        labels = batch["lm_labels"][i]
         assert labels[: n - 1].tolist() == s["input_ids"][1:].tolist()
         assert (labels[n - 1:] == IGNORE_INDEX).all()
 
 
 def test_make_collator_follows_the_config(tok):
-    cfg = DataConfig(mask_ratio=0.2, mask_procedure=[80, 0, 20], whole_word_mask=True, max_predictions_per_seq=20, nsp=False)
+    cfg = DataConfig(mask_ratio=0.2, mask_procedure=[80, 0, 20], whole_word_mask=True, max_predictions_per_seq=20)
     c = make_collator(cfg, tok, "mlm", seed=5)
     assert isinstance(c, MaskingCollator) and c.seed == 5 and not c.nsp
+    assert make_collator(cfg, tok, "mlm+nsp").nsp  # NSP labels only for the objective that trains NSP
     assert c.params == MaskingParams(0.2, (80, 0, 20), True, 20)
     assert isinstance(make_collator(cfg, tok, "clm"), CausalCollator)
 

@@ -109,7 +109,7 @@ def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatc
     for name, threshold in (("padded", 1.1), ("packed", 0.1)):
         monkeypatch.setattr(Packing, "MIN_PADDING", threshold)
         model.zero_grad()
-        out = model(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
+        out = model(ids, types, mask, lm_labels=labels, nsp_labels=nsp)
         out.loss.backward()
         with torch.no_grad():
             out.last_hidden_state = model.bert(ids, types, mask).last_hidden_state  # every position
@@ -117,7 +117,7 @@ def test_packed_matches_padded_outputs_and_gradients(causal, buckets, monkeypatc
     (a, ga), (b, gb) = runs["padded"], runs["packed"]
     valid = mask.bool()
     torch.testing.assert_close(b.last_hidden_state[valid], a.last_hidden_state[valid], atol=1e-5, rtol=0)
-    torch.testing.assert_close(b.mlm_logits, a.mlm_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(b.lm_logits, a.lm_logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(b.nsp_logits, a.nsp_logits, atol=1e-5, rtol=0)
     assert len(ga) == len(list(model.parameters()))
     assert_same_gradients(gb, ga)
@@ -186,7 +186,7 @@ def test_pretraining_loss_and_gradients_match_transformers(buckets):
     pick = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(5)) < 0.2)
     labels[pick] = ids[pick]
     nsp = torch.tensor([0, 1, 1, 0, 1])
-    out = ours(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
+    out = ours(ids, types, mask, lm_labels=labels, nsp_labels=nsp)
     assert out.last_hidden_state is None  # the last layer ran at the chosen positions only
     out.loss.backward()
     ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)

@@ -34,7 +34,7 @@ def _batches(n: int = 4) -> list[dict[str, torch.Tensor]]:
         masked = torch.rand(B, T, generator=gen) < 0.15
         out.append({
             "input_ids": torch.where(masked, 4, tokens),
-            "mlm_labels": torch.where(masked, tokens, -100),
+            "lm_labels": torch.where(masked, tokens, -100),
             "nsp_labels": torch.randint(0, 2, (B,), generator=gen),
         })
     return out
@@ -56,7 +56,7 @@ def _curve(model: BertForPreTraining, batches, autocast: bool) -> list[float]:
     for step in range(STEPS):
         b = batches[step % len(batches)]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(b["input_ids"], None, None, b["mlm_labels"], b["nsp_labels"]).loss
+            loss = model(b["input_ids"], None, None, b["lm_labels"], b["nsp_labels"]).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -11,8 +11,11 @@ from bertbench.errors import BertbenchError
 from bertbench.results import (
     RECORD_SUFFIX,
     SCHEMA_VERSION,
+    LEGACY_HELDOUT_KEYS,
     load_records,
     mask_procedure,
+    masking_suffix,
+    migrate_record,
     provenance,
     read_record,
     record_filename,
@@ -22,13 +25,20 @@ from bertbench.results import (
 )
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
+COMMITTED = Path(__file__).resolve().parent.parent / "leaderboards" / "records"
 
 
 @pytest.fixture
-def rec() -> dict:
-    """A valid record (mini MLM+NSP, cola, seed 1) to modify."""
+def rec_v1() -> dict:
+    """A valid version-1 record as committed (mini MLM+NSP, cola, seed 1)."""
     (path,) = (RECORDS / "mini-mlm-nsp").glob("cola.*" + RECORD_SUFFIX)
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def rec(rec_v1) -> dict:
+    """The same record in today's version, to modify."""
+    return migrate_record(rec_v1)
 
 
 def _write_raw(path: Path, obj) -> Path:
@@ -41,7 +51,7 @@ def test_round_trip_is_exact_and_atomic(tmp_path, rec):
     path = write_record(tmp_path / "runs" / record_filename(rec), rec)
     assert read_record(path) == rec
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
-    assert SCHEMA_VERSION == 1 and rec["schema_version"] == SCHEMA_VERSION
+    assert SCHEMA_VERSION == 2 and rec["schema_version"] == SCHEMA_VERSION
 
 
 def test_write_refuses_a_name_reports_would_not_find(tmp_path, rec):
@@ -87,7 +97,8 @@ def test_nan_is_not_json(tmp_path, rec):
         (lambda r: r["model"]["pretraining"].update(mask_ratio=None), "mask_ratio is null, but an mlm model needs it"),
         (lambda r: r["model"]["pretraining"].update(mask_ratio=15), "not a fraction"),
         (lambda r: r["model"]["pretraining"].update(mask_procedure=[80, 10, 5]), "does not add up to 100%"),
-        (lambda r: r["model"]["pretraining"].pop("nsp"), "missing required key 'model.pretraining.nsp'"),
+        (lambda r: r["model"]["pretraining"].update(nsp=True), "model.pretraining.nsp is not a version-2 key"),
+        (lambda r: r["model"]["pretraining"].update(objective="mlm+ltr"), "objective 'mlm+ltr' is not one of mlm+nsp, mlm, clm"),
         (lambda r: r["finetune"].pop("lr"), "missing required key 'finetune.lr'"),
     ],
 )
@@ -108,7 +119,7 @@ def test_every_problem_is_reported_at_once(rec):
     assert "'seed'" in str(err.value) and "'mcc'" in str(err.value)
 
 
-@pytest.mark.parametrize("version, hint", [(2, "newer bertbench"), (0, "not a version"), ("1", "not a version")])
+@pytest.mark.parametrize("version, hint", [(3, "newer bertbench"), (0, "not a version"), ("1", "not a version")])
 def test_unknown_schema_version(tmp_path, rec, version, hint):
     rec["schema_version"] = version
     path = _write_raw(tmp_path / "r.record.json", rec)
@@ -131,7 +142,7 @@ def test_task_versions_are_checked_against_the_registry(tmp_path, rec):
 def test_random_init_and_causal_models_need_no_masking(rec):
     rec["model"]["pretraining"] = None
     validate_record(copy.deepcopy(rec))
-    rec["model"]["pretraining"] = {"objective": "clm", "nsp": False, "mask_ratio": None, "mask_procedure": None,
+    rec["model"]["pretraining"] = {"objective": "clm", "mask_ratio": None, "mask_procedure": None,
                                    "whole_word_mask": None, "tokens_seen": 10, "wall_seconds": 1.0,
                                    "data_fingerprint": None, "code_version": None, "hardware": None,
                                    "run_dir": None, "heldout": None}
@@ -171,7 +182,7 @@ def test_load_records_missing_path(tmp_path):
 
 
 def _pre(**kw) -> dict:
-    base = {"objective": "mlm", "nsp": True, "mask_ratio": 0.15, "mask_procedure": [80, 10, 10], "whole_word_mask": False}
+    base = {"objective": "mlm+nsp", "mask_ratio": 0.15, "mask_procedure": [80, 10, 10], "whole_word_mask": False}
     return {**base, **kw}
 
 
@@ -179,9 +190,8 @@ def _pre(**kw) -> dict:
     "pretraining, label",
     [
         (_pre(), "mini MLM+NSP"),
-        (_pre(nsp=False), "mini MLM (no NSP)"),
-        ({"objective": "clm", "nsp": False}, "mini LTR (causal)"),
-        ({"objective": "clm", "nsp": True}, "mini LTR+NSP (causal)"),
+        (_pre(objective="mlm"), "mini MLM (no NSP)"),
+        ({"objective": "clm"}, "mini LTR (causal)"),
         (None, "mini random init"),
         (_pre(mask_procedure=[100, 0, 0]), "mini MLM+NSP mask 100/0/0"),
         (_pre(mask_procedure=[80, 0, 20]), "mini MLM+NSP mask 80/0/20"),
@@ -189,12 +199,106 @@ def _pre(**kw) -> dict:
         (_pre(mask_procedure=[0.8, 0.1, 0.1]), "mini MLM+NSP"),  # fractions are read as percentages
         (_pre(whole_word_mask=True), "mini MLM+NSP wwm"),
         (_pre(mask_ratio=0.4), "mini MLM+NSP 40%"),
-        (_pre(nsp=False, mask_ratio=0.125, whole_word_mask=True, mask_procedure=[0, 0, 100]),
+        (_pre(objective="mlm", mask_ratio=0.125, whole_word_mask=True, mask_procedure=[0, 0, 100]),
          "mini MLM (no NSP) mask 0/0/100 wwm 12.5%"),
     ],
 )
 def test_variant_label(pretraining, label):
     assert variant_label({"model": {"size": "mini", "pretraining": pretraining}}) == label
+
+
+# --- version 1 records (objective mlm|clm + nsp, heldout *_std) are read in their version-2 form ------------
+
+
+def _v1_label(pre) -> str:
+    """Version 1's objective_label, as it was (the labels the committed leaderboards show)."""
+    if pre is None:
+        return "random init"
+    if pre["objective"] == "clm":
+        return "LTR+NSP (causal)" if pre["nsp"] else "LTR (causal)"
+    return "MLM+NSP" if pre["nsp"] else "MLM (no NSP)"
+
+
+V1_FILES = sorted([*RECORDS.rglob("*" + RECORD_SUFFIX), *COMMITTED.rglob("*" + RECORD_SUFFIX)])
+
+
+def test_there_are_version_1_records_of_every_objective():
+    seen = set()
+    for path in V1_FILES:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        assert raw["schema_version"] == 1, path  # committed results: never rewritten
+        pre = raw["model"]["pretraining"]
+        seen.add(None if pre is None else (pre["objective"], pre["nsp"]))
+    assert {None, ("mlm", True), ("mlm", False), ("clm", False)} <= seen
+
+
+@pytest.mark.parametrize("path", V1_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_version_1_record_reads_as_its_version_2_form(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    before = copy.deepcopy(raw)
+    got = read_record(path)
+    assert raw == before and json.loads(path.read_text(encoding="utf-8")) == before  # nothing rewritten
+    assert got["schema_version"] == 2
+    # the same label and the same numbers
+    old_pre = raw["model"]["pretraining"]
+    suffix = masking_suffix(old_pre)  # (reads v1's "mlm" as today's masked LM: the same masking keys)
+    assert variant_label(got) == f"{raw['model']['size']} {_v1_label(old_pre)}" + (f" {suffix}" if suffix else "")
+    assert got["metrics"] == raw["metrics"] and got["finetune"] == raw["finetune"] and got["seed"] == raw["seed"]
+    pre, old = got["model"]["pretraining"], raw["model"]["pretraining"]
+    if old is None:
+        assert pre is None
+        return
+    assert "nsp" not in pre
+    assert pre["objective"] == {("mlm", True): "mlm+nsp", ("mlm", False): "mlm", ("clm", False): "clm"}[
+        (old["objective"], old["nsp"])]
+    rest = lambda d: {k: v for k, v in d.items() if k not in ("objective", "nsp", "heldout")}  # noqa: E731
+    assert rest(pre) == rest(old)
+    if old.get("heldout") is not None:
+        assert pre["heldout"] == {LEGACY_HELDOUT_KEYS.get(k, k): v for k, v in old["heldout"].items()}
+        assert not set(pre["heldout"]) & set(LEGACY_HELDOUT_KEYS)
+
+
+@pytest.mark.parametrize("v1, v2, label", [
+    ({"objective": "mlm", "nsp": True}, {"objective": "mlm+nsp"}, "mini MLM+NSP"),
+    ({"objective": "mlm", "nsp": False}, {"objective": "mlm"}, "mini MLM (no NSP)"),
+    ({"objective": "clm", "nsp": False}, {"objective": "clm"}, "mini LTR (causal)"),
+    # the trainer never produced it (a causal LM trained no NSP): read as what it was, the causal LM
+    ({"objective": "clm", "nsp": True}, {"objective": "clm"}, "mini LTR (causal)"),
+])
+def test_v1_pretraining_migrates_to_the_same_label_and_numbers(rec_v1, v1, v2, label):
+    heldout = {"mlm_loss": 6.5, "mlm_loss_std": 6.7, "mlm_accuracy_std": 14.0, "mlm_ppl_std": 812.4, "nsp_accuracy": 60.0}
+    rec_v1["model"]["pretraining"].update(v1, heldout=heldout)
+    if v1["objective"] == "clm":
+        rec_v1["model"]["pretraining"].update(mask_ratio=None, mask_procedure=None, whole_word_mask=None)
+    v2_rec = copy.deepcopy(rec_v1)
+    v2_rec["schema_version"] = 2
+    del v2_rec["model"]["pretraining"]["nsp"]
+    v2_rec["model"]["pretraining"].update(v2, heldout={"mlm_loss": 6.5, "mlm_loss_paper_masking": 6.7,
+                                                       "mlm_accuracy_paper_masking": 14.0,
+                                                       "mlm_ppl_paper_masking": 812.4, "nsp_accuracy": 60.0})
+    migrated = validate_record(rec_v1)
+    assert migrated == validate_record(v2_rec) == v2_rec
+    assert variant_label(migrated) == label
+    assert rec_v1["model"]["pretraining"]["nsp"] == v1["nsp"]  # the caller's dict is left as it was
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p.pop("nsp"), "missing required key 'model.pretraining.nsp' (schema_version 1)"),
+    (lambda p: p.update(nsp="yes"), "model.pretraining.nsp must be true/false, got 'yes'"),
+    (lambda p: p.update(objective="electra"), "objective 'electra' is not one of"),
+])
+def test_a_broken_version_1_record_is_still_named(tmp_path, rec_v1, mutate, message):
+    mutate(rec_v1["model"]["pretraining"])
+    path = _write_raw(tmp_path / "r.record.json", rec_v1)
+    with pytest.raises(BertbenchError) as err:
+        read_record(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_a_record_is_written_in_todays_version(tmp_path, rec_v1):
+    path = write_record(tmp_path / record_filename(rec_v1), rec_v1)
+    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    assert on_disk["schema_version"] == SCHEMA_VERSION and "nsp" not in on_disk["model"]["pretraining"]
 
 
 def test_mask_procedure_order_is_table8s():

@@ -33,7 +33,7 @@ def full_projection_forward(model, b: dict):
     import torch.nn.functional as F
 
     out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, V) logits, no labels
-    mlm = F.cross_entropy(out.mlm_logits.flatten(0, 1).float(), b["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX)
+    mlm = F.cross_entropy(out.lm_logits.flatten(0, 1).float(), b["lm_labels"].flatten(), ignore_index=IGNORE_INDEX)
     return mlm + F.cross_entropy(out.nsp_logits.float(), b["nsp_labels"])
 
 
@@ -42,9 +42,9 @@ def full_last_layer_forward(model, b: dict):
     import torch.nn.functional as F
 
     enc = model.bert(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # (B, T, H) everywhere
-    selected = b["mlm_labels"] != IGNORE_INDEX
+    selected = b["lm_labels"] != IGNORE_INDEX
     logits = model.mlm(enc.last_hidden_state[selected], model.bert.embeddings.word.weight)  # (N, V)
-    mlm = F.cross_entropy(logits.float(), b["mlm_labels"][selected])
+    mlm = F.cross_entropy(logits.float(), b["lm_labels"][selected])
     return mlm + F.cross_entropy(model.nsp(enc.pooled).float(), b["nsp_labels"])
 
 

@@ -43,7 +43,7 @@ def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, s
             "input_ids": inputs,
             "token_type_ids": types,
             "attention_mask": torch.ones(B, T, dtype=torch.long),
-            "mlm_labels": labels,
+            "lm_labels": labels,
             "nsp_labels": torch.randint(0, 2, (B,), generator=gen),
         })
     return out
@@ -103,13 +103,13 @@ def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[di
 
 
 def ours_forward(model, b: dict):
-    return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["mlm_labels"], b["nsp_labels"]).loss
+    return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_labels"], b["nsp_labels"]).loss
 
 
 def hf_forward(model, b: dict):
     return model(
         input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-        labels=b["mlm_labels"], next_sentence_label=b["nsp_labels"],
+        labels=b["lm_labels"], next_sentence_label=b["nsp_labels"],
     ).loss
 
 

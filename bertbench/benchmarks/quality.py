@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.benchmarks import common
-from bertbench.config import PAPER_MASK_RATIO
+from bertbench.config import PAPER_MASK_RATIO, trains_nsp
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
@@ -66,7 +66,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
     from bertbench.data.instances import make_instances
     from bertbench.data.masking import make_collator
 
-    seq_cfg = DataConfig(max_seq_len=final_seq_len(cfg), nsp=False, short_seq_prob=0.0)
+    seq_cfg = DataConfig(max_seq_len=final_seq_len(cfg), short_seq_prob=0.0)  # contiguous text: objective "mlm"
     instances = make_instances(data.corpus, data.heldout_docs, seq_cfg, "mlm", random.Random(EVAL_SEED),
                                tokenizer.cls_id, tokenizer.sep_id)
     n = min(EVAL_SEQUENCES, len(instances))
@@ -80,7 +80,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
     digest = hashlib.sha256()
     for b in batches:
         digest.update(b["input_ids"].numpy().tobytes())
-        digest.update(b["mlm_labels"].numpy().tobytes())
+        digest.update(b["lm_labels"].numpy().tobytes())
     # unigram statistics of the *training* documents
     corpus = data.corpus
     counts = np.zeros(tokenizer.vocab_size, dtype=np.int64)
@@ -89,7 +89,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
         counts += np.bincount(np.asarray(corpus.tokens[so[do[d]]:so[do[d + 1]]], dtype=np.int64), minlength=tokenizer.vocab_size)
     probs = (counts + 1) / (counts.sum() + tokenizer.vocab_size)  # add-one: no target gets probability 0
     top = int(counts.argmax())
-    targets = torch.cat([b["mlm_labels"][b["mlm_labels"] != IGNORE_INDEX] for b in batches]).numpy()
+    targets = torch.cat([b["lm_labels"][b["lm_labels"] != IGNORE_INDEX] for b in batches]).numpy()
     return HeldOut(
         batches=batches,
         positions=int(targets.size),
@@ -117,12 +117,12 @@ def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
             if hf:
                 logits = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
                                attention_mask=b["attention_mask"]).logits
-                sel = b["mlm_labels"] != IGNORE_INDEX
-                logits, targets = logits[sel], b["mlm_labels"][sel]
+                sel = b["lm_labels"] != IGNORE_INDEX
+                logits, targets = logits[sel], b["lm_labels"][sel]
             else:
                 out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                            attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"])
-                logits, targets = out.mlm_logits, out.mlm_targets
+                            attention_mask=b["attention_mask"], lm_labels=b["lm_labels"])
+                logits, targets = out.lm_logits, out.lm_targets
             logits = logits.float()
             correct += float((logits.argmax(-1) == targets).sum())
             loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
@@ -188,7 +188,7 @@ def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: 
         "precision": summary["precision"], "vocab_size": summary["model_config"]["vocab_size"],
         "parameters": summary["parameters"], "curve": probe.curve, "final": probe.curve[-1],
         "settings": {"recipe_batch_size": cfg.batch_size, "lr": cfg.optim.lr, "warmup_share": cfg.optim.warmup_fraction,
-                     "nsp": cfg.data.nsp, "mask_ratio": cfg.data.mask_ratio, "dropout": cfg.model.get("dropout", 0.1)},
+                     "nsp": trains_nsp(cfg.objective), "mask_ratio": cfg.data.mask_ratio, "dropout": cfg.model.get("dropout", 0.1)},
     }
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bertbench.config import DataConfig, check_objective
+from bertbench.config import DataConfig, is_masked, objective_flags, trains_nsp
 from bertbench.data import IGNORE_INDEX
 
 MIN_SELECTED = 20_000
@@ -47,10 +47,10 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             samples = [instances[i] for i in range(lo, min(n, lo + batch_size))]
             batch = collator(samples)
             original = pad_batch(samples, tables.pad_id, collator.pad_to_multiple_of, collator.max_len)["input_ids"]
-            if "mlm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
-                labels = batch["mlm_labels"]
+            if "lm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
+                labels = batch["lm_labels"]
                 original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], batch["mlm_labels"], tables).items():
+            for k, v in masking_counts(original, batch["input_ids"], batch["lm_labels"], tables).items():
                 counts[k] = counts.get(k, 0) + v
             cap = collator.params.max_predictions_per_seq
             if cap is not None:
@@ -59,7 +59,7 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             rows += len(samples)
             if counts["selected"] >= min_selected:
                 break
-        if "mlm_labels" in samples[0]:
+        if "lm_labels" in samples[0]:
             break  # static masks do not change between passes
     sel = max(1, counts.get("selected", 0))
     return dict(
@@ -90,19 +90,19 @@ def _show(data, tokenizer, collator, n: int, objective: str) -> None:
     batch = collator(samples)
     console.print(
         "[bold]legend:[/] [red][MASK]/original[/]  [yellow]random/original[/]  [green underline]kept[/]  "
-        "[cyan]segment B[/]" + ("  (causal: every next token is a label)" if objective == "clm" else "")
+        "[cyan]segment B[/]" + ("  (causal: every next token is a label)" if not is_masked(objective) else "")
     )
     for row, s in enumerate(samples):
         text = Text()
         ids = s["input_ids"]
-        labels = batch["mlm_labels"][row].tolist()
+        labels = batch["lm_labels"][row].tolist()
         out = batch["input_ids"][row].tolist()
-        static = "mlm_labels" in s
+        static = "lm_labels" in s
         for t, tok_id in enumerate(ids.tolist()):
             orig = labels[t] if static and labels[t] != IGNORE_INDEX else tok_id
             tok = tokenizer.convert_ids_to_tokens([orig])[0]
             seg_b = s["token_type_ids"][t] == 1
-            if objective == "mlm" and labels[t] != IGNORE_INDEX:
+            if is_masked(objective) and labels[t] != IGNORE_INDEX:
                 if out[t] == tokenizer.mask_id:
                     text.append(f"[MASK]/{tok}", style="bold red")
                 elif out[t] == orig:
@@ -155,9 +155,9 @@ def inspect(
     ] = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="vocab.txt or a tokenizer folder [default: bert-base-uncased vocab in the data dir]")] = None,
     max_seq_len: Annotated[int, typer.Option(help="Tokens per instance, specials included.")] = _D.max_seq_len,
-    no_nsp: Annotated[bool, typer.Option("--no-nsp", help="The paper's No-NSP ablation: contiguous text, no sentence pairs.")] = False,
-    full_sentences: Annotated[bool, typer.Option(help="With --no-nsp: RoBERTa-style packing of full sentences across documents.")] = False,
-    objective: Annotated[str, typer.Option(help="mlm (masked LM, + NSP unless --no-nsp) or clm (left-to-right LM).")] = "mlm",
+    no_nsp: Annotated[bool, typer.Option("--no-nsp", help="Short for --objective mlm (the paper's No-NSP ablation: contiguous text, no sentence pairs).")] = False,
+    full_sentences: Annotated[bool, typer.Option(help="With --objective mlm: RoBERTa-style packing of full sentences across documents.")] = False,
+    objective: Annotated[Optional[str], typer.Option(help="mlm+nsp (masked LM + NSP sentence pairs) [default], mlm (masked LM on contiguous text) or clm (left-to-right LM).")] = None,
     mask_ratio: Annotated[float, typer.Option(help="Share of non-special tokens to predict.")] = _D.mask_ratio,
     mask_procedure: Annotated[str, typer.Option(help="% replaced by [MASK] / kept / random, e.g. 80/10/10.")] = "/".join(map(str, _D.mask_procedure)),
     whole_word_mask: Annotated[bool, typer.Option("--whole-word-mask", help="Mask all pieces of a word together.")] = False,
@@ -173,11 +173,10 @@ def inspect(
     from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
     from bertbench.tokenizer import WordPieceTokenizer
 
-    check_objective(objective, "--objective")
+    objective = objective_flags(objective, no_nsp) or "mlm+nsp"
     cfg = DataConfig(
         corpus=list(corpus or []),
         max_seq_len=max_seq_len,
-        nsp=not no_nsp,
         full_sentences=full_sentences,
         mask_ratio=mask_ratio,
         mask_procedure=parse_mask_procedure(mask_procedure),
@@ -194,7 +193,7 @@ def inspect(
         fingerprint=data.fingerprint,
         objective=objective,
         config=dict(
-            corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=cfg.nsp and objective == "mlm", full_sentences=cfg.full_sentences,
+            corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=trains_nsp(objective), full_sentences=cfg.full_sentences,
             mask_ratio=cfg.mask_ratio, mask_procedure=cfg.mask_procedure, whole_word_mask=cfg.whole_word_mask,
             max_predictions_per_seq=cfg.max_predictions_per_seq, masking=cfg.masking, max_documents=cfg.max_documents,
             seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
@@ -202,7 +201,7 @@ def inspect(
         stats=data.stats,
         masking=None,
     )
-    if objective == "mlm":
+    if is_masked(objective):
         result["masking"] = masking_statistics(data.train, collator, TokenTables.from_tokenizer(tok))
     if json_out:
         typer.echo(json.dumps(result, indent=2))

@@ -35,9 +35,9 @@ def pretrain(
     model_size: Annotated[Optional[str], typer.Option("--model-size", help=", ".join(MODEL_SIZES) + ".")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="vocab.txt or tokenizer folder; 'train' trains WordPiece on the corpus.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", help="Vocabulary size when training a tokenizer.")] = None,
-    objective: Annotated[Optional[str], typer.Option("--objective", help="mlm (masked LM, + NSP unless --no-nsp) or clm (left-to-right LM: the paper's 'LTR & No NSP').")] = None,
-    no_nsp: Annotated[bool, typer.Option("--no-nsp", help="MLM only on contiguous text (the paper's 'No NSP').", rich_help_panel=DATA)] = False,
-    full_sentences: Annotated[bool, typer.Option("--full-sentences", help="With --no-nsp: RoBERTa-style packing across documents.", rich_help_panel=DATA)] = False,
+    objective: Annotated[Optional[str], typer.Option("--objective", help="mlm+nsp (BERT: masked LM + next-sentence prediction, the default), mlm (masked LM alone on contiguous text: the paper's 'No NSP') or clm (left-to-right LM: the paper's 'LTR & No NSP').")] = None,
+    no_nsp: Annotated[bool, typer.Option("--no-nsp", help="Short for --objective mlm.", rich_help_panel=DATA)] = False,
+    full_sentences: Annotated[bool, typer.Option("--full-sentences", help="With --objective mlm: RoBERTa-style packing across documents.", rich_help_panel=DATA)] = False,
     mask_ratio: Annotated[Optional[float], typer.Option("--mask-ratio", help=f"Share of tokens selected for prediction ({PAPER_MASK_RATIO}).", rich_help_panel=DATA)] = None,
     mask_procedure: Annotated[Optional[str], typer.Option("--mask-procedure", help=f"MASK/SAME/RND percentages ({'/'.join(map(str, PAPER_MASK_PROCEDURE))}; Table 8 of the paper).", rich_help_panel=DATA)] = None,
     whole_word_mask: Annotated[bool, typer.Option("--whole-word-mask", help="Select whole words.", rich_help_panel=DATA)] = False,
@@ -68,8 +68,11 @@ def pretrain(
     """Pre-train a BERT encoder (MLM+NSP, MLM only, or the causal LTR baseline) and write a run directory."""
     if resume not in ("never", "auto"):
         raise BertbenchError(f"--resume {resume!r}: expected 'auto' or 'never'")
+    from bertbench.config import objective_flags
+
     flags = dict(
-        model_size=model_size, tokenizer=tokenizer, tokenizer_vocab_size=vocab_size, objective=objective,
+        model_size=model_size, tokenizer=tokenizer, tokenizer_vocab_size=vocab_size,
+        objective=objective_flags(objective, no_nsp),
         batch_size=batch_size, grad_accum=grad_accum, max_steps=max_steps, budget_minutes=budget_minutes,
         precision=precision, devices=devices, accelerator=accelerator, strategy=strategy, num_nodes=num_nodes,
         seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
@@ -77,7 +80,7 @@ def pretrain(
     from bertbench.data.masking import parse_mask_procedure
 
     data_flags = dict(
-        corpus=list(corpus) if corpus else None, nsp=False if no_nsp else None, full_sentences=full_sentences or None,
+        corpus=list(corpus) if corpus else None, full_sentences=full_sentences or None,
         mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure) if mask_procedure else None,
         whole_word_mask=whole_word_mask or None, max_predictions_per_seq=max_predictions_per_seq, masking=masking,
         dupe_factor=dupe_factor, max_seq_len=max_seq_len, max_documents=max_documents,

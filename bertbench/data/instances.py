@@ -2,7 +2,7 @@
 `create_pretraining_data.py` builds them, plus the "No NSP", RoBERTa full-sentence and causal layouts.
 
 Layouts (all start with [CLS]; every instance ≤ max_seq_len tokens):
-- NSP (`nsp=True`): `[CLS] A [SEP] B [SEP]`, token types 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`.
+- NSP (objective "mlm+nsp"): `[CLS] A [SEP] B [SEP]`, token types 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`.
   As the original: a target length of max_seq_len − 3 (with probability `short_seq_prob` a random one in
   [2, max_seq_len − 3]); sentences are gathered until the target is reached; A is the run up to a random
   split point; B is the true continuation (IsNext, label 0) or, half of the time and always when the
@@ -14,7 +14,7 @@ Layouts (all start with [CLS]; every instance ≤ max_seq_len tokens):
   the target length is drawn anew for every instance (the original draws it once per document, so one
   10% draw would shorten a whole book); the other document is drawn uniformly among the others (the
   original retries 10 times to avoid itself).
-- No NSP, `full_sentences=False`: `[CLS] chunk [SEP]`, contiguous chunks of max_seq_len − 2 tokens of one
+- No NSP (objective "mlm"), `full_sentences=False`: `[CLS] chunk [SEP]`, contiguous chunks of max_seq_len − 2 tokens of one
   document (the last one shorter), cut anywhere.
 - No NSP, `full_sentences=True` (RoBERTa FULL-SENTENCES): whole sentences packed up to max_seq_len − 2,
   crossing document boundaries with a [SEP] between documents; a longer sentence is cut into pieces.
@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from bertbench.config import check_objective
+from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, trains_nsp
 from bertbench.errors import BertbenchError
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's convention for next_sentence_label
@@ -52,7 +52,7 @@ NO_LABEL = -1
 @dataclass
 class InstanceSet:
     """Instances as flat arrays. `self[i]` → {"input_ids", "token_type_ids", "nsp_label", "index"}
-    (+ "mlm_labels" when statically masked); arrays are int64 numpy, ready for the collator."""
+    (+ "lm_labels" when statically masked); arrays are int64 numpy, ready for the collator."""
 
     input_ids: np.ndarray  # (total,) all instances back to back
     offsets: np.ndarray  # (n + 1,) int64
@@ -60,7 +60,7 @@ class InstanceSet:
     nsp_labels: np.ndarray  # (n,) int8: 0 IsNext, 1 NotNext, -1 no NSP
     doc_a: np.ndarray  # (n,) int32 document of the first token after [CLS] (provenance, tests)
     doc_b: np.ndarray  # (n,) int32 document of segment B, -1 without one
-    mlm_labels: Optional[np.ndarray] = None  # (total,) static masking: original id at selected positions, -100 elsewhere
+    lm_labels: Optional[np.ndarray] = None  # (total,) static masking: original id at selected positions, -100 elsewhere
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -79,8 +79,8 @@ class InstanceSet:
         types = np.zeros(hi - lo, dtype=np.int64)
         types[int(self.type_start[i]):] = 1
         item = {"input_ids": ids, "token_type_ids": types, "nsp_label": int(self.nsp_labels[i]), "index": i}
-        if self.mlm_labels is not None:
-            item["mlm_labels"] = self.mlm_labels[lo:hi].astype(np.int64)
+        if self.lm_labels is not None:
+            item["lm_labels"] = self.lm_labels[lo:hi].astype(np.int64)
         return item
 
     def take(self, indices: np.ndarray) -> "InstanceSet":
@@ -96,13 +96,13 @@ class InstanceSet:
             nsp_labels=self.nsp_labels[indices],
             doc_a=self.doc_a[indices],
             doc_b=self.doc_b[indices],
-            mlm_labels=None if self.mlm_labels is None else self.mlm_labels[idx],
+            lm_labels=None if self.lm_labels is None else self.lm_labels[idx],
         )
 
     @staticmethod
     def concat(sets: list["InstanceSet"]) -> "InstanceSet":
         lens = np.concatenate([s.lengths for s in sets])
-        labels = [s.mlm_labels for s in sets]
+        labels = [s.lm_labels for s in sets]
         return InstanceSet(
             input_ids=np.concatenate([s.input_ids for s in sets]),
             offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
@@ -110,7 +110,7 @@ class InstanceSet:
             nsp_labels=np.concatenate([s.nsp_labels for s in sets]),
             doc_a=np.concatenate([s.doc_a for s in sets]),
             doc_b=np.concatenate([s.doc_b for s in sets]),
-            mlm_labels=None if any(x is None for x in labels) else np.concatenate(labels),
+            lm_labels=None if any(x is None for x in labels) else np.concatenate(labels),
         )
 
 
@@ -324,10 +324,10 @@ class PretrainingData:
     corpus: Any = field(repr=False, default=None)  # the TokenizedCorpus
 
 
-def split_documents(n_docs: int, data_cfg, nsp: bool) -> tuple[np.ndarray, np.ndarray]:
+def split_documents(n_docs: int, data_cfg, objective: str) -> tuple[np.ndarray, np.ndarray]:
     """Held-out documents: max(min_heldout_docs, round(heldout_fraction × n)) — at least 2 with NSP, so a
     NotNext segment can come from another held-out document — chosen by `data_cfg.seed`."""
-    n_held = max(data_cfg.min_heldout_docs, int(round(data_cfg.heldout_fraction * n_docs)), 2 if nsp else 1)
+    n_held = max(data_cfg.min_heldout_docs, int(round(data_cfg.heldout_fraction * n_docs)), 2 if trains_nsp(objective) else 1)
     if n_docs - n_held < 2:
         raise BertbenchError(
             f"{', '.join(data_cfg.corpus)}: {n_docs} documents are too few: need at least 2 for training "
@@ -351,10 +351,10 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
     do = corpus.doc_offsets.tolist()
     docs_list = [int(d) for d in docs]
     b = _Builder(np.asarray(corpus.tokens), cls_id, sep_id)
-    if objective == "clm":
+    if is_causal(objective):
         causal_blocks(so, do, docs_list, data_cfg.max_seq_len, b)
         return b.build()
-    if data_cfg.nsp:
+    if trains_nsp(objective):
         nsp_instances(so, do, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b)
     elif data_cfg.full_sentences:
         full_sentence_instances(so, do, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b)
@@ -368,7 +368,7 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
 def build_pretraining_data(
     data_cfg,
     tokenizer,
-    objective: str = "mlm",
+    objective: str = "mlm+nsp",
     seed: Optional[int] = None,
     cache_dir=None,
     log=None,
@@ -381,16 +381,16 @@ def build_pretraining_data(
     from bertbench.data.corpus import load_tokenized_corpus
 
     check_objective(objective)
+    check_full_sentences(data_cfg, objective)
     seed = data_cfg.seed if seed is None else seed
     t0 = time.perf_counter()
     corpus = load_tokenized_corpus(
         data_cfg.corpus, tokenizer, data_cfg.max_documents, data_cfg.num_proc, cache_dir=cache_dir, log=log
     )
     t_corpus = time.perf_counter() - t0
-    nsp = objective == "mlm" and data_cfg.nsp
-    train_docs, heldout_docs = split_documents(corpus.num_documents, data_cfg, nsp)
+    train_docs, heldout_docs = split_documents(corpus.num_documents, data_cfg, objective)
     cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
-    static = objective == "mlm" and data_cfg.masking == "static"
+    static = is_masked(objective) and data_cfg.masking == "static"
     copies = data_cfg.dupe_factor if static else 1
     rng = random.Random(f"train-{seed}")
     train = [make_instances(corpus, train_docs, data_cfg, objective, rng, cls_id, sep_id) for _ in range(copies)]
@@ -419,7 +419,7 @@ def build_pretraining_data(
         train_instances=len(train),
         heldout_instances=len(heldout),
         mean_length=float(train.lengths.mean()) if len(train) else 0.0,
-        isnext_share=float((train.nsp_labels == IS_NEXT).mean()) if nsp and len(train) else None,
+        isnext_share=float((train.nsp_labels == IS_NEXT).mean()) if trains_nsp(objective) and len(train) else None,
         corpus_seconds=round(t_corpus, 3),
         instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
         cache=str(corpus.path),

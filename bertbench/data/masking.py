@@ -27,7 +27,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, check_mask_procedure, check_mask_ratio
+from bertbench.config import (
+    PAPER_MASK_PROCEDURE,
+    PAPER_MASK_RATIO,
+    check_mask_procedure,
+    check_mask_ratio,
+    check_objective,
+    is_causal,
+    trains_nsp,
+)
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
@@ -129,7 +137,7 @@ def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: Maski
 def mask_tokens(
     input_ids: torch.Tensor, tables: TokenTables, params: MaskingParams, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(masked input_ids, mlm_labels) for a (B, T) batch; labels are -100 except at selected positions."""
+    """(masked input_ids, lm_labels) for a (B, T) batch; labels are -100 except at selected positions."""
     selected = select_positions(input_ids, tables, params, generator)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     p_mask, p_same = params.mask_procedure[0] / 100, params.mask_procedure[1] / 100
@@ -156,25 +164,25 @@ def pad_batch(samples: list[dict[str, Any]], pad_id: int, multiple: int = 8, max
     ids = np.full((B, T), pad_id, dtype=np.int64)
     types = np.zeros((B, T), dtype=np.int64)
     attn = np.zeros((B, T), dtype=np.int64)
-    labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64) if "mlm_labels" in samples[0] else None
+    labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64) if "lm_labels" in samples[0] else None
     for i, s in enumerate(samples):
         n = len(s["input_ids"])
         ids[i, :n] = s["input_ids"]
         types[i, :n] = s["token_type_ids"]
         attn[i, :n] = 1
         if labels is not None:
-            labels[i, :n] = s["mlm_labels"]
+            labels[i, :n] = s["lm_labels"]
     out = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types), "attention_mask": torch.from_numpy(attn)}
     if labels is not None:
-        out["mlm_labels"] = torch.from_numpy(labels)
+        out["lm_labels"] = torch.from_numpy(labels)
     return out
 
 
 class MaskingCollator:
-    """DataLoader `collate_fn` for MLM (+ NSP): pads, masks dynamically (or passes static masks through).
+    """DataLoader `collate_fn` for the masked LM (+ NSP): pads, masks dynamically (or passes static masks through).
 
-    Batch keys: input_ids, token_type_ids, attention_mask, mlm_labels (B, T) long; nsp_labels (B,) long
-    when `nsp`. Samples without an "index" key fall back to a call counter (not resumable).
+    Batch keys: input_ids, token_type_ids, attention_mask, lm_labels (B, T) long; nsp_labels (B,) long
+    when `nsp` (the objective "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
     """
 
     def __init__(self, tables: TokenTables, params: MaskingParams, seed: int = 0, nsp: bool = True,
@@ -185,29 +193,29 @@ class MaskingCollator:
         self._calls = 0
 
     @classmethod
-    def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None) -> "MaskingCollator":
+    def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None, nsp: bool = False) -> "MaskingCollator":
         return cls(TokenTables.from_tokenizer(tokenizer), MaskingParams.from_config(data_cfg),
-                   data_cfg.seed if seed is None else seed, nsp=data_cfg.nsp, max_len=data_cfg.max_seq_len)
+                   data_cfg.seed if seed is None else seed, nsp=nsp, max_len=data_cfg.max_seq_len)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = pad_batch(samples, self.tables.pad_id, self.pad_to_multiple_of, self.max_len)
-        if "mlm_labels" not in batch:
+        if "lm_labels" not in batch:
             if "index" in samples[0]:
                 key = [s["index"] for s in samples]
             else:
                 key, self._calls = [-1, self._calls], self._calls + 1
             g = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, key))
-            batch["input_ids"], batch["mlm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
+            batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
         if self.nsp:
             batch["nsp_labels"] = torch.tensor([s["nsp_label"] for s in samples], dtype=torch.long)
         return batch
 
 
 class CausalCollator:
-    """DataLoader `collate_fn` for the left-to-right LM: mlm_labels[t] = input_ids[t + 1]; the last real
+    """DataLoader `collate_fn` for the left-to-right LM: lm_labels[t] = input_ids[t + 1]; the last real
     position and padding get -100 (the model computes the loss at labelled positions)."""
 
     def __init__(self, pad_id: int, pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
@@ -221,15 +229,17 @@ class CausalCollator:
         ids, attn = batch["input_ids"], batch["attention_mask"]
         labels = torch.full_like(ids, IGNORE_INDEX)
         labels[:, :-1] = torch.where(attn[:, 1:].bool(), ids[:, 1:], IGNORE_INDEX)
-        batch["mlm_labels"] = labels
+        batch["lm_labels"] = labels
         return batch
 
 
-def make_collator(data_cfg, tokenizer, objective: str = "mlm", seed: Optional[int] = None):
-    """The collator for `objective` ("mlm" → MaskingCollator, "clm" → CausalCollator)."""
-    if objective == "clm":
+def make_collator(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None):
+    """The collator for `objective`: the masked LM's MaskingCollator (NSP labels only for "mlm+nsp"), or the
+    causal LM's CausalCollator."""
+    check_objective(objective)
+    if is_causal(objective):
         return CausalCollator(tokenizer.pad_id, max_len=data_cfg.max_seq_len)
-    return MaskingCollator.from_config(data_cfg, tokenizer, seed)
+    return MaskingCollator.from_config(data_cfg, tokenizer, seed, nsp=trains_nsp(objective))
 
 
 def mask_instance_set(instances, tables: TokenTables, params: MaskingParams, seed: int, chunk: int = 256):
@@ -247,7 +257,7 @@ def mask_instance_set(instances, tables: TokenTables, params: MaskingParams, see
         a, b = instances.offsets[lo], instances.offsets[hi]
         new_ids[a:b] = masked[valid].numpy()
         labels[a:b] = lab[valid].numpy()
-    return replace(instances, input_ids=new_ids, mlm_labels=labels)
+    return replace(instances, input_ids=new_ids, lm_labels=labels)
 
 
 def masking_counts(original: torch.Tensor, masked: torch.Tensor, labels: torch.Tensor, tables: TokenTables) -> dict[str, int]:

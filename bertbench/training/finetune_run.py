@@ -45,18 +45,20 @@ class ModelSource:
     def backbone(self, seed: int):
         import torch
 
+        from bertbench.checkpoint import fit_nsp_weights
         from bertbench.model import BertForPreTraining
 
         torch.manual_seed(seed)  # random:<size>: each seed is its own initialisation
-        model = BertForPreTraining(self.config)
+        model = BertForPreTraining(self.config, nsp=False)  # the encoder is what fine-tunes; an NSP head is not needed
         if self.state is not None:
-            model.load_state_dict(self.state)
+            model.load_state_dict(fit_nsp_weights(self.state, nsp=False))
         return model.bert
 
 
 def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
     from bertbench.checkpoint import fingerprint_checkpoint, load_checkpoint
     from bertbench.config import ModelConfig
+    from bertbench.results import migrate_pretraining
     from bertbench.tokenizer import WordPieceTokenizer
 
     if spec.startswith("random:"):
@@ -76,11 +78,12 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
-        pre = {k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary}
+        # (`nsp` is read from a summary written before the objective said everything, and migrated away)
+        pre = migrate_pretraining({k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary})
         for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
             pre.setdefault(k, None)
     else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
-        pre = {"objective": "mlm", "nsp": True, "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
+        pre = {"objective": "mlm+nsp", "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                "whole_word_mask": False, "external": str(path)}
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
@@ -205,7 +208,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.io_utils import atomic_write_json, atomic_write_text
     from bertbench.paths import default_data_dir
     from bertbench.provenance import resolve_precision
-    from bertbench.results import provenance, record_filename, write_record
+    from bertbench.results import SCHEMA_VERSION, provenance, record_filename, write_record
     from bertbench.tasks import load_tasks, resolve_task_names
     from bertbench.training.finetune_loop import FinetuneHParams, predict, train
     from bertbench.training.selection import select_lr, selection_record, split_heldout
@@ -297,7 +300,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     selection_scores.setdefault(lr, []).append(scored.metrics[_primary(task, scored.metrics)])
                 wall = time.perf_counter() - t0
                 record = {
-                    "schema_version": 1,
+                    "schema_version": SCHEMA_VERSION,
                     "task": task.name, "task_version": task.version, "task_type": task.type,
                     "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
                               "train_size": len(train_ex), "eval_size": len(eval_ex)},

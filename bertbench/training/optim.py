@@ -11,14 +11,27 @@ import torch
 from bertbench.config import OptimConfig
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only: not on LayerNorm weights, biases (as the original BERT)."""
+def _grouped(model: torch.nn.Module) -> tuple[list, list]:
+    """([(name, p)] decayed, [(name, p)] not): weight decay on matrices only, not on LayerNorm weights or
+    biases (as the original BERT)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue  # frozen (feature-based) encoders are not optimised
-        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        (no_decay if p.ndim < 2 or "norm" in name else decay).append((name, p))
+    return decay, no_decay
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay on matrices only: not on LayerNorm weights, biases (as the original BERT)."""
+    decay, no_decay = _grouped(model)
+    return [{"params": [p for _, p in decay], "weight_decay": weight_decay},
+            {"params": [p for _, p in no_decay], "weight_decay": 0.0}]
+
+
+def param_group_names(model: torch.nn.Module) -> list[list[str]]:
+    """The parameter names of each of `param_groups`' groups, in the optimiser's order."""
+    return [[n for n, _ in group] for group in _grouped(model)]
 
 
 def adamw(model: torch.nn.Module, device_type: str, *, lr: float, weight_decay: float, eps: float,

@@ -20,15 +20,28 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, DataConfig, ModelConfig, PretrainConfig, save_config
+from bertbench.config import (
+    PAPER_MASK_PROCEDURE,
+    PAPER_MASK_RATIO,
+    DataConfig,
+    ModelConfig,
+    PretrainConfig,
+    is_causal,
+    is_masked,
+    save_config,
+    trains_nsp,
+)
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
 STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
+# `*_paper_masking`: the masked LM's held-out scores at the paper's masking (15%, 80/10/10), measured apart
+# when the run masks otherwise (else the same as eval_mlm_loss/accuracy); metrics.csv files written before
+# were named `*_std` there (results.LEGACY_HELDOUT_KEYS).
 CSV_FIELDS = [
     "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",
-    "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_std", "eval_mlm_accuracy_std", "eval_nsp_accuracy",
-    "eval_clm_loss", "elapsed_s",
+    "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_paper_masking", "eval_mlm_accuracy_paper_masking",
+    "eval_nsp_accuracy", "eval_clm_loss", "elapsed_s",
 ]
 
 
@@ -60,7 +73,7 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int) -> ModelConfig:
     longest = max([cfg.data.max_seq_len] + [p.max_seq_len for p in cfg.phases])
     overrides = dict(cfg.model)
     overrides.setdefault("max_position_embeddings", max(512, longest))
-    return ModelConfig.from_size(cfg.model_size, vocab_size=vocab_size, causal=cfg.objective == "clm", **overrides)
+    return ModelConfig.from_size(cfg.model_size, vocab_size=vocab_size, causal=is_causal(cfg.objective), **overrides)
 
 
 def phase_plan(cfg: PretrainConfig) -> list[tuple[Optional[int], DataConfig, int]]:
@@ -149,7 +162,7 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 
     own = fixed_batches(cfg.data)
     standard = None
-    if cfg.objective == "mlm" and any(getattr(cfg.data, k) != v for k, v in STANDARD_MASKING.items()):
+    if is_masked(cfg.objective) and any(getattr(cfg.data, k) != v for k, v in STANDARD_MASKING.items()):
         standard = fixed_batches(replace(cfg.data, **STANDARD_MASKING))
     bf16 = precision.startswith("bf16")
 
@@ -166,11 +179,11 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     out = model(
                         input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
-                        attention_mask=b.get("attention_mask"), mlm_labels=b["mlm_labels"],
+                        attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
                     )
-                n = out.mlm_targets.numel()
-                loss_sum += float(out.mlm_loss) * n
-                correct += float((out.mlm_logits.argmax(-1) == out.mlm_targets).sum())
+                n = out.lm_targets.numel()
+                loss_sum += float(out.lm_loss) * n
+                correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
                 count += n
                 if "nsp_labels" in b:
                     nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
@@ -178,14 +191,14 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
             return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
 
         loss, acc, nsp_acc = score(own)
-        if cfg.objective == "clm":
+        if is_causal(cfg.objective):
             result = {"clm_loss": loss, "clm_accuracy": acc}
         else:
             result = {"mlm_loss": loss, "mlm_accuracy": acc}
             if standard is not None:
-                result["mlm_loss_std"], result["mlm_accuracy_std"], _ = score(standard)
+                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(standard)
             else:
-                result["mlm_loss_std"], result["mlm_accuracy_std"] = loss, acc
+                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
             if nsp_acc is not None:
                 result["nsp_accuracy"] = nsp_acc
         model.train(was_training)
@@ -290,7 +303,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             # accumulate on device; read back only every log_every steps (no per-step host sync)
             n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
-            m = (batch["mlm_labels"] != IGNORE_INDEX).sum()
+            m = (batch["lm_labels"] != IGNORE_INDEX).sum()
             if trainer.world_size > 1:  # every count global, on every rank: ranks see different padding
                 n, m = (trainer.strategy.reduce(x, reduce_op="sum") for x in (n, m))
             self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
@@ -384,10 +397,9 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
     from bertbench.provenance import code_version, hardware
 
-    mlm = cfg.objective == "mlm"
+    mlm = is_masked(cfg.objective)
     return {
         "objective": cfg.objective,
-        "nsp": mlm and cfg.data.nsp,
         "full_sentences": cfg.data.full_sentences,
         "mask_ratio": cfg.data.mask_ratio if mlm else None,
         "mask_procedure": cfg.data.mask_procedure if mlm else None,
@@ -517,11 +529,11 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
     """Refuse to resume a run under a different config, naming the keys; RESUMABLE_CHANGES may differ."""
     import yaml
 
-    from bertbench.config import _yaml_loader, load_yaml, to_dict
+    from bertbench.config import _yaml_loader, load_yaml, migrate_pretrain_dict, to_dict
 
     if not saved_file.is_file():
         return
-    saved = load_yaml(saved_file)
+    saved = migrate_pretrain_dict(load_yaml(saved_file))  # a run folder written before data.nsp became the objective
     now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
     differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES]
     if differ:
@@ -603,7 +615,7 @@ def _pretrain_locked(
     datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
     prep_seconds = time.perf_counter() - t_start
 
-    model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size))
+    model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
     eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
@@ -671,8 +683,8 @@ def _pretrain_locked(
         return {"worker_rank": trainer.global_rank}
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
-    if "mlm_loss_std" in final_eval:
-        final_eval["mlm_ppl_std"] = perplexity(final_eval["mlm_loss_std"])
+    if "mlm_loss_paper_masking" in final_eval:
+        final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
         final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
     summary = {
