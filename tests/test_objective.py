@@ -233,3 +233,26 @@ def test_export_without_an_nsp_head_is_a_masked_lm_in_transformers(tmp_path, cap
     assert back.nsp is None
     for k, v in model.state_dict().items():
         assert torch.equal(back.state_dict()[k], v), k
+
+
+def test_the_same_data_keeps_its_fingerprint_across_the_objective_field(tmp_path):
+    """Records carry the data fingerprint; folding data.nsp into `objective` must not change it for the same
+    data. The three values were computed by the code before the change (90f3951, objective + data.nsp)."""
+    import random as _random
+
+    from bertbench.config import DataConfig
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    rng = _random.Random(1)
+    words = "the cat sat on a mat and dog ran far away while birds sang in trees".split()
+    (tmp_path / "corpus").mkdir()
+    for d in range(8):
+        lines = [" ".join(rng.choice(words) for _ in range(8)).capitalize() + ".\n" for _ in range(12)]
+        (tmp_path / "corpus" / f"doc{d}.txt").write_text("".join(lines))
+    tok = WordPieceTokenizer.from_vocab(Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt")
+    before = {"mlm+nsp": "0683c76c702a944c", "mlm": "60441116f9221732", "clm": "7deea5dcf601527b"}
+    cfg = DataConfig(corpus=[str(tmp_path / "corpus")], max_seq_len=32)
+    for objective, expected in before.items():
+        data = build_pretraining_data(cfg, tok, objective=objective, seed=1, cache_dir=tmp_path / "cache")
+        assert data.fingerprint[:16] == expected, objective

@@ -346,6 +346,14 @@ def _config_fields(data_cfg) -> dict[str, Any]:
     return d
 
 
+def _fingerprint_objective(data_cfg, objective: str) -> dict[str, Any]:
+    """The data settings and objective in the form they had before `objective` took in `data.nsp`, so that the
+    same data keeps the same fingerprint across that change (old runs said nsp true for the causal LM too,
+    its default, which the causal LM ignored)."""
+    return dict(data={**_config_fields(data_cfg), "nsp": not objective == "mlm"},
+                objective="clm" if is_causal(objective) else "mlm")
+
+
 def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: random.Random, cls_id: int, sep_id: int) -> InstanceSet:
     so = corpus.sent_offsets.tolist()
     do = corpus.doc_offsets.tolist()
@@ -406,7 +414,7 @@ def build_pretraining_data(
     fingerprint = hashlib.sha256(
         json.dumps(
             dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],
-                 splitter=corpus.meta["splitter_version"], data=_config_fields(data_cfg), objective=objective, seed=seed),
+                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed),
             sort_keys=True,
         ).encode()
     ).hexdigest()
