@@ -336,6 +336,11 @@ def run(
         return cfg, tok, data, build_heldout(cfg, tok, data)
 
     if pair_threads is not None and {"ours", "hf"} <= set(sides):
+        # the corpus tokenised here once, with every thread, into the cache both processes then read: not
+        # twice at once on half the threads each (the cold tokenisation is minutes on the shared corpus)
+        if progress:
+            progress("ours, hf: tokenising the corpus for both sides")
+        heldout_for(shared_cfg, "shared")
         pair = run_pair_side_by_side(minutes, recipe, data_dir, model_size, points, max_documents, work, pair_threads, progress)
         result["heldout"].update(pair["heldout"])
         result["pair"] = {"side_by_side": True, "threads_each": pair_threads}
