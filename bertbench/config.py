@@ -382,6 +382,8 @@ class DataConfig:
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
         if self.dupe_factor < 1:
             raise BertbenchError(f"dupe_factor {self.dupe_factor}: expected an integer ≥ 1 (copies of the data)")
+        if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
+            raise BertbenchError(f"max_predictions_per_seq {self.max_predictions_per_seq}: expected ≥ 1 (or none)")
         check_min_seq_len(self.max_seq_len, "max_seq_len")
         if self.max_documents is not None and self.max_documents < 2:
             # one document at least to train on and one held out

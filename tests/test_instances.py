@@ -143,7 +143,8 @@ def test_causal_blocks_are_the_packed_stream(tok, synthetic, cache):
 
 
 def test_static_masking_with_dupe_factor(tok, synthetic, cache):
-    from bertbench.data.masking import MaskingCollator, TokenTables, MaskingParams
+    from bertbench.config import DataConfig
+    from bertbench.data.masking import MaskingCollator, TokenTables
 
     base = DataConfig(corpus=[str(synthetic)], max_seq_len=32)
     dynamic = build_pretraining_data(base, tok, cache_dir=cache)
@@ -153,7 +154,7 @@ def test_static_masking_with_dupe_factor(tok, synthetic, cache):
     x = data.train[0]
     selected = x["lm_labels"] != -100
     assert selected.any() and not selected[0] and not selected[-1]
-    collator = MaskingCollator(TokenTables.from_tokenizer(tok), MaskingParams(), seed=1)
+    collator = MaskingCollator(TokenTables.from_tokenizer(tok), DataConfig(), seed=1)
     batch = collator([data.train[i] for i in range(8)])
     assert np.array_equal(batch["lm_labels"][0, : len(x["input_ids"])].numpy(), x["lm_labels"])
     assert np.array_equal(batch["input_ids"][0, : len(x["input_ids"])].numpy(), x["input_ids"])  # not re-masked

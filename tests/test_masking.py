@@ -13,7 +13,6 @@ from bertbench.data.masking import (
     TABLE8_PROCEDURES,
     CausalCollator,
     MaskingCollator,
-    MaskingParams,
     TokenTables,
     make_collator,
     mask_tokens,
@@ -55,7 +54,7 @@ def _samples(tok, tables, n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def _stats(tok, tables, params: MaskingParams, min_selected: int = 20_000) -> dict[str, float]:
+def _stats(tok, tables, params: DataConfig, min_selected: int = 20_000) -> dict[str, float]:
     collator = MaskingCollator(tables, params, seed=3)
     counts: dict[str, int] = {}
     epoch = 0
@@ -86,7 +85,7 @@ def _stats(tok, tables, params: MaskingParams, min_selected: int = 20_000) -> di
     [(0.15, (80, 10, 10)), (0.15, (100, 0, 0)), (0.15, (0, 0, 100)), (0.4, (80, 10, 10))],
 )
 def test_shares_match_the_definition(tok, tables, ratio, procedure):
-    s = _stats(tok, tables, MaskingParams(mask_ratio=ratio, mask_procedure=procedure))
+    s = _stats(tok, tables, DataConfig(mask_ratio=ratio, mask_procedure=procedure))
     assert abs(s["selected_share"] - ratio) <= 0.01
     # a random draw equal to the original counts as kept: 1 in ~600 here
     for got, want in zip((s["mask"], s["kept"], s["random"]), procedure):
@@ -94,7 +93,7 @@ def test_shares_match_the_definition(tok, tables, ratio, procedure):
 
 
 def test_whole_word_shares_match_too(tok, tables):
-    s = _stats(tok, tables, MaskingParams(whole_word_mask=True))
+    s = _stats(tok, tables, DataConfig(whole_word_mask=True))
     assert abs(s["selected_share"] - 0.15) <= 0.01
     assert abs(s["mask"] - 0.8) <= 0.015 and abs(s["random"] - 0.1) <= 0.015
 
@@ -105,7 +104,7 @@ def test_number_selected_per_row_is_the_originals(tok, tables):
     for i, s in enumerate(samples):
         ids[i, : len(s["input_ids"])] = torch.from_numpy(s["input_ids"])
     n_cand = (~tables.is_special[ids]).sum(1)
-    for params, cap in [(MaskingParams(), None), (MaskingParams(max_predictions_per_seq=7), 7)]:
+    for params, cap in [(DataConfig(), None), (DataConfig(max_predictions_per_seq=7), 7)]:
         selected = select_positions(ids, tables, params, torch.Generator().manual_seed(0))
         want = [min(cap or 10**9, max(1, round(int(n) * 0.15))) for n in n_cand]
         assert selected.sum(1).tolist() == want
@@ -118,7 +117,7 @@ def test_whole_word_masking_selects_whole_words(tok, tables):
     ids = torch.tensor(rows)
     cont = tables.is_continuation[ids]
     assert cont.any()  # the fixture vocabulary splits some words into pieces
-    params = MaskingParams(mask_ratio=0.3, whole_word_mask=True)
+    params = DataConfig(mask_ratio=0.3, whole_word_mask=True)
     selected = select_positions(ids, tables, params, torch.Generator().manual_seed(0))
     # a "##" piece is selected exactly when the piece before it is
     assert torch.equal(selected[:, 1:][cont[:, 1:]], selected[:, :-1][cont[:, 1:]])
@@ -126,13 +125,13 @@ def test_whole_word_masking_selects_whole_words(tok, tables):
     budget = round(n_cand * 0.3)
     assert (selected.sum(1) <= budget).all() and selected.sum(1).float().mean() > budget - 1
     # without whole-word masking pieces are picked independently
-    loose = select_positions(ids, tables, MaskingParams(mask_ratio=0.3), torch.Generator().manual_seed(0))
+    loose = select_positions(ids, tables, DataConfig(mask_ratio=0.3), torch.Generator().manual_seed(0))
     assert not torch.equal(loose[:, 1:][cont[:, 1:]], loose[:, :-1][cont[:, 1:]])
 
 
 def test_random_replacements_are_never_special(tok, tables):
     ids = torch.tensor([s["input_ids"][:16].tolist() for s in _samples(tok, tables, 2000)])
-    out, labels = mask_tokens(ids, tables, MaskingParams(mask_procedure=(0, 0, 100)), torch.Generator().manual_seed(0))
+    out, labels = mask_tokens(ids, tables, DataConfig(mask_procedure=(0, 0, 100)), torch.Generator().manual_seed(0))
     replaced = out[labels != IGNORE_INDEX]
     assert len(replaced) > 2000
     assert not tables.is_special[replaced].any()
@@ -143,7 +142,7 @@ def test_random_replacements_are_never_special(tok, tables):
 
 def test_collator_batch_and_determinism(tok, tables):
     samples = _samples(tok, tables, 32)
-    collator = MaskingCollator(tables, MaskingParams(), seed=11)
+    collator = MaskingCollator(tables, DataConfig(), seed=11)
     batch = collator(samples)
     longest = max(len(s["input_ids"]) for s in samples)
     B, width = batch["input_ids"].shape
@@ -154,11 +153,11 @@ def test_collator_batch_and_determinism(tok, tables):
     assert (batch["lm_labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
     assert batch["nsp_labels"].tolist() == [s["nsp_label"] for s in samples]
     # the same instances in the same epoch draw the same masks (a resumed run), in any collator copy
-    again = MaskingCollator(tables, MaskingParams(), seed=11)(samples)
+    again = MaskingCollator(tables, DataConfig(), seed=11)(samples)
     assert torch.equal(again["input_ids"], batch["input_ids"]) and torch.equal(again["lm_labels"], batch["lm_labels"])
     collator.set_epoch(1)
     assert not torch.equal(collator(samples)["lm_labels"], batch["lm_labels"])
-    other_seed = MaskingCollator(tables, MaskingParams(), seed=12)(samples)
+    other_seed = MaskingCollator(tables, DataConfig(), seed=12)(samples)
     assert not torch.equal(other_seed["lm_labels"], batch["lm_labels"])
 
 
@@ -179,14 +178,14 @@ def test_make_collator_follows_the_config(tok):
     c = make_collator(cfg, tok, "mlm", seed=5)
     assert isinstance(c, MaskingCollator) and c.seed == 5 and not c.nsp
     assert make_collator(cfg, tok, "mlm+nsp").nsp  # NSP labels only for the objective that trains NSP
-    assert c.params == MaskingParams(0.2, (80, 0, 20), True, 20)
+    assert c.params is cfg  # the data config itself: no copy of its masking fields to drift
     assert isinstance(make_collator(cfg, tok, "clm"), CausalCollator)
 
 
 def test_mask_procedures_of_table_8_parse():
     for proc in TABLE8_PROCEDURES:
         assert parse_mask_procedure("/".join(map(str, proc))) == list(proc)
-        MaskingParams(mask_procedure=proc)
+        DataConfig(mask_procedure=proc)
     for bad in ("80/10", "80/10/20", "a/b/c", "-10/60/50"):
         with pytest.raises(BertbenchError, match="MASK/SAME/RND"):
             parse_mask_procedure(bad)

@@ -405,12 +405,11 @@ def build_pretraining_data(
     train = train[0] if copies == 1 else InstanceSet.concat(train)
     heldout = make_instances(corpus, heldout_docs, data_cfg, objective, random.Random(f"heldout-{data_cfg.seed}"), cls_id, sep_id)
     if static:
-        from bertbench.data.masking import MaskingParams, TokenTables, mask_instance_set
+        from bertbench.data.masking import TokenTables, mask_instance_set
 
         tables = TokenTables.from_tokenizer(tokenizer)
-        params = MaskingParams.from_config(data_cfg)
-        train = mask_instance_set(train, tables, params, seed=seed)
-        heldout = mask_instance_set(heldout, tables, params, seed=data_cfg.seed)
+        train = mask_instance_set(train, tables, data_cfg, seed=seed)
+        heldout = mask_instance_set(heldout, tables, data_cfg, seed=data_cfg.seed)
     fingerprint = hashlib.sha256(
         json.dumps(
             dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],

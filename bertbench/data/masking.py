@@ -29,15 +29,13 @@ import torch.nn.functional as F
 
 from bertbench.config import (
     PAPER_MASK_PROCEDURE,
-    PAPER_MASK_RATIO,
+    DataConfig,
     check_mask_procedure,
-    check_mask_ratio,
     check_objective,
     is_causal,
     trains_nsp,
 )
 from bertbench.data import IGNORE_INDEX
-from bertbench.errors import BertbenchError
 
 # The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
 TABLE8_PROCEDURES = [PAPER_MASK_PROCEDURE, (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
@@ -50,24 +48,6 @@ def parse_mask_procedure(text: str) -> list[int]:
     except ValueError:
         parts = []
     return check_mask_procedure(parts, repr(text))
-
-
-@dataclass(frozen=True)
-class MaskingParams:
-    mask_ratio: float = PAPER_MASK_RATIO
-    mask_procedure: tuple[int, int, int] = PAPER_MASK_PROCEDURE
-    whole_word_mask: bool = False
-    max_predictions_per_seq: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mask_procedure", tuple(check_mask_procedure(self.mask_procedure)))
-        check_mask_ratio(self.mask_ratio)
-        if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
-            raise BertbenchError(f"max_predictions_per_seq {self.max_predictions_per_seq}: expected ≥ 1 (or none)")
-
-    @classmethod
-    def from_config(cls, data_cfg) -> "MaskingParams":
-        return cls(data_cfg.mask_ratio, tuple(data_cfg.mask_procedure), data_cfg.whole_word_mask, data_cfg.max_predictions_per_seq)
 
 
 @dataclass
@@ -97,7 +77,7 @@ class TokenTables:
         return cls(is_special, is_continuation, random_ids, tokenizer.pad_id, tokenizer.mask_id)
 
 
-def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: MaskingParams, generator: torch.Generator) -> torch.Tensor:
+def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator: torch.Generator) -> torch.Tensor:
     """(B, T) bool: the positions to predict."""
     B, T = input_ids.shape
     cand = ~tables.is_special[input_ids]  # (B, T)
@@ -135,7 +115,7 @@ def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: Maski
 
 
 def mask_tokens(
-    input_ids: torch.Tensor, tables: TokenTables, params: MaskingParams, generator: torch.Generator
+    input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(masked input_ids, lm_labels) for a (B, T) batch; labels are -100 except at selected positions."""
     selected = select_positions(input_ids, tables, params, generator)
@@ -185,7 +165,7 @@ class MaskingCollator:
     when `nsp` (the objective "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
     """
 
-    def __init__(self, tables: TokenTables, params: MaskingParams, seed: int = 0, nsp: bool = True,
+    def __init__(self, tables: TokenTables, params: DataConfig, seed: int = 0, nsp: bool = True,
                  pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
         self.tables, self.params, self.seed, self.nsp = tables, params, seed, nsp
         self.pad_to_multiple_of, self.max_len = pad_to_multiple_of, max_len
@@ -194,7 +174,7 @@ class MaskingCollator:
 
     @classmethod
     def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None, nsp: bool = False) -> "MaskingCollator":
-        return cls(TokenTables.from_tokenizer(tokenizer), MaskingParams.from_config(data_cfg),
+        return cls(TokenTables.from_tokenizer(tokenizer), data_cfg,
                    data_cfg.seed if seed is None else seed, nsp=nsp, max_len=data_cfg.max_seq_len)
 
     def set_epoch(self, epoch: int) -> None:
@@ -242,7 +222,7 @@ def make_collator(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optiona
     return MaskingCollator.from_config(data_cfg, tokenizer, seed, nsp=trains_nsp(objective))
 
 
-def mask_instance_set(instances, tables: TokenTables, params: MaskingParams, seed: int, chunk: int = 256):
+def mask_instance_set(instances, tables: TokenTables, params: DataConfig, seed: int, chunk: int = 256):
     """Static masking: mask every instance once (the same `mask_tokens`), store ids and labels."""
     from dataclasses import replace
 
