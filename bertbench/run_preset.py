@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,8 +206,9 @@ def run_preset(
 
 def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
     """`bertbench report OUT/results --out OUT/<preset>.md --plots OUT/plots`."""
-    from bertbench.commands.report import report
+    from bertbench.report_run import make_report
 
     path = out / f"{preset.name}.md"
-    report([out / "results"], out=path, csv=out / f"{preset.name}.csv", json_out=None, plots=(out / "plots") if plots else None)
+    make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
+                warn=lambda message: print(message, file=sys.stderr))
     return path

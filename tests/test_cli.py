@@ -46,3 +46,16 @@ def test_unknown_recipe_key_is_a_clear_error(tmp_path):
         assert "mask_ratoi" in str(err) and "did you mean 'mask_ratio'" in str(err) and str(recipe) in str(err)
     else:
         raise AssertionError("unknown key accepted")
+
+
+def test_imports_run_downward_only():
+    """Commands (Typer) sit on top: nothing below them imports bertbench.commands, so domain code never
+    depends on a CLI signature (run --preset's report stage calls report_run.make_report, not the command)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "bertbench"
+    upward = [str(p.relative_to(root)) for p in root.rglob("*.py")
+              if p.parent.name != "commands" and p.name != "cli.py"
+              and re.search(r"^\s*(from|import) bertbench\.commands", p.read_text(encoding="utf-8"), re.M)]
+    assert upward == []

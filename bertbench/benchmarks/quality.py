@@ -274,9 +274,9 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
 
 def _config(recipe: str, data_dir: Path, minutes: float, model_size: Optional[str]):
     """The recipe on a budget of `minutes`, evaluated by the bench's probe alone (its own cadence off)."""
-    from bertbench.commands.pretrain import build_config
+    from bertbench.config import PretrainConfig, load_config, resolve_recipe
 
-    cfg = build_config(recipe, {}, {}, {}, []).with_data_dir(data_dir)
+    cfg = load_config(PretrainConfig, resolve_recipe(recipe)).with_data_dir(data_dir)
     changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0,
                                    optim=dataclasses.replace(cfg.optim, warmup_steps=None))
     if model_size is not None:
