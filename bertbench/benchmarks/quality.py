@@ -37,7 +37,7 @@ from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
 SIDES = ("ours", "hf", "ours-recipe")
-HF_LR = 5e-4  # run_mlm's usual choice for a small BERT (library-notes.md)
+HF_LR = 5e-4  # run_mlm's usual choice for a small BERT (../shared/docs/library-notes.md, outside the repository)
 HF_WARMUP = 0.05
 EVAL_SEED = 20181011  # the masks of the held-out set: fixed, the same for every side
 EVAL_SEQUENCES = 512
@@ -225,7 +225,7 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
     torch.manual_seed(cfg.seed)
     mcfg = model_config_for(cfg, tokenizer.vocab_size)
     model = BertForMaskedLM._from_config(hf_config(BertForPreTraining(mcfg).cfg), attn_implementation="sdpa").train()
-    hf_tok = BertTokenizerFast(vocab=str(cfg.tokenizer), do_lower_case=True)  # vocab=, not vocab_file=: library-notes.md
+    hf_tok = BertTokenizerFast(vocab=str(cfg.tokenizer), do_lower_case=True)  # vocab=, not vocab_file=: ../shared/docs/library-notes.md
     if len(hf_tok) != tokenizer.vocab_size:
         raise BertbenchError(f"bench quality: transformers read {len(hf_tok)} tokens from {cfg.tokenizer}, "
                              f"bertbench {tokenizer.vocab_size}")
