@@ -219,14 +219,16 @@ def _v1_label(pre) -> str:
     return "MLM+NSP" if pre["nsp"] else "MLM (no NSP)"
 
 
-V1_FILES = sorted([*RECORDS.rglob("*" + RECORD_SUFFIX), *COMMITTED.rglob("*" + RECORD_SUFFIX)])
+# every version-1 record the repository holds (the fixtures; committed studies until they are re-run, which
+# writes version 2): each is read through the migration, never rewritten
+V1_FILES = sorted(p for p in [*RECORDS.rglob("*" + RECORD_SUFFIX), *COMMITTED.rglob("*" + RECORD_SUFFIX)]
+                  if json.loads(p.read_text(encoding="utf-8"))["schema_version"] == 1)
 
 
 def test_there_are_version_1_records_of_every_objective():
     seen = set()
     for path in V1_FILES:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        assert raw["schema_version"] == 1, path  # committed results: never rewritten
         pre = raw["model"]["pretraining"]
         seen.add(None if pre is None else (pre["objective"], pre["nsp"]))
     assert {None, ("mlm", True), ("mlm", False), ("clm", False)} <= seen
