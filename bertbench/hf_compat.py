@@ -201,5 +201,5 @@ def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     tmp = out_dir / ".model.safetensors.tmp"
     save_file(hf_sd, str(tmp), metadata={"format": "pt"})
     tmp.replace(out_dir / "model.safetensors")
-    atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.nsp is not None))
+    atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.has_nsp))
     tokenizer.save(out_dir)

@@ -481,7 +481,7 @@ class BertForPreTraining(nn.Module):
         lm_labels: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
     ) -> PreTrainingOutput:
-        if nsp_labels is not None and self.nsp is None:
+        if nsp_labels is not None and not self.has_nsp:
             raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
         selected = None if lm_labels is None else lm_labels != IGNORE_INDEX  # (B, T)
         # MLM reads ~15% of positions: the last layer runs only there (and at [CLS] for NSP). A causal LM's

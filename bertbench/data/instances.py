@@ -350,7 +350,7 @@ def _fingerprint_objective(data_cfg, objective: str) -> dict[str, Any]:
     """The data settings and objective in the form they had before `objective` took in `data.nsp`, so that the
     same data keeps the same fingerprint across that change (old runs said nsp true for the causal LM too,
     its default, which the causal LM ignored)."""
-    return dict(data={**_config_fields(data_cfg), "nsp": not objective == "mlm"},
+    return dict(data={**_config_fields(data_cfg), "nsp": objective != "mlm"},
                 objective="clm" if is_causal(objective) else "mlm")
 
 

@@ -204,7 +204,7 @@ class PretrainModule(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if self.model.nsp is None:
+        if not self.model.has_nsp:
             drop_nsp_state(checkpoint, self.model)
         state = checkpoint.get("bertbench") or {}
         if "torch_rng" in state:
