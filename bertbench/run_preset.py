@@ -18,9 +18,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
+from bertbench.config import PretrainConfig, deep_merge, from_dict, is_causal, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
@@ -45,6 +45,7 @@ class FinetuneSpec(FinetuneSettings):
     # The paper's Figure 5: these variants' snapshots (pretrain.snapshots) fine-tuned on these tasks too
     figure5_variants: list[str] = field(default_factory=list)
     figure5_tasks: list[str] = field(default_factory=list)
+    figure5_seeds: list[int] = field(default_factory=list)  # empty: the same seeds as the main fine-tunings
 
 
 @dataclass
@@ -58,6 +59,9 @@ class RunPreset:
     # A recipe (name in recipes/ or a YAML path) that `pretrain` starts from: the preset then writes only the
     # keys it changes, instead of a copy of the recipe that drifts from it.
     recipe: str = ""
+    # Stages run this many at a time, each in its own process with an equal share of the threads (1: one
+    # after the other in this process); see run_stages. `run --workers` overrides it.
+    workers: int = 1
 
 
 def list_presets() -> dict[str, Path]:
@@ -88,6 +92,10 @@ def load_preset(name_or_path: str) -> RunPreset:
     ft.check(lambda key: f"{p}: finetune.{key}")
     if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
         raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
+    if any(seed < 0 for seed in ft.figure5_seeds):
+        raise BertbenchError(f"{p}: finetune.figure5_seeds {ft.figure5_seeds}: expected seeds ≥ 0")
+    if preset.workers < 1:
+        raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     for name in ft.figure5_variants:
         v = next((v for v in preset.variants if v.name == name), None)
         if v is None or v.random_init:
@@ -107,15 +115,21 @@ def config_hash(obj: Any) -> str:
 
 
 def run_preset(
-    preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True
+    preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
+    workers: Optional[int] = None,
 ) -> dict[str, Any]:
-    """Run every stage not already done; returns {stage: seconds} of this invocation."""
+    """Run every stage not already done; returns {stage: seconds} of this invocation (and, when stages ran
+    side by side, the invocation's wall time under "wall")."""
     from bertbench.tokenizer import WordPieceTokenizer
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    workers = preset.workers if workers is None else workers
+    if workers < 1:
+        raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
     stages: dict[str, float] = {}
     data_dir = Path(data_dir)
+    t_start = time.perf_counter()
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -127,7 +141,8 @@ def run_preset(
     # 1. one tokenizer for every variant, so the comparison changes only the objective
     base = variant_config(preset, VariantSpec("base"), data_dir)
     tokenizer_path = base.tokenizer
-    if not base.tokenizer or base.tokenizer == "train":
+    trains_tokenizer = not base.tokenizer or base.tokenizer == "train"
+    if trains_tokenizer:
         key = config_hash({"corpus": base.data.corpus, "docs": base.data.max_documents, "vocab": base.tokenizer_vocab_size,
                            "lower": base.lowercase})
         tok_dir = out / f"tokenizer-{key}"
@@ -144,6 +159,7 @@ def run_preset(
             echo(f"[tokenizer] done before: {tok_dir}")
 
     # 2. pre-train each variant (skipped when finished, resumed when interrupted)
+    jobs: list[_Stage] = []
     sources: dict[str, tuple[str, str]] = {}  # variant → (model source, results folder name)
     for v in preset.variants:
         cfg = dataclasses.replace(variant_config(preset, v, data_dir), tokenizer=tokenizer_path)
@@ -155,53 +171,179 @@ def run_preset(
         if (run_dir / "summary.json").is_file():
             echo(f"[pretrain {v.name}] done before: {run_dir}")
         else:
-            from bertbench.training.pretrain_run import pretrain
-
-            stage(f"pretrain {v.name}", lambda: pretrain(cfg, run_dir, resume="auto"))
+            jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), cost=_pretrain_cost(cfg)))
         sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
+    # the longest pre-training first: side by side, the causal LM (about twice the time of a masked LM at
+    # the same tokens) would otherwise start last and run alone at the end
+    jobs.sort(key=lambda s: -s.cost)
+    if workers > 1 and jobs and trains_tokenizer:
+        # the corpus tokenised here once, with every thread, into the cache that every pre-training then
+        # reads: not once per process at the same time on a share of the threads
+        def tokenise_corpus():
+            from bertbench.data.corpus import load_tokenized_corpus
 
-    # 3. fine-tune each variant on every task with data; then the Figure 5 snapshots on theirs
-    from bertbench.training.finetune_run import FinetuneRequest, run_finetune
+            tok = WordPieceTokenizer.load(Path(tokenizer_path))
+            load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc)
+
+        stage("corpus", tokenise_corpus)
+
+    # 3. fine-tune each variant on every task with data, one stage per task (a stage waits for its variant's
+    # pre-training); then the Figure 5 snapshots on theirs, once their pre-training has written them
+    from bertbench.training.finetune_run import FinetuneRequest
 
     ft = preset.finetune
-    jobs = []  # (stage name, variant, model, results folder, tasks, feature-based)
+
+    def finetune_stages(v: VariantSpec, model: str, folder: str, tasks: list[str], feature_based: bool,
+                        label: str, seeds: Optional[list[int]] = None) -> list[_Stage]:
+        result = []
+        for task in tasks:
+            settings = ft.settings() if seeds is None else {**ft.settings(), "seeds": seeds}
+            req = FinetuneRequest(
+                model=model, tasks=task, out=out / "results" / folder, data_dir=data_dir,
+                tokenizer=tokenizer_path if v.random_init else None, feature_based=feature_based,
+                precision=preset.pretrain.precision, **settings,
+            )
+            marker = req.out / f"done-{task}.json"
+            key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
+            name = f"finetune {label} {task}"
+            if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+                echo(f"[{name}] done before: {req.out}")
+                continue
+            after = f"pretrain {v.name}" if any(j.name == f"pretrain {v.name}" for j in jobs) else None
+            result.append(_Stage(name, _finetune_stage, (req, marker, key), after=after))
+        return result
+
+    def figure5_stages(v: VariantSpec) -> list[_Stage]:
+        model, folder = sources[v.name]
+        snaps = sorted(Path(model).parent.glob("snapshots/step-*"), key=lambda p: int(p.name.split("-")[1]))
+        return [s for snap in snaps
+                for s in finetune_stages(v, str(snap), f"{folder}-{snap.name}", ft.figure5_tasks, False,
+                                         f"{v.name} {snap.name}", seeds=ft.figure5_seeds or None)]
+
     for v in preset.variants:
         model, folder = sources[v.name]
-        for feature_based in (False, True):
-            tasks = [t for t in ft.tasks if not feature_based or t in ft.feature_based_tasks]
-            if tasks:
-                jobs.append((f"finetune {v.name}{' features' if feature_based else ''}", v, model,
-                             folder + ("-features" if feature_based else ""), tasks, feature_based))
+        jobs += finetune_stages(v, model, folder, ft.tasks, False, v.name)
+        features = [t for t in ft.tasks if t in ft.feature_based_tasks]
+        jobs += finetune_stages(v, model, folder + "-features", features, True, f"{v.name} features")
     for v in (v for v in preset.variants if v.name in ft.figure5_variants):
-        model, folder = sources[v.name]
-        for snap in sorted(Path(model).parent.glob("snapshots/step-*"), key=lambda p: int(p.name.split("-")[1])):
-            jobs.append((f"finetune {v.name} {snap.name}", v, str(snap), f"{folder}-{snap.name}", ft.figure5_tasks, False))
-    for stage_name, v, model, folder, tasks, feature_based in jobs:
-        req = FinetuneRequest(
-            model=model, tasks=",".join(tasks), out=out / "results" / folder, data_dir=data_dir,
-            tokenizer=tokenizer_path if v.random_init else None, feature_based=feature_based,
-            precision=preset.pretrain.precision, **ft.settings(),
-        )
-        marker = req.out / "done.json"
-        key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
-        if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
-            echo(f"[{stage_name}] done before: {req.out}")
-            continue
+        pretraining = next((j for j in jobs if j.name == f"pretrain {v.name}"), None)
+        if pretraining is None:
+            jobs += figure5_stages(v)
+        else:  # its snapshots exist only once it has run
+            pretraining.then = lambda v=v: figure5_stages(v)
 
-        def do_finetune(req=req, marker=marker, key=key):
-            from bertbench.io_utils import atomic_write_json
-
-            run_finetune(req, echo=echo)
-            atomic_write_json(marker, {"key": key})
-
-        stage(stage_name, do_finetune)
+    run_stages(jobs, workers, echo, stages)
 
     # 4. the report
     stage("report", lambda: write_report(out, preset, plots))
+    if workers > 1:
+        stages["wall"] = round(time.perf_counter() - t_start, 1)
     from bertbench.io_utils import atomic_write_json
 
     atomic_write_json(out / "stages.json", stages)
     return stages
+
+
+@dataclass
+class _Stage:
+    name: str
+    fn: Callable[..., None]  # a module-level function, so that a worker process can be handed it
+    args: tuple
+    after: Optional[str] = None  # a stage of this invocation that must have finished first
+    then: Optional[Callable[[], list["_Stage"]]] = None  # stages known only once this one has run
+    cost: float = 0.0  # for ordering the pre-trainings: longest first
+
+
+def _pretrain_cost(cfg: PretrainConfig) -> float:
+    # the causal LM scores every position over the whole vocabulary, the masked LMs only the masked ones
+    return cfg.max_steps * (2.0 if is_causal(cfg.objective) else 1.0)
+
+
+def _pretrain_stage(cfg: PretrainConfig, run_dir: Path) -> None:
+    from bertbench.training.pretrain_run import pretrain
+
+    pretrain(cfg, run_dir, resume="auto")
+
+
+def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], None]] = None) -> None:
+    from bertbench.io_utils import atomic_write_json
+    from bertbench.training.finetune_run import run_finetune
+
+    run_finetune(req, echo=echo or (lambda message: print(message, flush=True)))
+    atomic_write_json(marker, {"key": key})
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _timed(fn: Callable[..., None], *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return round(time.perf_counter() - t0, 1)
+
+
+def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], stages: dict[str, float]) -> None:
+    """Run `jobs` in list order as their `after` stages finish: one after the other in this process when
+    `workers` is 1, else `workers` at a time, each in its own process with an equal share of the threads.
+    A small model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on
+    one, so two side by side do 1.8x the work); each stage keeps its own seeds, so only the order of
+    floating-point sums changes."""
+    pending = list(jobs)
+    finished: set[str] = set()
+
+    def complete(job: _Stage, seconds: float) -> None:
+        stages[job.name] = seconds
+        finished.add(job.name)
+        echo(f"[{job.name}] {seconds:.0f} s")
+        if job.then is not None:
+            pending.extend(job.then())
+
+    def next_ready() -> Optional[_Stage]:
+        job = next((j for j in pending if j.after is None or j.after in finished), None)
+        if job is not None:
+            pending.remove(job)
+        return job
+
+    if workers == 1:
+        while (job := next_ready()) is not None:
+            echo(f"[{job.name}] started")
+            kwargs = {"echo": echo} if job.fn is _finetune_stage else {}
+            t0 = time.perf_counter()
+            job.fn(*job.args, **kwargs)
+            complete(job, round(time.perf_counter() - t0, 1))
+        return
+
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    import torch
+
+    threads = max(1, torch.get_num_threads() // workers)
+    echo(f"{workers} stages at a time, {threads} thread(s) each")
+    # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads,))
+    running: dict = {}
+    try:
+        while pending or running:
+            while len(running) < workers and (job := next_ready()) is not None:
+                echo(f"[{job.name}] started")
+                running[pool.submit(_timed, job.fn, *job.args)] = job
+            if not running:  # what is left waits on a stage that will not run
+                raise BertbenchError(f"stages {', '.join(j.name for j in pending)} wait on stages that did not run")
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                try:
+                    seconds = future.result()
+                except BertbenchError as err:
+                    raise BertbenchError(f"[{job.name}] {err}") from None
+                complete(job, seconds)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:

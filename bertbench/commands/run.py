@@ -12,6 +12,7 @@ def run(
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Corpus and task data (default: $BERTBENCH_DATA_DIR or ../shared/data).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: runs/<preset>).")] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots with the report.")] = True,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Stages at a time, each in its own process with a share of the threads (default: the preset's).")] = None,
     validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
 ) -> None:
     """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
@@ -24,5 +25,6 @@ def run(
         typer.echo(f"preset {spec.name}: {len(spec.variants)} variants ({', '.join(v.name for v in spec.variants)}), "
                    f"tasks {', '.join(spec.finetune.tasks)}: valid")
         return
-    stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots)
+    stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots,
+                        workers=workers)
     typer.echo("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
