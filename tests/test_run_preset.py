@@ -155,3 +155,40 @@ def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):
     path.write_text(yaml.safe_dump(preset))
     with pytest.raises(BertbenchError, match="Did you mean: bert-base-paper"):
         load_preset(str(path))
+
+
+def _append(log: Path, word: str) -> None:  # a stage: module level, so a worker process can be handed it
+    with open(log, "a") as f:
+        f.write(word + "\n")
+
+
+def _fail(message: str) -> None:
+    from bertbench.errors import BertbenchError
+
+    raise BertbenchError(message)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stages_wait_for_their_dependencies_and_follow_ups_run(tmp_path, workers):
+    from bertbench.run_preset import _Stage, run_stages
+
+    log = tmp_path / "log"
+    late = _Stage("pretrain", _append, (log, "pretrain"))
+    late.then = lambda: [_Stage("figure5", _append, (log, "figure5"), after="finetune")]
+    jobs = [_Stage("finetune", _append, (log, "finetune"), after="pretrain"), late]
+    stages: dict[str, float] = {}
+    run_stages(jobs, workers, lambda message: None, stages)
+    assert log.read_text().split() == ["pretrain", "finetune", "figure5"]
+    assert set(stages) == {"pretrain", "finetune", "figure5"}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failed_stage_is_one_line_naming_it(tmp_path, workers):
+    from bertbench.errors import BertbenchError
+    from bertbench.run_preset import _Stage, run_stages
+
+    jobs = [_Stage("finetune random rte", _fail, ("rte: no training file",))]
+    with pytest.raises(BertbenchError, match=r"rte: no training file") as err:
+        run_stages(jobs, workers, lambda message: None, {})
+    if workers > 1:
+        assert "[finetune random rte]" in str(err.value)
