@@ -171,7 +171,8 @@ def run_preset(
         if (run_dir / "summary.json").is_file():
             echo(f"[pretrain {v.name}] done before: {run_dir}")
         else:
-            jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), cost=_pretrain_cost(cfg)))
+            jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), cost=_pretrain_cost(cfg),
+                              alone=_runs_alone(cfg)))
         sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
     # the longest pre-training first: side by side, the causal LM (about twice the time of a masked LM at
     # the same tokens) would otherwise start last and run alone at the end
@@ -252,11 +253,19 @@ class _Stage:
     after: Optional[str] = None  # a stage of this invocation that must have finished first
     then: Optional[Callable[[], list["_Stage"]]] = None  # stages known only once this one has run
     cost: float = 0.0  # for ordering the pre-trainings: longest first
+    alone: bool = False  # runs by itself, in the main process with every thread (see _pretrain_cost)
 
 
 def _pretrain_cost(cfg: PretrainConfig) -> float:
     # the causal LM scores every position over the whole vocabulary, the masked LMs only the masked ones
     return cfg.max_steps * (2.0 if is_causal(cfg.objective) else 1.0)
+
+
+def _runs_alone(cfg: PretrainConfig) -> bool:
+    # The causal LM's logits (every position x the vocabulary: 4,096 x 8,192 a step in cpu-hour) are memory
+    # traffic, not arithmetic: tiny at 2 threads alone made 36.6k tok/s (cpu-quick), at 1 thread beside a
+    # masked LM 8.7k (the first cpu-hour attempt). It takes the whole machine; the masked LMs pair up.
+    return is_causal(cfg.objective)
 
 
 def _pretrain_stage(cfg: PretrainConfig, run_dir: Path) -> None:
@@ -290,7 +299,8 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
     `workers` is 1, else `workers` at a time, each in its own process with an equal share of the threads.
     A small model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on
     one, so two side by side do 1.8x the work); each stage keeps its own seeds, so only the order of
-    floating-point sums changes."""
+    floating-point sums changes. A stage marked `alone` waits until nothing else runs, then runs in this
+    process with every thread, and nothing starts beside it."""
     pending = list(jobs)
     finished: set[str] = set()
 
@@ -307,16 +317,20 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
             pending.remove(job)
         return job
 
+    def run_here(job: _Stage) -> None:  # in this process, with every thread
+        echo(f"[{job.name}] started")
+        kwargs = {"echo": echo} if job.fn is _finetune_stage else {}
+        t0 = time.perf_counter()
+        job.fn(*job.args, **kwargs)
+        complete(job, round(time.perf_counter() - t0, 1))
+
     if workers == 1:
         while (job := next_ready()) is not None:
-            echo(f"[{job.name}] started")
-            kwargs = {"echo": echo} if job.fn is _finetune_stage else {}
-            t0 = time.perf_counter()
-            job.fn(*job.args, **kwargs)
-            complete(job, round(time.perf_counter() - t0, 1))
+            run_here(job)
         return
 
     import multiprocessing
+    import signal
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     import torch
@@ -327,13 +341,23 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker, initargs=(threads,))
     running: dict = {}
+    # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         while pending or running:
             while len(running) < workers and (job := next_ready()) is not None:
+                if job.alone:
+                    if running:  # it waits until the others are done, and nothing new starts meanwhile
+                        pending.insert(0, job)
+                        break
+                    run_here(job)
+                    continue
                 echo(f"[{job.name}] started")
                 running[pool.submit(_timed, job.fn, *job.args)] = job
-            if not running:  # what is left waits on a stage that will not run
-                raise BertbenchError(f"stages {', '.join(j.name for j in pending)} wait on stages that did not run")
+            if not running:
+                if pending:  # nothing ready, nothing running: what is left waits on a stage that will not run
+                    raise BertbenchError(f"stages {', '.join(j.name for j in pending)} wait on stages that did not run")
+                break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 job = running.pop(future)
@@ -342,7 +366,12 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
                 except BertbenchError as err:
                     raise BertbenchError(f"[{job.name}] {err}") from None
                 complete(job, seconds)
+    except BaseException:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
     finally:
+        signal.signal(signal.SIGTERM, previous)
         pool.shutdown(wait=True, cancel_futures=True)
 
 

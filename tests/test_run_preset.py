@@ -192,3 +192,25 @@ def test_a_failed_stage_is_one_line_naming_it(tmp_path, workers):
         run_stages(jobs, workers, lambda message: None, {})
     if workers > 1:
         assert "[finetune random rte]" in str(err.value)
+
+
+def _append_with_pid(log: Path, word: str) -> None:
+    with open(log, "a") as f:
+        f.write(f"{word}:{os.getpid()}\n")
+
+
+def test_a_stage_marked_alone_runs_by_itself_in_this_process(tmp_path):
+    import time
+
+    from bertbench.run_preset import _Stage, run_stages
+
+    log = tmp_path / "log"
+    jobs = [_Stage("a", _append_with_pid, (log, "a")), _Stage("b", time.sleep, (1.0,)),
+            _Stage("ltr", _append_with_pid, (log, "ltr"), alone=True), _Stage("c", _append_with_pid, (log, "c"))]
+    events = []
+    run_stages(jobs, 2, lambda message: events.append(re.sub(r"\] \d+ s$", "] done", message)), {})
+    # ltr waits until a and b are done, and c until ltr is
+    assert events.index("[ltr] started") > max(events.index("[a] done"), events.index("[b] done"))
+    assert events.index("[c] started") > events.index("[ltr] done")
+    pids = dict(line.split(":") for line in log.read_text().split())
+    assert pids["ltr"] == str(os.getpid()) and pids["a"] != str(os.getpid())
