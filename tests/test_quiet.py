@@ -29,7 +29,8 @@ OURS = tuple(re.compile(p) for p in (
     rf"{_RUN}: \w+ -?[\d.]+ \(\d+ s\)(  \[degenerate: one class for every example\])?",
     r"\S+: done in \d+ s \(lr \S+( selected on .+)?\)",
     r"\d+ result records in \S+",
-    r"\[[\w -]+\] (\d+ s|done before: \S+)",  # run --preset's stages ('finetune mlm_nsp step-4')
+    r"\[[\w -]+\] (started|\d+ s|done before: \S+)",  # run --preset's stages ('finetune mlm_nsp step-4 rte')
+    r"\d+ stages at a time, \d+ thread\(s\) each",
     r"wrote (plots to )?\S+( and \S+)?",
     r"stage times: .+",
 ))
