@@ -85,3 +85,14 @@ def test_causal_model_pools_from_last_real_token():
         out = bert(ids, attention_mask=mask)
         alone = bert(ids[:1, :4])
     torch.testing.assert_close(out.pooled[0], alone.pooled[0], atol=1e-5, rtol=0)
+
+
+def test_feature_based_takes_the_last_four_layers_a_shallow_encoder_has():
+    bert = tiny()  # 2 layers: "the last four hidden" are its last two (hidden state 0 is the embedding output)
+    model = TaskModel(bert, "token_classification", 3, FeatureBasedConfig())
+    assert model.feature_based.layers == [-1, -2]
+    logits, _ = model({"input_ids": torch.tensor([[2, 7, 8, 3]])})
+    assert logits.shape == (1, 4, 3)
+    assert FeatureBasedConfig().layers_for(12) == [-1, -2, -3, -4]
+    with pytest.raises(ValueError, match="none of them is a layer"):
+        FeatureBasedConfig(layers=[0, -3]).layers_for(2)

@@ -318,6 +318,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     **provenance(),
                     "predictions_file": None,
                     "extra": {"degenerate": scored.degenerate, "history": res.history,
+                              **({"feature_layers": model.feature_based.layers} if req.feature_based else {}),
                               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
                               **scored.extra,
                               "last_epoch_loss_drop": _last_epoch_drop(res.history),

@@ -7,6 +7,8 @@ the last real token (see BertModel.pool).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -28,6 +30,14 @@ class FeatureBasedConfig:
     layers: list[int] = field(default_factory=lambda: [-1, -2, -3, -4])  # "concat last four hidden"
     combine: str = "concat"  # or "sum"
     lstm_hidden: Optional[int] = None  # None: the encoder's hidden size (768 for BERT-Base, as the paper)
+
+    def layers_for(self, num_layers: int) -> list[int]:
+        """The chosen layers this encoder has (indices into its hidden states, whose 0 is the embedding output):
+        "the last four" of a 2-layer model are its last two."""
+        kept = [i for i in self.layers if 1 <= abs(i) <= num_layers]
+        if not kept:
+            raise ValueError(f"feature-based layers {self.layers}: none of them is a layer of a {num_layers}-layer encoder")
+        return kept
 
 
 class BiLSTMTagger(nn.Module):
@@ -65,6 +75,8 @@ class TaskModel(nn.Module):
                 raise ValueError("feature-based fine-tuning is implemented for token classification (NER) only")
             for p in self.bert.parameters():
                 p.requires_grad_(False)  # frozen: features only
+            self.feature_based = feature_based = dataclasses.replace(
+                feature_based, layers=feature_based.layers_for(cfg.num_layers))
             k = len(feature_based.layers)
             in_dim = cfg.hidden_size * (k if feature_based.combine == "concat" else 1)
             self.head = BiLSTMTagger(in_dim, feature_based.lstm_hidden or cfg.hidden_size, num_labels, cfg.dropout)
