@@ -42,6 +42,8 @@ class FinetuneSpec(FinetuneSettings):
 
     tasks: list[str]
     feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
+    # ... for these variants only (empty: every one); Table 8's feature-based column compares masking procedures
+    feature_based_variants: list[str] = field(default_factory=list)
     # The paper's Figure 5: these variants' snapshots (pretrain.snapshots) fine-tuned on these tasks too
     figure5_variants: list[str] = field(default_factory=list)
     figure5_tasks: list[str] = field(default_factory=list)
@@ -92,6 +94,9 @@ def load_preset(name_or_path: str) -> RunPreset:
     ft.check(lambda key: f"{p}: finetune.{key}")
     if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
         raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
+    unknown = [name for name in ft.feature_based_variants if name not in names]
+    if unknown:
+        raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
     if any(seed < 0 for seed in ft.figure5_seeds):
         raise BertbenchError(f"{p}: finetune.figure5_seeds {ft.figure5_seeds}: expected seeds ≥ 0")
     if preset.workers < 1:
@@ -224,7 +229,8 @@ def run_preset(
     for v in preset.variants:
         model, folder = sources[v.name]
         jobs += finetune_stages(v, model, folder, ft.tasks, False, v.name)
-        features = [t for t in ft.tasks if t in ft.feature_based_tasks]
+        features = [t for t in ft.tasks if t in ft.feature_based_tasks
+                    and (not ft.feature_based_variants or v.name in ft.feature_based_variants)]
         jobs += finetune_stages(v, model, folder + "-features", features, True, f"{v.name} features")
     for v in (v for v in preset.variants if v.name in ft.figure5_variants):
         pretraining = next((j for j in jobs if j.name == f"pretrain {v.name}"), None)
