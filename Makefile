@@ -37,7 +37,7 @@ archive:
 	rm -rf $(RECORDS) && mkdir -p $(RECORDS)
 	cd $(OUT) && find results -name '*.record.json' -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
-	cp $(OUT)/stages.json $(RECORDS)/
+	cp $(OUT)/stages*.json $(RECORDS)/
 
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)

@@ -49,6 +49,23 @@ def test_figure5_settings_are_checked(tmp_path, finetune, message):
         load_preset(str(path))
 
 
+@pytest.mark.parametrize("finetune, message", [
+    ({"figure5_seeds": [-1]}, "expected seeds ≥ 0"),
+    ({"feature_based_variants": ["mlm_nsp", "bert"]}, r"\['bert'\] are not variants of this preset"),
+])
+def test_which_runs_a_study_makes_are_checked(tmp_path, finetune, message):
+    import yaml
+
+    from bertbench.errors import BertbenchError
+
+    preset = yaml.safe_load(list_presets()["smoke"].read_text())
+    preset["finetune"] |= finetune
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match=message):
+        load_preset(str(path))
+
+
 def test_unknown_preset_did_you_mean():
     r = runner.invoke(app, ["run", "--preset", "smok", "--validate"])
     assert r.exit_code == 2 and "Did you mean: smoke" in r.output
