@@ -172,18 +172,28 @@ def _series(data: ReportData, variant: Variant) -> tuple[Variant, ...]:
     return data.checkpoints.get(variant.label, (variant,))
 
 
+def _step(variant: Variant) -> Optional[tuple[str, int]]:
+    """Where on the pre-training run a checkpoint lies: its step, or its token count in records without steps."""
+    pre = variant.pretraining or {}
+    if pre.get("steps") is not None:
+        return ("step", pre["steps"])
+    return None if variant.tokens_seen is None else ("tokens", variant.tokens_seen)
+
+
 def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome:
     va, vb = _pick(data, claim.a, size), _pick(data, claim.b, size)
     if claim.checkpoint == "last":
         sa = side(data, va, claim.scores, claim.approach)
         sb = side(data, vb, claim.scores, claim.approach)
     else:
-        # Figure 5: points of the two pre-training runs at the same token counts, both fine-tuned
-        ta = {v.tokens_seen: v for v in _series(data, va) if side(data, v, claim.scores, claim.approach)}
-        tb = {v.tokens_seen: v for v in _series(data, vb) if side(data, v, claim.scores, claim.approach)}
+        # Figure 5: points of the two pre-training runs at the same pre-training step (the figure's x-axis), both
+        # fine-tuned. Not at the same token count: a masked LM's sentence pairs are sometimes short (the paper's
+        # 10% of short targets), a causal LM's text is packed, so the same steps hold slightly different counts.
+        ta = {_step(v): v for v in _series(data, va) if side(data, v, claim.scores, claim.approach)}
+        tb = {_step(v): v for v in _series(data, vb) if side(data, v, claim.scores, claim.approach)}
         common = sorted(set(ta) & set(tb) - {None})
         if len(common) < 2:  # with one checkpoint, "earliest" would be the final model
-            return Outcome(claim, size, None, NOT_RUN, "not two checkpoints at the same tokens with these scores")
+            return Outcome(claim, size, None, NOT_RUN, "not two checkpoints at the same pre-training step with these scores")
         first, last = common[0], common[-1]
         sa = side(data, ta[first], claim.scores, claim.approach)
         sb = side(data, tb[first], claim.scores, claim.approach)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import pytest
 import yaml
 
@@ -173,3 +175,23 @@ def test_bootstrap_over_examples_can_overrule_a_confident_t_interval(tmp_path):
     va, vb = data.variants[0], data.variants[1]
     plain = difference(side(data, va, [("sst2", "accuracy")]), side(data, vb, [("sst2", "accuracy")]))
     assert plain.bootstrap is None
+
+
+def test_figure5_claims_pair_checkpoints_by_pre_training_step(tmp_path):
+    """Two runs of the same steps hold slightly different token counts (a masked LM's short sentence pairs,
+    a causal LM's packed text): their checkpoints still pair up, by step, as on Figure 5's x-axis."""
+    import shutil
+
+    shutil.copytree(RECORDS, tmp_path / "records")
+    for path in (tmp_path / "records").rglob("*.record.json"):
+        record = json.loads(path.read_text())
+        pre = record["model"].get("pretraining")
+        if pre and pre.get("tokens_seen"):
+            pre["steps"] = pre["tokens_seen"] // 1000  # the same step for the same tokens ...
+            if pre.get("objective") == "clm":
+                pre["tokens_seen"] += 4096  # ... but a few more tokens for the causal LM
+            path.write_text(json.dumps(record))
+    data = collect(load_records([tmp_path / "records"]))
+    by_id = {o.claim.id: o for o in evaluate(data, load_claims())}
+    assert by_id["c1-mlm-ahead-early"].verdict == CONTRADICTED  # as with equal token counts
+    assert by_id["c1-mlm-ahead-early"].diff.estimate == pytest.approx(-1.9)
