@@ -179,8 +179,8 @@ def run_preset(
             jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), cost=_pretrain_cost(cfg),
                               alone=_runs_alone(cfg)))
         sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
-    # the longest pre-training first: side by side, the causal LM (about twice the time of a masked LM at
-    # the same tokens) would otherwise start last and run alone at the end
+    # the longest pre-training first: the causal LM, which runs alone (_runs_alone), before the masked LMs pair
+    # up, so that fine-tuning stages fill both workers at the end instead of waiting behind it
     jobs.sort(key=lambda s: -s.cost)
     if workers > 1 and jobs and trains_tokenizer:
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
