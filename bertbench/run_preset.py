@@ -176,12 +176,11 @@ def run_preset(
         if (run_dir / "summary.json").is_file():
             echo(f"[pretrain {v.name}] done before: {run_dir}")
         else:
-            jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), cost=_pretrain_cost(cfg),
-                              alone=_runs_alone(cfg)))
+            jobs.append(_Stage(f"pretrain {v.name}", _pretrain_stage, (cfg, run_dir), alone=_runs_alone(cfg)))
         sources[v.name] = (str(run_dir / "checkpoint"), f"{v.name}-{h}")
-    # the longest pre-training first: the causal LM, which runs alone (_runs_alone), before the masked LMs pair
-    # up, so that fine-tuning stages fill both workers at the end instead of waiting behind it
-    jobs.sort(key=lambda s: -s.cost)
+    # the causal LM (the longest, and it runs alone) before the masked LMs pair up, so that fine-tuning
+    # stages fill both workers at the end instead of waiting behind it; the sort is stable
+    jobs.sort(key=lambda s: not s.alone)
     if workers > 1 and jobs and trains_tokenizer:
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
         # reads: not once per process at the same time on a share of the threads
@@ -258,13 +257,7 @@ class _Stage:
     args: tuple
     after: Optional[str] = None  # a stage of this invocation that must have finished first
     then: Optional[Callable[[], list["_Stage"]]] = None  # stages known only once this one has run
-    cost: float = 0.0  # for ordering the pre-trainings: longest first
-    alone: bool = False  # runs by itself, in the main process with every thread (see _pretrain_cost)
-
-
-def _pretrain_cost(cfg: PretrainConfig) -> float:
-    # the causal LM scores every position over the whole vocabulary, the masked LMs only the masked ones
-    return cfg.max_steps * (2.0 if is_causal(cfg.objective) else 1.0)
+    alone: bool = False  # runs by itself, in the main process with every thread (see _runs_alone)
 
 
 def _runs_alone(cfg: PretrainConfig) -> bool:
@@ -294,9 +287,9 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _timed(fn: Callable[..., None], *args: Any) -> float:
+def _timed(fn: Callable[..., None], *args: Any, **kwargs: Any) -> float:
     t0 = time.perf_counter()
-    fn(*args)
+    fn(*args, **kwargs)
     return round(time.perf_counter() - t0, 1)
 
 
@@ -326,9 +319,7 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
     def run_here(job: _Stage) -> None:  # in this process, with every thread
         echo(f"[{job.name}] started")
         kwargs = {"echo": echo} if job.fn is _finetune_stage else {}
-        t0 = time.perf_counter()
-        job.fn(*job.args, **kwargs)
-        complete(job, round(time.perf_counter() - t0, 1))
+        complete(job, _timed(job.fn, *job.args, **kwargs))
 
     if workers == 1:
         while (job := next_ready()) is not None:
