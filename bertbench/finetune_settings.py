@@ -102,12 +102,17 @@ class FinetuneRequest(FinetuneSettings):
     feature_based: bool = setting(
         False, "NER only: frozen encoder, last four layers concatenated, 2-layer BiLSTM (paper Table 7).")
     source: str = setting("auto", "Task data: auto (local files first), local, or hub.")
+    select_epoch: bool = setting(
+        False, "With --grid heldout or paper: score every epoch and choose the (lr, epoch) pair by the same rule "
+        "(early stopping; --epochs is then the most it trains).")
 
     def check(self, name: Callable[[str], str]) -> None:
         from bertbench.data.task_readers import check_source
 
         super().check(name)
         check_source(self.source, name("source"))
+        if self.select_epoch and self.grid == "none":
+            raise BertbenchError(f"{name('select_epoch')}: needs --grid heldout or paper (a selection to make)")
 
 
 def flag_name(key: str) -> str:

@@ -24,11 +24,20 @@ def _drop(records: list) -> Optional[float]:
     return max(drops) if drops else None
 
 
+def _epochs(ft: dict, sel: Optional[dict]) -> str:
+    if ft.get("epochs") is None:
+        return MISSING
+    if sel is not None and sel.get("selected_epoch") is not None:  # early stopping: the epoch was chosen too
+        return f"{sel['selected_epoch']} of ≤ {ft['epochs']:g}"
+    return f"{ft['epochs']:g}"
+
+
 def protocol_table(data: ReportData) -> Table:
     header = ("Variant", "Task", "Train examples", "Epochs", "lr grid", "Chosen lr", "Chosen on", "Selection score",
               "Last-epoch loss drop (max over seeds)")
     rows = []
     unlevelled = 0
+    by_epoch = False
     for variant in data.variants:
         for row in data.rows:
             cell = data.cell(variant, row)
@@ -40,11 +49,12 @@ def protocol_table(data: ReportData) -> Table:
             drop = _drop(list(cell.records))
             cap = ft.get("max_train_examples")
             train = f"{first['split']['train_size']:,}" + (f" (cap {cap:,})" if cap else "")
+            by_epoch = by_epoch or (sel is not None and sel.get("selected_epoch") is not None)
             if drop is not None and drop >= PLATEAU:
                 unlevelled += 1
             task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
             rows.append((
-                variant.label, task, train, f"{ft['epochs']:g}" if ft.get("epochs") is not None else MISSING,
+                variant.label, task, train, _epochs(ft, sel),
                 ", ".join(f"{lr:g}" for lr in sel["grid"]) if sel else f"{ft['lr']:g} only",
                 f"{ft['lr']:g}", sel["on"] if sel else MISSING,
                 f"{sel['score']:.1f}" if sel else MISSING,
@@ -54,6 +64,10 @@ def protocol_table(data: ReportData) -> Table:
         "Chosen on train-slice: the learning rate with the best mean primary metric over seeds on a slice held out "
         "of the training set (the same slice, grid, seeds and rule for every variant); the cells above are on dev, "
         "which played no part in the choice. Chosen on dev: the paper's way, optimistic.",
+        *(["Epochs 'k of ≤ n': every epoch was scored on the same slice and the (lr, epoch) pair chosen by the same "
+           "rule (early stopping); the cell reports dev as it was after epoch k. A candidate that predicted one class "
+           "(or one value) for every selection example of some seed ranks last, however well the metric scores it."]
+          if by_epoch else []),
         f"Last-epoch loss drop: how much the last epoch lowered the mean training loss; ▲ marks {100 * PLATEAU:.0f}% "
         f"or more (still falling: more epochs might change the cell). {unlevelled} cell(s) marked.",
     ]

@@ -48,6 +48,10 @@ class FinetuneSpec(FinetuneSettings):
     figure5_variants: list[str] = field(default_factory=list)
     figure5_tasks: list[str] = field(default_factory=list)
     figure5_seeds: list[int] = field(default_factory=list)  # empty: the same seeds as the main fine-tunings
+    # task → at most this many epochs, each one scored: the (lr, epoch) pair is selected by the grid's rule
+    # (FinetuneRequest.select_epoch). A tiny model needs ~10 epochs on STS-B or CoLA to learn anything, a
+    # random init overfits them after 2-3: early stopping on the held-out slice gives each its best.
+    epoch_selection: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,6 +101,10 @@ def load_preset(name_or_path: str) -> RunPreset:
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
+    bad = {task: n for task, n in ft.epoch_selection.items() if not isinstance(n, int) or n < 1}
+    if bad or (ft.epoch_selection and ft.grid == "none"):
+        raise BertbenchError(f"{p}: finetune.epoch_selection {bad or ft.epoch_selection}: "
+                             + ("each task's most epochs must be an integer ≥ 1" if bad else "needs grid heldout or paper"))
     if any(seed < 0 for seed in ft.figure5_seeds):
         raise BertbenchError(f"{p}: finetune.figure5_seeds {ft.figure5_seeds}: expected seeds ≥ 0")
     if preset.workers < 1:
@@ -108,6 +116,15 @@ def load_preset(name_or_path: str) -> RunPreset:
         if variant_config(preset, v, Path(".")).snapshots < 2:
             raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} keeps no snapshots; set pretrain.snapshots (e.g. 5)")
     return preset
+
+
+def task_settings(ft: FinetuneSpec, task: str, seeds: Optional[list[int]] = None) -> dict[str, Any]:
+    """The fine-tuning settings one task's stage runs with: the shared ones, with Figure 5's seeds where given,
+    and the task's most epochs plus epoch selection where `epoch_selection` names it."""
+    settings = ft.settings() if seeds is None else {**ft.settings(), "seeds": seeds}
+    if task in ft.epoch_selection:
+        settings = {**settings, "epochs": ft.epoch_selection[task], "select_epoch": True}
+    return settings
 
 
 def variant_config(preset: RunPreset, variant: VariantSpec, data_dir: Path) -> PretrainConfig:
@@ -202,14 +219,14 @@ def run_preset(
                         label: str, seeds: Optional[list[int]] = None) -> list[_Stage]:
         result = []
         for task in tasks:
-            settings = ft.settings() if seeds is None else {**ft.settings(), "seeds": seeds}
+            settings = task_settings(ft, task, seeds)
             req = FinetuneRequest(
                 model=model, tasks=task, out=out / "results" / folder, data_dir=data_dir,
                 tokenizer=tokenizer_path if v.random_init else None, feature_based=feature_based,
                 precision=preset.pretrain.precision, **settings,
             )
             marker = req.out / f"done-{task}.json"
-            key = config_hash({k: str(val) for k, val in dataclasses.asdict(req).items()})
+            key = _finetune_key(req)
             name = f"finetune {label} {task}"
             if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
                 echo(f"[{name}] done before: {req.out}")
@@ -271,6 +288,17 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path) -> None:
     from bertbench.training.pretrain_run import pretrain
 
     pretrain(cfg, run_dir, resume="auto")
+
+
+# Request fields added after studies were committed, left out of a stage's key while at their default: a
+# finished stage stays finished when the code learns a setting that it did not use.
+_KEY_OMITS_AT_DEFAULT = {"select_epoch": False}
+
+
+def _finetune_key(req) -> str:
+    fields = {k: val for k, val in dataclasses.asdict(req).items()
+              if not (k in _KEY_OMITS_AT_DEFAULT and val == _KEY_OMITS_AT_DEFAULT[k])}
+    return config_hash({k: str(val) for k, val in fields.items()})
 
 
 def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], None]] = None) -> None:

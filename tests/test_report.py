@@ -531,6 +531,13 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
     (row,) = protocol_table(collect(recs)).rows
     assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
     assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling
+    assert row[3] == f"{t['finetune']['epochs']:g}"
+    assert not any("early stopping" in note for note in protocol_table(collect(recs)).notes)
+    # epoch selection: the cell says which epoch it reports, and a note says how it was chosen
+    by_epoch = {**finetune, "epochs": 5, "selection": {**selection, "selected_epoch": 3}}
+    recs = [_make(t, "sst2", s, {"accuracy": 80.0}, "accuracy", finetune=by_epoch) for s in (1, 2)]
+    table = protocol_table(collect(recs))
+    assert table.rows[0][3] == "3 of ≤ 5" and any("early stopping" in note for note in table.notes)
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (Path(__file__).parents[1] / "leaderboards" / "records").iterdir()))

@@ -52,6 +52,8 @@ def test_figure5_settings_are_checked(tmp_path, finetune, message):
 @pytest.mark.parametrize("finetune, message", [
     ({"figure5_seeds": [-1]}, "expected seeds ≥ 0"),
     ({"feature_based_variants": ["mlm_nsp", "bert"]}, r"\['bert'\] are not variants of this preset"),
+    ({"grid": "heldout", "epoch_selection": {"rte": 0}}, r"epoch_selection \{'rte': 0\}: each task's most epochs"),
+    ({"epoch_selection": {"rte": 4}}, "needs grid heldout or paper"),  # smoke's grid is none
 ])
 def test_which_runs_a_study_makes_are_checked(tmp_path, finetune, message):
     import yaml
@@ -64,6 +66,33 @@ def test_which_runs_a_study_makes_are_checked(tmp_path, finetune, message):
     path.write_text(yaml.safe_dump(preset))
     with pytest.raises(BertbenchError, match=message):
         load_preset(str(path))
+
+
+def test_epoch_selection_reaches_its_tasks_only_and_keeps_older_stages_done(tmp_path):
+    import dataclasses
+
+    from bertbench.run_preset import _finetune_key, config_hash
+    from bertbench.training.finetune_run import FinetuneRequest
+
+    req = FinetuneRequest(model="m", tasks="rte", out=tmp_path, grid="heldout")
+    # the key every study's marker was written with before select_epoch existed
+    legacy = config_hash({k: str(v) for k, v in dataclasses.asdict(req).items() if k != "select_epoch"})
+    assert _finetune_key(req) == legacy  # a finished stage stays finished
+    assert _finetune_key(dataclasses.replace(req, select_epoch=True)) != legacy  # a stage that selects epochs reruns
+
+
+def test_epoch_selection_applies_to_the_tasks_it_names():
+    from bertbench.run_preset import task_settings
+
+    ft = load_preset("cpu-hour").finetune
+    assert ft.epoch_selection, "cpu-hour selects epochs on its small tasks"
+    for task in ft.tasks:
+        settings = task_settings(ft, task)
+        if task in ft.epoch_selection:
+            assert settings["epochs"] == ft.epoch_selection[task] and settings["select_epoch"] is True
+        else:
+            assert settings["epochs"] == ft.epochs and "select_epoch" not in settings
+    assert task_settings(ft, "stsb", seeds=[7])["seeds"] == [7]
 
 
 def test_unknown_preset_did_you_mean():

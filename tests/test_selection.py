@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from typer.testing import CliRunner
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.results import load_records
-from bertbench.training.selection import HELDOUT_MAX, heldout_size, select_lr, selection_record, split_heldout
+from bertbench.training.selection import (EPOCH_RULE, HELDOUT_MAX, heldout_size, select_lr, selection_record,
+                                         split_heldout)
 
 FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
 VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
@@ -25,11 +27,21 @@ GRID_SCORES = {
 
 def test_the_rule_sees_scores_only_and_picks_the_best_mean_for_every_variant():
     # one rule for all: its only inputs are the scores and the metric's direction, never the model
-    assert list(inspect.signature(select_lr).parameters) == ["scores", "higher_is_better"]
+    assert list(inspect.signature(select_lr).parameters) == ["scores", "higher_is_better", "degenerate"]
     chosen = {variant: select_lr(scores) for variant, scores in GRID_SCORES.items()}
     # LTR: 3e-4 wins on its mean (55.67 > 55.5 for 5e-5) despite holding the worst seed (50.0)
     assert chosen == {"MLM+NSP": 1e-4, "LTR": 3e-4, "random init": 5e-5}  # random init: a three-way tie
     assert select_lr({1e-4: [1.0, 2.0], 5e-5: [3.0, 0.0]}) == 5e-5  # equal means: the smaller lr
+
+
+def test_a_constant_predictor_ranks_last_unless_nothing_else_is_left():
+    # MRPC: predicting "paraphrase" for every pair scores F1 81 and beats a model that learned something
+    scores = {(1e-4, 1): [81.2, 81.2], (1e-4, 3): [79.0, 80.0], (3e-4, 2): [78.0, 78.5]}
+    assert select_lr(scores) == (1e-4, 1)
+    assert select_lr(scores, degenerate={(1e-4, 1)}) == (1e-4, 3)
+    assert select_lr({1e-4: [81.2], 3e-4: [81.2]}, degenerate={1e-4, 3e-4}) == 1e-4  # all constant: the rule as before
+    rec = selection_record("heldout", scores, (1e-4, 3), 40, degenerate=[(1e-4, 1)])
+    assert rec["degenerate"] == ["0.0001@epoch1"] and "ranks last" in rec["rule"]
 
 
 def test_lower_is_better_metrics_flip_the_rule():
@@ -89,3 +101,46 @@ def test_paper_grid_still_selects_on_dev_and_says_so(tmp_path):
     sel = rec.data["finetune"]["selection"]
     assert sel["on"] == "dev" and sel["heldout_size"] is None and "selected on dev" in r.output
     assert sel["score"] == pytest.approx(rec.data["metrics"]["accuracy"], abs=1e-4)  # chosen on the reported split
+
+
+def test_epoch_selection_picks_an_lr_epoch_pair_and_ties_go_early():
+    scores = {(1e-4, 1): [50.0, 52.0], (1e-4, 2): [60.0, 61.0], (3e-4, 1): [55.0, 55.0], (3e-4, 2): [60.5, 60.5]}
+    assert select_lr(scores) == (1e-4, 2)  # 60.5 both: the smaller lr
+    assert select_lr({(1e-4, 3): [7.0], (1e-4, 2): [7.0], (3e-4, 1): [7.0]}) == (1e-4, 2)  # then the earlier epoch
+    rec = selection_record("heldout", scores, (1e-4, 2), 40)
+    assert rec["selected_lr"] == 1e-4 and rec["selected_epoch"] == 2 and rec["grid"] == [1e-4, 3e-4]
+    assert rec["scores"]["0.0001@epoch2"] == pytest.approx(60.5) and rec["score"] == pytest.approx(60.5)
+    assert rec["rule"] == EPOCH_RULE
+    assert "selected_epoch" not in selection_record("heldout", {1e-4: [1.0]}, 1e-4, 40)  # an lr grid says no epoch
+
+
+def test_epoch_selection_end_to_end_reports_dev_at_the_epoch_the_slice_chose(tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                                 "--data-dir", str(FIXTURE_DATA), "--epochs", "4", "--seeds", "1,2", "--grid", "heldout",
+                                 "--lrs", "1e-3,1e-2", "--select-epoch", "--out", str(out), "--precision", "32"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    records = load_records([out])
+    losers = [json.loads(p.read_text()) for p in (out / "grid").rglob("*.grid.json")]
+    assert len(records) == 2 and len(losers) == 2
+    # the rule, recomputed from every run's per-epoch selection scores (winners' and losers' histories)
+    pooled: dict = {}
+    for data in [rec.data for rec in records] + losers:
+        assert [e["epoch"] for e in data["extra"]["history"]] == [1, 2, 3, 4]  # every epoch scored
+        for entry in data["extra"]["history"]:
+            pooled.setdefault((data["finetune"]["lr"], entry["epoch"]), []).append(entry["selection_score"])
+    lr, epoch = select_lr(pooled)
+    for rec in records:
+        ft = rec.data["finetune"]
+        assert (ft["lr"], ft["selected_epoch"], ft["selection"]["selected_epoch"]) == (lr, epoch, epoch)
+        entry = rec.data["extra"]["history"][epoch - 1]
+        # the record reports dev as it was at that epoch, not after the last one
+        assert rec.data["metrics"]["accuracy"] == pytest.approx(entry["eval_score"])
+        assert ft["steps"] == entry["step"] and ft["steps_trained"] == rec.data["extra"]["history"][-1]["step"]
+        assert ft["epochs"] == 4
+
+
+def test_epoch_selection_needs_a_grid(tmp_path):
+    r = CliRunner().invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte",
+                                 "--data-dir", str(FIXTURE_DATA), "--select-epoch", "--out", str(tmp_path / "o")])
+    assert r.exit_code != 0 and "--select-epoch" in r.output and "--grid heldout or paper" in r.output

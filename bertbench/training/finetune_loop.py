@@ -147,9 +147,11 @@ def train(
     bf16: bool,
     evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
+    on_epoch: Optional[Callable[[dict[str, Any]], None]] = None,
 ) -> LoopResult:
     """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
-    gets a line (step/total, time left) every `bertbench.progress.every_seconds()`.
+    gets a line (step/total, time left) every `bertbench.progress.every_seconds()`; `on_epoch` gets each
+    epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there).
 
     Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
     from bertbench.errors import BertbenchError
@@ -215,6 +217,8 @@ def train(
                 entry["metrics"] = evaluate(outputs)
             if last:
                 result.eval_outputs = outputs
+        if on_epoch is not None:
+            on_epoch(entry)
         result.history.append(entry)
         result.final_train_loss = mean_loss
     result.steps = step

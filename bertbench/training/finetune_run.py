@@ -275,8 +275,11 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
             lrs = list(req.lrs or h.learning_rates)
         seeds = req.seeds or list(task.seeds)
         fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
-        results: dict[float, list[tuple[dict, Scored]]] = {}
-        selection_scores: dict[float, list[float]] = {}
+        # Every run's candidates: the model after each epoch with `select_epoch`, else after the last one.
+        # A candidate is keyed (lr, epoch); its selection score is on the held-out slice (or dev, grid paper).
+        runs: dict[tuple[float, int], _Run] = {}
+        selection_scores: dict[tuple[float, int], list[float]] = {}
+        degenerate: set[tuple[float, int]] = set()  # some seed predicted one class for every selection example
         for lr in lrs:
             for seed in seeds:
                 hp = FinetuneHParams(
@@ -288,74 +291,117 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                     source.backbone(seed), task.type, task.num_labels,
                     FeatureBasedConfig() if req.feature_based else None,
                 )
+
+                def candidate(entry: dict, outputs=None, model=model, hp=hp) -> tuple[Scored, Scored]:
+                    """Score the model as it is now: (on the selection set, on dev); the entry notes both."""
+                    if outputs is None:
+                        outputs = predict(model, eval_f, hp.eval_batch_size, device, bf16)
+                    scored = score(task, eval_ex, eval_f, outputs, source.tokenizer)
+                    selected_on = scored
+                    if heldout_f:  # the selection score: the same model on the slice held out of train
+                        held = predict(model, heldout_f, hp.eval_batch_size, device, bf16)
+                        selected_on = score(task, heldout_ex, heldout_f, held, source.tokenizer)
+                    if req.select_epoch:
+                        entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
+                        entry["eval_score"] = scored.metrics[_primary(task, scored.metrics)]
+                    return selected_on, scored
+
+                by_epoch: dict[int, tuple[Scored, Scored, int]] = {}
                 t0 = time.perf_counter()
                 res = train(model, train_f, eval_f, hp, seed, device, bf16,
-                            progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"))
-                scored = score(task, eval_ex, eval_f, res.eval_outputs, source.tokenizer)
-                if heldout_f:  # the selection score: the same model on the slice held out of train
-                    outputs = predict(model, heldout_f, hp.eval_batch_size, device, bf16)
-                    held = score(task, heldout_ex, heldout_f, outputs, source.tokenizer).metrics
-                    selection_scores.setdefault(lr, []).append(held[_primary(task, held)])
-                else:
-                    selection_scores.setdefault(lr, []).append(scored.metrics[_primary(task, scored.metrics)])
+                            progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"),
+                            on_epoch=(lambda entry: by_epoch.__setitem__(entry["epoch"], (*candidate(entry), entry["step"])))
+                            if req.select_epoch else None)
+                if not req.select_epoch:
+                    last = res.history[-1]
+                    by_epoch[last["epoch"]] = (*candidate(last, res.eval_outputs), res.steps)
                 wall = time.perf_counter() - t0
-                record = {
-                    "schema_version": SCHEMA_VERSION,
-                    "task": task.name, "task_version": task.version, "task_type": task.type,
-                    "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
-                              "train_size": len(train_ex), "eval_size": len(eval_ex)},
-                    "metrics": scored.metrics, "primary_metric": _primary(task, scored.metrics),
-                    "model": {"source": source.source, "fingerprint": source.fingerprint,
-                              "size": source.config.size_name(), "pretraining": source.pretraining},
-                    "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": max_seq_len,
-                                 "max_steps": req.max_steps, "max_train_examples": cap,
-                                 "max_eval_examples": req.max_eval_examples, "precision": precision,
-                                 "approach": "feature-based" if req.feature_based else "fine-tuning",
-                                 "grid": req.grid, "steps": res.steps,
-                                 "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
-                                 "batching": "length-grouped" if hp.group_by_length else "random"},
-                    "seed": seed, "wall_seconds": round(wall, 2),
-                    **provenance(),
-                    "predictions_file": None,
-                    "extra": {"degenerate": scored.degenerate, "history": res.history,
-                              **({"feature_layers": model.feature_based.layers} if req.feature_based else {}),
-                              "train_loss_by_epoch": [e["train_loss"] for e in res.history],
-                              **scored.extra,
-                              "last_epoch_loss_drop": _last_epoch_drop(res.history),
-                              "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss},
-                }
-                results.setdefault(lr, []).append((record, scored))
+                for epoch, (selected_on, _, _) in by_epoch.items():
+                    selection_scores.setdefault((lr, epoch), []).append(selected_on.metrics[_primary(task, selected_on.metrics)])
+                    if selected_on.degenerate:
+                        degenerate.add((lr, epoch))
+                runs[(lr, seed)] = _Run(hp, res, wall, {e: (s, st) for e, (_, s, st) in by_epoch.items()},
+                                        model.feature_based.layers if req.feature_based else None)
+                scored = by_epoch[max(by_epoch)][1]
                 flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
-                echo(f"{task.name} seed {seed} lr {lr:g}: {record['primary_metric']} "
-                     f"{scored.metrics[record['primary_metric']]:.2f} ({wall:.0f} s){flag}")
-        best_lr = select_lr(selection_scores, _higher_is_better(task))
-        selection = (selection_record(req.grid, selection_scores, best_lr, len(heldout_ex) or None)
-                     if req.grid != "none" else None)
-        for lr, items in sorted(results.items()):
-            folder = out / task.name if lr == best_lr else out / "grid" / task.name
-            for record, scored in items:
-                record["extra"]["grid_selected"] = lr == best_lr if len(results) > 1 else None
-                if selection is not None:
-                    record["finetune"]["selection"] = selection
-                fname = record_filename(record)
-                stem = fname[: -len(".record.json")]
-                pred_files = []
-                for suffix, text in scored.predictions_text.items():
-                    atomic_write_text(folder / f"{stem}.{suffix}", text)
-                    pred_files.append(f"{stem}.{suffix}")
-                record["predictions_file"] = pred_files[0]
-                if len(pred_files) > 1:
-                    record["extra"]["other_files"] = pred_files[1:]
-                if lr == best_lr:
-                    written.append(write_record(folder / fname, record))
-                else:  # grid points that lost the selection: kept for inspection, not read by the report
-                    atomic_write_json(folder / f"{stem}.grid.json", record)
+                primary = _primary(task, scored.metrics)
+                echo(f"{task.name} seed {seed} lr {lr:g}: {primary} {scored.metrics[primary]:.2f} ({wall:.0f} s){flag}")
+        best = select_lr(selection_scores, _higher_is_better(task), degenerate)
+        selection = None
+        if req.grid != "none":
+            def key(k):  # an lr grid's record speaks of lrs alone
+                return k if req.select_epoch else k[0]
+
+            selection = selection_record(req.grid, {key(k): v for k, v in selection_scores.items()}, key(best),
+                                         len(heldout_ex) or None, [key(k) for k in degenerate])
+        for (lr, seed), run in sorted(runs.items()):
+            # the selected pair's epoch; for an lr that lost, its own best epoch by the same rule
+            epoch = best[1] if lr == best[0] else select_lr(
+                {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), degenerate)[1]
+            scored, steps = run.candidates[epoch]
+            hp, res = run.hp, run.res
+            record = {
+                "schema_version": SCHEMA_VERSION,
+                "task": task.name, "task_version": task.version, "task_type": task.type,
+                "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
+                          "train_size": len(train_ex), "eval_size": len(eval_ex)},
+                "metrics": scored.metrics, "primary_metric": _primary(task, scored.metrics),
+                "model": {"source": source.source, "fingerprint": source.fingerprint,
+                          "size": source.config.size_name(), "pretraining": source.pretraining},
+                "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": max_seq_len,
+                             "max_steps": req.max_steps, "max_train_examples": cap,
+                             "max_eval_examples": req.max_eval_examples, "precision": precision,
+                             "approach": "feature-based" if req.feature_based else "fine-tuning",
+                             "grid": req.grid, "steps": steps,
+                             "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
+                             "batching": "length-grouped" if hp.group_by_length else "random",
+                             **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {})},
+                "seed": seed, "wall_seconds": round(run.wall, 2),
+                **provenance(),
+                "predictions_file": None,
+                "extra": {"degenerate": scored.degenerate, "history": res.history,
+                          **({"feature_layers": run.feature_layers} if req.feature_based else {}),
+                          "train_loss_by_epoch": [e["train_loss"] for e in res.history],
+                          **scored.extra,
+                          "last_epoch_loss_drop": _last_epoch_drop(res.history),
+                          "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss},
+            }
+            record["extra"]["grid_selected"] = lr == best[0] if len(lrs) > 1 else None
+            if selection is not None:
+                record["finetune"]["selection"] = selection
+            folder = out / task.name if lr == best[0] else out / "grid" / task.name
+            fname = record_filename(record)
+            stem = fname[: -len(".record.json")]
+            pred_files = []
+            for suffix, text in scored.predictions_text.items():
+                atomic_write_text(folder / f"{stem}.{suffix}", text)
+                pred_files.append(f"{stem}.{suffix}")
+            record["predictions_file"] = pred_files[0]
+            if len(pred_files) > 1:
+                record["extra"]["other_files"] = pred_files[1:]
+            if lr == best[0]:
+                written.append(write_record(folder / fname, record))
+            else:  # grid points that lost the selection: kept for inspection, not read by the report
+                atomic_write_json(folder / f"{stem}.grid.json", record)
+        best_lr = best[0]
         ran += 1
         chosen = f" selected on {selection['on']}" if selection else ""
-        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{chosen})")
+        at = f", epoch {best[1]}" if req.select_epoch else ""
+        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best_lr:g}{at}{chosen})")
     if ran == 0:
         raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
     return written
+
+
+@dataclass
+class _Run:
+    """One (lr, seed) fine-tuning, kept until the selection says which of its epochs the record reports."""
+
+    hp: Any  # FinetuneHParams
+    res: Any  # LoopResult
+    wall: float
+    candidates: dict[int, tuple[Scored, int]]  # epoch → (dev scored, steps by then)
+    feature_layers: Optional[list[int]] = None
 
 
 def _train_cap(req: FinetuneRequest, task: str) -> Optional[int]:

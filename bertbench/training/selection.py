@@ -9,7 +9,7 @@ with `grid: paper` they come from dev itself, as the paper chose its learning ra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Optional, TypeVar
 
 import numpy as np
@@ -17,11 +17,14 @@ import numpy as np
 from bertbench.errors import BertbenchError
 
 T = TypeVar("T")
+K = TypeVar("K", float, tuple)  # an lr, or an (lr, epoch) pair
 
 HELDOUT_FRACTION = 0.1  # of the training set ...
 HELDOUT_MAX = 2000  # ... but never more than this: selection needs a stable score, not a second dev set
 HELDOUT_SEED = 0  # the slice is fixed: the same examples for every variant, seed and learning rate
-RULE = "best mean primary metric over seeds; ties to the smaller lr"
+RULE = "best mean primary metric over seeds; ties to the smaller lr; one class for every example ranks last"
+EPOCH_RULE = ("best mean primary metric over seeds of an (lr, epoch) pair; ties to the smaller lr, then the earlier "
+              "epoch; one class for every example ranks last")
 SELECTED_ON = {"heldout": "train-slice", "paper": "dev"}
 GRIDS = ("none", *SELECTED_ON)  # none: one learning rate, nothing to select
 
@@ -39,21 +42,37 @@ def split_heldout(examples: Sequence[T], seed: int = HELDOUT_SEED) -> tuple[list
     return [e for i, e in enumerate(examples) if i not in held], [e for i, e in enumerate(examples) if i in held]
 
 
-def select_lr(scores: Mapping[float, Sequence[float]], higher_is_better: bool = True) -> float:
-    """The learning rate whose seeds score best on average (see the module docstring for ties)."""
+def select_lr(scores: Mapping[K, Sequence[float]], higher_is_better: bool = True,
+              degenerate: Collection[K] = ()) -> K:
+    """The learning rate (or (lr, epoch) pair) whose seeds score best on average; a tie goes to the smallest
+    key: the smaller lr, then the earlier epoch. A key in `degenerate` (some seed predicted one class, or one
+    value, for every selection example) ranks after every other: a constant predictor has learned nothing,
+    however well F1 rewards the majority class (MRPC), and early stopping would otherwise pick it."""
     if not scores or any(not values for values in scores.values()):
         raise ValueError("select_lr needs at least one score per learning rate")
     sign = 1.0 if higher_is_better else -1.0
-    return min(scores, key=lambda lr: (-sign * math.fsum(scores[lr]) / len(scores[lr]), lr))
+    return min(scores, key=lambda k: (k in degenerate, -sign * math.fsum(scores[k]) / len(scores[k]), k))
 
 
-def selection_record(grid: str, scores: Mapping[float, Sequence[float]], selected: float,
-                     heldout: Optional[int]) -> dict:
-    """What a result record says about how its learning rate was chosen."""
-    means = {f"{lr:g}": round(math.fsum(v) / len(v), 4) for lr, v in sorted(scores.items())}
-    return {"on": SELECTED_ON[grid], "rule": RULE, "grid": sorted(scores), "scores": means,
-            "selected_lr": selected, "score": means[f"{selected:g}"], "heldout_size": heldout}
+def _label(key) -> str:
+    return f"{key[0]:g}@epoch{key[1]}" if isinstance(key, tuple) else f"{key:g}"
 
 
-__all__ = ["GRIDS", "HELDOUT_FRACTION", "HELDOUT_MAX", "HELDOUT_SEED", "RULE", "heldout_size", "select_lr",
+def selection_record(grid: str, scores: Mapping[K, Sequence[float]], selected: K, heldout: Optional[int],
+                     degenerate: Collection[K] = ()) -> dict:
+    """What a result record says about how its learning rate (and epoch) was chosen."""
+    means = {_label(key): round(math.fsum(v) / len(v), 4) for key, v in sorted(scores.items())}
+    by_epoch = isinstance(selected, tuple)
+    record = {"on": SELECTED_ON[grid], "rule": EPOCH_RULE if by_epoch else RULE,
+              "grid": sorted({key[0] if by_epoch else key for key in scores}), "scores": means,
+              "selected_lr": selected[0] if by_epoch else selected, "score": means[_label(selected)],
+              "heldout_size": heldout}
+    if by_epoch:
+        record["selected_epoch"] = selected[1]
+    if degenerate:  # ranked last by the rule
+        record["degenerate"] = sorted(_label(key) for key in degenerate)
+    return record
+
+
+__all__ = ["EPOCH_RULE", "GRIDS", "HELDOUT_FRACTION", "HELDOUT_MAX", "HELDOUT_SEED", "RULE", "heldout_size", "select_lr",
            "selection_record", "split_heldout"]
