@@ -255,7 +255,7 @@ def run_preset(
         else:  # its snapshots exist only once it has run
             pretraining.then = lambda v=v: figure5_stages(v)
 
-    run_stages(jobs, workers, echo, stages)
+    run_stages_keeping_times(out, jobs, workers, echo, stages, t_start)
 
     # 4. the report
     stage("report", lambda: write_report(out, preset, plots))
@@ -265,6 +265,24 @@ def run_preset(
 
     atomic_write_json(out / "stages.json", stages)
     return stages
+
+
+def run_stages_keeping_times(out: Path, jobs: list["_Stage"], workers: int, echo: Callable[[str], None],
+                             stages: dict[str, float], t_start: float) -> None:
+    """run_stages, and if it stops (a failed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which run_stages
+    turns into an exit) the times of the stages that finished go
+    to `stages.interrupted-<n>.json` before the error goes on: a study resumed over several invocations keeps
+    every invocation's times (the finished one writes `stages.json`)."""
+    try:
+        run_stages(jobs, workers, echo, stages)
+    except BaseException as err:
+        from bertbench.io_utils import atomic_write_json
+
+        n = 1 + len(list(out.glob("stages.interrupted-*.json")))
+        why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
+        atomic_write_json(out / f"stages.interrupted-{n}.json",
+                          {**stages, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1)})
+        raise
 
 
 @dataclass

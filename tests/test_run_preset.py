@@ -240,6 +240,21 @@ def test_a_failed_stage_is_one_line_naming_it(tmp_path, workers):
         assert "[finetune random rte]" in str(err.value)
 
 
+def test_an_interrupted_invocation_keeps_the_times_of_its_finished_stages(tmp_path):
+    from bertbench.errors import BertbenchError
+    from bertbench.run_preset import _Stage, run_stages_keeping_times
+
+    log = tmp_path / "log"
+    jobs = [_Stage("finetune random rte", _append, (log, "rte")),
+            _Stage("finetune random mrpc", _fail, ("mrpc: no training file",))]
+    for n in (1, 2):  # each interrupted invocation gets its own file
+        with pytest.raises(BertbenchError, match="mrpc: no training file"):
+            run_stages_keeping_times(tmp_path, jobs, 1, lambda message: None, {}, 0.0)
+        saved = json.loads((tmp_path / f"stages.interrupted-{n}.json").read_text())
+        assert set(saved) == {"finetune random rte", "wall (interrupted: mrpc: no training file)"}
+    assert not (tmp_path / "stages.json").exists()  # that name is the finished invocation's
+
+
 def _append_with_pid(log: Path, word: str) -> None:
     with open(log, "a") as f:
         f.write(f"{word}:{os.getpid()}\n")
