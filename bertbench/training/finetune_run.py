@@ -277,7 +277,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
         # Every run's candidates: the model after each epoch with `select_epoch`, else after the last one.
         # A candidate is keyed (lr, epoch); its selection score is on the held-out slice (or dev, grid paper).
-        runs: dict[tuple[float, int], _Run] = {}
+        runs: dict[tuple[float, int], _Run] = {}  # (lr, seed) → the run
         selection_scores: dict[tuple[float, int], list[float]] = {}
         degenerate: set[tuple[float, int]] = set()  # some seed predicted one class for every selection example
         for lr in lrs:
@@ -306,12 +306,15 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                         entry["eval_score"] = scored.metrics[_primary(task, scored.metrics)]
                     return selected_on, scored
 
-                by_epoch: dict[int, tuple[Scored, Scored, int]] = {}
+                by_epoch: dict[int, tuple[Scored, Scored, int]] = {}  # epoch → (selection set, dev, steps by then)
+
+                def keep(entry: dict, by_epoch=by_epoch, candidate=candidate) -> None:
+                    by_epoch[entry["epoch"]] = (*candidate(entry), entry["step"])
+
                 t0 = time.perf_counter()
                 res = train(model, train_f, eval_f, hp, seed, device, bf16,
                             progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"),
-                            on_epoch=(lambda entry: by_epoch.__setitem__(entry["epoch"], (*candidate(entry), entry["step"])))
-                            if req.select_epoch else None)
+                            on_epoch=keep if req.select_epoch else None)
                 if not req.select_epoch:
                     last = res.history[-1]
                     by_epoch[last["epoch"]] = (*candidate(last, res.eval_outputs), res.steps)
