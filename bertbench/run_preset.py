@@ -49,7 +49,7 @@ class FinetuneSpec(FinetuneSettings):
     figure5_tasks: list[str] = field(default_factory=list)
     figure5_seeds: list[int] = field(default_factory=list)  # empty: the same seeds as the main fine-tunings
     # task → at most this many epochs, each one scored: the (lr, epoch) pair is selected by the grid's rule
-    # (FinetuneRequest.select_epoch). A tiny model needs ~10 epochs on STS-B or CoLA to learn anything, a
+    # (FinetuneRequest.select_epoch). A pre-trained tiny model is still learning STS-B and CoLA after 3 epochs,
     # random init overfits them after 2-3: early stopping on the held-out slice gives each its best.
     epoch_selection: dict[str, int] = field(default_factory=dict)
 
@@ -269,10 +269,10 @@ def run_preset(
 
 def run_stages_keeping_times(out: Path, jobs: list["_Stage"], workers: int, echo: Callable[[str], None],
                              stages: dict[str, float], t_start: float) -> None:
-    """run_stages, and if it stops (a failed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which run_stages
-    turns into an exit) the times of the stages that finished go
-    to `stages.interrupted-<n>.json` before the error goes on: a study resumed over several invocations keeps
-    every invocation's times (the finished one writes `stages.json`)."""
+    """run_stages; if it stops (a failed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which run_stages turns
+    into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the error goes on, so
+    that a study resumed over several invocations keeps every invocation's times (a finished one writes
+    `stages.json`)."""
     try:
         run_stages(jobs, workers, echo, stages)
     except BaseException as err:
@@ -310,12 +310,12 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path) -> None:
 
 # Request fields added after studies were committed, left out of a stage's key while at their default: a
 # finished stage stays finished when the code learns a setting that it did not use.
-_KEY_OMITS_AT_DEFAULT = {"select_epoch": False}
+_KEY_OMITS_AT_DEFAULT = ("select_epoch",)
 
 
 def _finetune_key(req) -> str:
-    fields = {k: val for k, val in dataclasses.asdict(req).items()
-              if not (k in _KEY_OMITS_AT_DEFAULT and val == _KEY_OMITS_AT_DEFAULT[k])}
+    defaults = {f.name: f.default for f in dataclasses.fields(req) if f.name in _KEY_OMITS_AT_DEFAULT}
+    fields = {k: val for k, val in dataclasses.asdict(req).items() if not (k in defaults and val == defaults[k])}
     return config_hash({k: str(val) for k, val in fields.items()})
 
 
