@@ -147,11 +147,12 @@ def train(
     bf16: bool,
     evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
-    on_epoch: Optional[Callable[[dict[str, Any]], None]] = None,
+    on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None,
 ) -> LoopResult:
     """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
     gets a line (step/total, time left) every `bertbench.progress.every_seconds()`; `on_epoch` gets each
-    epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there).
+    epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there), and
+    the eval-set outputs when this epoch computed them (the last one does), else None.
 
     Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
     from bertbench.errors import BertbenchError
@@ -211,6 +212,7 @@ def train(
         loss_count = 0
         entry: dict[str, Any] = {"epoch": epoch, "step": step, "train_loss": round(mean_loss, 5)}
         last = step >= total
+        outputs = None
         if evaluate is not None or last:
             outputs = predict(model, eval_features, hp.eval_batch_size, device, bf16)
             if evaluate is not None:
@@ -218,7 +220,7 @@ def train(
             if last:
                 result.eval_outputs = outputs
         if on_epoch is not None:
-            on_epoch(entry)
+            on_epoch(entry, outputs)
         result.history.append(entry)
         result.final_train_loss = mean_loss
     result.steps = step

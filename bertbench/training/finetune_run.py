@@ -308,8 +308,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
 
                 by_epoch: dict[int, tuple[Scored, Scored, int]] = {}  # epoch → (selection set, dev, steps by then)
 
-                def keep(entry: dict, by_epoch=by_epoch, candidate=candidate) -> None:
-                    by_epoch[entry["epoch"]] = (*candidate(entry), entry["step"])
+                def keep(entry: dict, outputs, by_epoch=by_epoch, candidate=candidate) -> None:
+                    by_epoch[entry["epoch"]] = (*candidate(entry, outputs), entry["step"])
 
                 t0 = time.perf_counter()
                 res = train(model, train_f, eval_f, hp, seed, device, bf16,

@@ -7,9 +7,7 @@ the last real token (see BertModel.pool).
 """
 from __future__ import annotations
 
-import dataclasses
-
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import torch
@@ -75,7 +73,7 @@ class TaskModel(nn.Module):
                 raise ValueError("feature-based fine-tuning is implemented for token classification (NER) only")
             for p in self.bert.parameters():
                 p.requires_grad_(False)  # frozen: features only
-            self.feature_based = feature_based = dataclasses.replace(
+            self.feature_based = feature_based = replace(
                 feature_based, layers=feature_based.layers_for(cfg.num_layers))
             k = len(feature_based.layers)
             in_dim = cfg.hidden_size * (k if feature_based.combine == "concat" else 1)
