@@ -1,7 +1,7 @@
 """How a fine-tuning is set up, defined once.
 
 `FinetuneSettings` holds every setting of a fine-tuning; a preset's `finetune:` block
-(`run_preset.FinetuneSpec`) and the request that `run_finetune` carries out (`FinetuneRequest`, below)
+(`studies.preset.FinetuneSpec`) and the request that `run_finetune` carries out (`FinetuneRequest`, below)
 inherit it, `FinetuneSettings.check` checks all of them, and the `bertbench finetune` command's options
 are generated from `FinetuneRequest`'s fields and their help (`bertbench.cli_options`). Adding a fine-tuning
 setting means adding one field here. `None` means "the task's own value" (tasks/*.yaml).
@@ -79,6 +79,11 @@ class FinetuneSettings:
             raise BertbenchError(f"{name('train_caps')} {bad}: each cap must be a positive number of examples")
         if self.seeds is not None and (not self.seeds or any(s < 0 for s in self.seeds)):
             raise BertbenchError(f"{name('seeds')} {self.seeds}: expected one or more seeds ≥ 0")
+
+    def train_cap(self, task: str) -> Optional[int]:
+        """The stricter of the global and the per-task cap on training examples (recorded in the record)."""
+        caps = [c for c in (self.max_train_examples, self.train_caps.get(task)) if c is not None]
+        return min(caps) if caps else None
 
     def settings(self) -> dict[str, Any]:
         """Just the fine-tuning settings (not a subclass's own fields), to hand on to another holder."""

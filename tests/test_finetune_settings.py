@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.finetune_settings import FinetuneSettings
-from bertbench.run_preset import FinetuneSpec, list_presets, load_preset
+from bertbench.studies.preset import FinetuneSpec, list_presets, load_preset
 from bertbench.finetune_settings import FinetuneRequest
 
 runner = CliRunner()

@@ -105,7 +105,7 @@ def test_objective_flags():
 def test_recipes_and_presets_mean_what_they_meant():
     """Before, `objective: mlm` without data.nsp trained NSP: our files now say mlm+nsp, the No-NSP variant mlm."""
     from bertbench.config import resolve_recipe
-    from bertbench.run_preset import list_presets, load_preset, variant_config
+    from bertbench.studies.preset import list_presets, load_preset, variant_config
 
     for name in ("tiny-debug", "cpu-quick", "cpu-hour", "bert-base-paper"):
         assert load_config(PretrainConfig, resolve_recipe(name)).objective == "mlm+nsp", name

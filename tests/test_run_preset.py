@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertbench.cli import app
-from bertbench.run_preset import list_presets, load_preset
+from bertbench.studies.preset import list_presets, load_preset
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ def test_figure5_settings_are_checked(tmp_path, finetune, message):
     import yaml
 
     from bertbench.errors import BertbenchError
-    from bertbench.run_preset import list_presets
+    from bertbench.studies.preset import list_presets
 
     preset = yaml.safe_load(list_presets()["smoke"].read_text())
     preset["finetune"] = {k: v for k, v in preset["finetune"].items() if not k.startswith("figure5")} | finetune
@@ -71,18 +71,23 @@ def test_which_runs_a_study_makes_are_checked(tmp_path, finetune, message):
 def test_epoch_selection_reaches_its_tasks_only_and_keeps_older_stages_done(tmp_path):
     import dataclasses
 
-    from bertbench.run_preset import _finetune_key, config_hash
+    from bertbench.studies.keys import config_hash, finetune_done, finetune_key, legacy_finetune_key, write_key
     from bertbench.training.finetune_run import FinetuneRequest
 
     req = FinetuneRequest(model="m", tasks="rte", out=tmp_path, grid="heldout")
     # the key every study's marker was written with before select_epoch existed
     legacy = config_hash({k: str(v) for k, v in dataclasses.asdict(req).items() if k != "select_epoch"})
-    assert _finetune_key(req) == legacy  # a finished stage stays finished
-    assert _finetune_key(dataclasses.replace(req, select_epoch=True)) != legacy  # a stage that selects epochs reruns
+    assert legacy_finetune_key(req) == legacy
+    marker = tmp_path / "done-rte.json"
+    write_key(marker, legacy)
+    assert finetune_done(marker, finetune_key(req, "rte", "model"), legacy_finetune_key(req))  # a finished stage stays finished
+    write_key(marker, legacy)
+    selecting = dataclasses.replace(req, select_epoch=True)  # a stage that selects epochs reruns
+    assert not finetune_done(marker, finetune_key(selecting, "rte", "model"), legacy_finetune_key(selecting))
 
 
 def test_epoch_selection_applies_to_the_tasks_it_names():
-    from bertbench.run_preset import task_settings
+    from bertbench.studies.preset import task_settings
 
     ft = load_preset("cpu-hour").finetune
     assert ft.epoch_selection, "cpu-hour selects epochs on its small tasks"
@@ -216,7 +221,7 @@ def _fail(message: str) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_stages_wait_for_their_dependencies_and_follow_ups_run(tmp_path, workers):
-    from bertbench.run_preset import _Stage, run_stages
+    from bertbench.studies.scheduler import Stage as _Stage, run_stages
 
     log = tmp_path / "log"
     late = _Stage("pretrain", _append, (log, "pretrain"))
@@ -231,7 +236,7 @@ def test_stages_wait_for_their_dependencies_and_follow_ups_run(tmp_path, workers
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failed_stage_is_one_line_naming_it(tmp_path, workers):
     from bertbench.errors import BertbenchError
-    from bertbench.run_preset import _Stage, run_stages
+    from bertbench.studies.scheduler import Stage as _Stage, run_stages
 
     jobs = [_Stage("finetune random rte", _fail, ("rte: no training file",))]
     with pytest.raises(BertbenchError, match=r"rte: no training file") as err:
@@ -242,7 +247,8 @@ def test_a_failed_stage_is_one_line_naming_it(tmp_path, workers):
 
 def test_an_interrupted_invocation_keeps_the_times_of_its_finished_stages(tmp_path):
     from bertbench.errors import BertbenchError
-    from bertbench.run_preset import _Stage, run_stages_keeping_times
+    from bertbench.studies.run import run_stages_keeping_times
+    from bertbench.studies.scheduler import Stage as _Stage
 
     log = tmp_path / "log"
     jobs = [_Stage("finetune random rte", _append, (log, "rte")),
@@ -263,7 +269,7 @@ def _append_with_pid(log: Path, word: str) -> None:
 def test_a_stage_marked_alone_runs_by_itself_in_this_process(tmp_path):
     import time
 
-    from bertbench.run_preset import _Stage, run_stages
+    from bertbench.studies.scheduler import Stage as _Stage, run_stages
 
     log = tmp_path / "log"
     jobs = [_Stage("a", _append_with_pid, (log, "a")), _Stage("b", time.sleep, (1.0,)),

@@ -18,7 +18,8 @@ def run(
     """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
     skips finished stages (by config hash) and resumes an interrupted pre-training."""
     from bertbench.paths import default_data_dir
-    from bertbench.run_preset import load_preset, run_preset
+    from bertbench.studies.preset import load_preset
+    from bertbench.studies.run import run_preset
 
     spec = load_preset(preset)
     if validate_only:

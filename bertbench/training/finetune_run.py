@@ -252,7 +252,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         heldout_ex: list = []
         if req.grid == "heldout":  # cut before any cap: the same slice whatever the budget
             train_ex, heldout_ex = split_heldout(train_ex)
-        cap = _train_cap(req, task.name)
+        cap = req.train_cap(task.name)
         train_ex = _subsample(train_ex, cap)
         eval_ex = _subsample(eval_ex, req.max_eval_examples)
         for split, examples in (("train", train_ex), ("eval", eval_ex)):
@@ -405,12 +405,6 @@ class _Run:
     wall: float
     candidates: dict[int, tuple[Scored, int]]  # epoch → (dev scored, steps by then)
     feature_layers: Optional[list[int]] = None
-
-
-def _train_cap(req: FinetuneRequest, task: str) -> Optional[int]:
-    """The stricter of the global and the per-task cap on training examples (recorded in the record)."""
-    caps = [c for c in (req.max_train_examples, req.train_caps.get(task)) if c is not None]
-    return min(caps) if caps else None
 
 
 def _last_epoch_drop(history: list[dict]) -> Optional[float]:

@@ -1,0 +1,120 @@
+"""Stage keys: one rule for every kind of stage. A stage is keyed on what determines its output, and on
+nothing else: not where the study folder is, not another task's settings.
+
+- pre-training: the variant's resolved config, with the tokenizer as its content fingerprint (not its path)
+  and corpus paths written relative to the data folder;
+- fine-tuning: the model it starts from (a pre-training's key, a snapshot of one, or random init at a size
+  with a tokenizer's fingerprint), its task, and that task's effective settings (its own train cap, not the
+  whole `train_caps` mapping).
+
+A finished stage leaves its key beside its output (`stage.json` in a pre-training folder, `done-<task>.json`
+in a results folder), and that is where a later invocation looks for it, so a study folder copied or moved
+elsewhere resumes. Folders written by an older bertbench carry keys of the older rule (absolute paths, every
+request field); `legacy_*` below recompute those, and a folder found under one is re-marked with today's key
+(the migration happens on read, in place, once).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.config import PretrainConfig, to_dict
+
+STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
+
+
+def config_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def tokenizer_fingerprint(path: str | Path) -> str:
+    """sha256 of what a tokenizer is: its vocabulary and its settings (a vocab.txt, or a folder's vocab.txt and
+    tokenizer_config.json; tokenizer.json is built from those two)."""
+    path = Path(path)
+    files = [path] if path.is_file() else [path / "vocab.txt", path / "tokenizer_config.json"]
+    digest = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def _relative_to(path: str, data_dir: Path) -> str:
+    prefix = str(data_dir).rstrip("/") + "/"
+    return "{data_dir}/" + path[len(prefix):] if path.startswith(prefix) else path
+
+
+def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
+    fields = to_dict(cfg)
+    fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
+    fields["data"]["corpus"] = [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus]
+    return config_hash(fields)
+
+
+def legacy_pretrain_key(cfg: PretrainConfig) -> str:
+    """The key (and folder-name hash) an older bertbench gave this pre-training: every field, paths as they are."""
+    return config_hash(to_dict(cfg))
+
+
+# Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
+_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tokenizer", "train_caps", "max_train_examples")
+
+
+def finetune_key(req: Any, task: str, model_key: str) -> str:
+    """A fine-tuning stage's key: `model_key` (what the model is), the task and its effective settings."""
+    fields = {k: v for k, v in dataclasses.asdict(req).items() if k not in _NOT_IN_FINETUNE_KEY}
+    fields |= {"model": model_key, "task": task, "max_train_examples": req.train_cap(task)}
+    return config_hash({k: str(v) for k, v in fields.items()})
+
+
+# Request fields added after studies were committed, left out of a legacy key while at their default
+_LEGACY_OMITS_AT_DEFAULT = ("select_epoch",)
+
+
+def legacy_finetune_key(req: Any) -> str:
+    """The key an older bertbench wrote in a finished fine-tuning's marker: every request field, as a string."""
+    defaults = {f.name: f.default for f in dataclasses.fields(req) if f.name in _LEGACY_OMITS_AT_DEFAULT}
+    fields = {k: v for k, v in dataclasses.asdict(req).items() if not (k in defaults and v == defaults[k])}
+    return config_hash({k: str(v) for k, v in fields.items()})
+
+
+def read_key(path: Path) -> Optional[str]:
+    try:
+        return json.loads(path.read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None  # no marker, or a torn one: not finished
+
+
+def write_key(path: Path, key: str) -> None:
+    from bertbench.io_utils import atomic_write_json
+
+    atomic_write_json(path, {"key": key})
+
+
+def find_keyed_dir(root: Path, name: str, key: str, legacy_key: str) -> Path:
+    """The folder of the stage keyed `key` under `root` (pretrain/, or results/ for random init's): the one
+    marked with `key`; else one an older bertbench made for it in this very place (re-marked now); else the
+    new folder `<name>-<key>`."""
+    new = root / f"{name}-{key}"
+    if new.is_dir():
+        return new
+    for folder in sorted(root.glob(f"{name}-*")):
+        if read_key(folder / STAGE_FILE) == key:
+            return folder
+    legacy = root / f"{name}-{legacy_key}"
+    if legacy.is_dir() and not (legacy / STAGE_FILE).exists():
+        write_key(legacy / STAGE_FILE, key)
+        return legacy
+    return new
+
+
+def finetune_done(marker: Path, key: str, legacy_key: str) -> bool:
+    """Whether the marker says this stage finished: today's key, or an older bertbench's (re-marked now)."""
+    found = read_key(marker)
+    if found == legacy_key and found != key:
+        write_key(marker, key)
+        return True
+    return found == key

@@ -1,0 +1,153 @@
+"""A preset (recipes/presets/*.yaml): which variants a study pre-trains, with which seeds, and how it
+fine-tunes them. Loading one checks all of it, so that a bad value is one line before anything runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
+from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.finetune_settings import FinetuneSettings
+from bertbench.paths import RECIPES_DIR
+
+PRESETS_DIR = RECIPES_DIR / "presets"
+
+
+@dataclass
+class VariantSpec:
+    name: str  # folder name and the report's provenance key, e.g. "mlm_nsp"
+    pretrain: dict = field(default_factory=dict)  # overrides onto the preset's base PretrainConfig
+    random_init: bool = False  # no pre-training: the control row (same size, same tokenizer)
+    # this variant's pre-training seeds, instead of the preset's `pretrain_seeds` (see RunPreset)
+    pretrain_seeds: Optional[list[int]] = None
+
+
+@dataclass(kw_only=True)
+class FinetuneSpec(FinetuneSettings):
+    """A preset's `finetune:` block: the shared fine-tuning settings (the same for every variant), plus which
+    tasks run and which extra runs (feature-based, Figure 5) the study makes."""
+
+    tasks: list[str]
+    feature_based_tasks: list[str] = field(default_factory=list)  # also run these feature-based (paper Table 7)
+    # ... for these variants only (empty: every one); Table 8's feature-based column compares masking procedures
+    feature_based_variants: list[str] = field(default_factory=list)
+    # The paper's Figure 5: these variants' snapshots (pretrain.snapshots) fine-tuned on these tasks too
+    figure5_variants: list[str] = field(default_factory=list)
+    figure5_tasks: list[str] = field(default_factory=list)
+    figure5_seeds: list[int] = field(default_factory=list)  # empty: the same seeds as the main fine-tunings
+    # task → at most this many epochs, each one scored: the (lr, epoch) pair is selected by the grid's rule
+    # (FinetuneRequest.select_epoch). A pre-trained tiny model is still learning STS-B and CoLA after 3 epochs,
+    # random init overfits them after 2-3: early stopping on the held-out slice gives each its best.
+    epoch_selection: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RunPreset:
+    name: str
+    description: str
+    pretrain: PretrainConfig
+    variants: list[VariantSpec]
+    finetune: FinetuneSpec
+    title: str = ""
+    # A recipe (name in recipes/ or a YAML path) that `pretrain` starts from: the preset then writes only the
+    # keys it changes, instead of a copy of the recipe that drifts from it.
+    recipe: str = ""
+    # Stages run this many at a time, each in its own process with a share of the threads (1: one after the
+    # other in this process); see studies.scheduler. `run --workers` overrides it.
+    workers: int = 1
+    # Pre-train every pre-trained variant once per seed (its initialisation and data order), each a stage of
+    # its own; every (variant, seed) checkpoint is fine-tuned with the tasks' fine-tuning seeds. Empty: once,
+    # with `pretrain.seed`, as a preset without this key always did. A variant may give its own.
+    pretrain_seeds: Optional[list[int]] = None
+
+
+def list_presets() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(PRESETS_DIR.glob("*.yaml"))}
+
+
+def load_preset(name_or_path: str) -> RunPreset:
+    p = Path(name_or_path)
+    if not (p.suffix in (".yaml", ".yml") and p.is_file()):
+        known = list_presets()
+        if name_or_path not in known:
+            raise BertbenchError(did_you_mean(name_or_path, known, "preset"))
+        p = known[name_or_path]
+    raw = load_yaml(p)
+    if isinstance(raw, dict) and raw.get("recipe"):
+        base = load_yaml(resolve_recipe(str(raw["recipe"])))
+        raw = {**raw, "pretrain": deep_merge(base, raw.get("pretrain") or {})}
+    preset = from_dict(RunPreset, raw, str(p))
+    names = [v.name for v in preset.variants]
+    if len(set(names)) != len(names):
+        raise BertbenchError(f"{p}: variant names repeat: {names}")
+    for v in preset.variants:  # every variant's config must be valid before anything runs
+        try:
+            variant_config(preset, v, Path("."))
+        except BertbenchError as err:  # a value check names only the value: say where it came from
+            raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
+    _check_pretrain_seeds(preset, p)
+    _check_finetune(preset, p, names)
+    if preset.workers < 1:
+        raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
+    return preset
+
+
+def _check_pretrain_seeds(preset: RunPreset, p: Path) -> None:
+    def check(seeds: Any, where: str) -> None:
+        if (not isinstance(seeds, list) or not seeds
+                or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**32 for s in seeds)):
+            raise BertbenchError(f"{p}: {where} {seeds!r}: expected a non-empty list of integer seeds in [0, 2**32)")
+        if len(set(seeds)) != len(seeds):
+            raise BertbenchError(f"{p}: {where} {seeds!r}: a seed repeats (each seed is one pre-training)")
+
+    if preset.pretrain_seeds is not None:  # written but empty is an error too, not a silent single pre-training
+        check(preset.pretrain_seeds, "pretrain_seeds")
+    for v in preset.variants:
+        if v.pretrain_seeds is None:
+            continue
+        if v.random_init:
+            raise BertbenchError(f"{p}: variant {v.name!r}: pretrain_seeds given, but random init has no pre-training")
+        check(v.pretrain_seeds, f"variant {v.name!r}: pretrain_seeds")
+
+
+def pretrain_seeds(preset: RunPreset, variant: VariantSpec) -> list[Optional[int]]:
+    """The seeds a variant is pre-trained with; [None]: once, with the config's own seed (no `pretrain_seeds`)."""
+    seeds = variant.pretrain_seeds if variant.pretrain_seeds is not None else preset.pretrain_seeds
+    return [None] if variant.random_init or not seeds else list(seeds)
+
+
+def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
+    ft = preset.finetune
+    ft.check(lambda key: f"{p}: finetune.{key}")
+    if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
+        raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
+    unknown = [name for name in ft.feature_based_variants if name not in names]
+    if unknown:
+        raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
+    bad = {task: n for task, n in ft.epoch_selection.items() if not isinstance(n, int) or n < 1}
+    if bad or (ft.epoch_selection and ft.grid == "none"):
+        raise BertbenchError(f"{p}: finetune.epoch_selection {bad or ft.epoch_selection}: "
+                             + ("each task's most epochs must be an integer ≥ 1" if bad else "needs grid heldout or paper"))
+    if any(seed < 0 for seed in ft.figure5_seeds):
+        raise BertbenchError(f"{p}: finetune.figure5_seeds {ft.figure5_seeds}: expected seeds ≥ 0")
+    for name in ft.figure5_variants:
+        v = next((v for v in preset.variants if v.name == name), None)
+        if v is None or v.random_init:
+            raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} is not a pre-trained variant of this preset")
+        if variant_config(preset, v, Path(".")).snapshots < 2:
+            raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} keeps no snapshots; set pretrain.snapshots (e.g. 5)")
+
+
+def task_settings(ft: FinetuneSpec, task: str, seeds: Optional[list[int]] = None) -> dict[str, Any]:
+    """The fine-tuning settings one task's stage runs with: the shared ones, with Figure 5's seeds where given,
+    and the task's most epochs plus epoch selection where `epoch_selection` names it."""
+    settings = ft.settings() if seeds is None else {**ft.settings(), "seeds": seeds}
+    if task in ft.epoch_selection:
+        settings = {**settings, "epochs": ft.epoch_selection[task], "select_epoch": True}
+    return settings
+
+
+def variant_config(preset: RunPreset, variant: VariantSpec, data_dir: Path) -> PretrainConfig:
+    merged = deep_merge(to_dict(preset.pretrain), variant.pretrain)
+    return from_dict(PretrainConfig, merged, f"preset {preset.name} variant {variant.name}").with_data_dir(data_dir)

@@ -1,0 +1,116 @@
+"""`bertbench run --preset NAME`: raw text → tokenizer → pre-train each variant → fine-tune each on every
+task with data → report. One command, re-runnable: a finished stage is skipped (studies.keys), and an
+interrupted pre-training resumes from its checkpoint. Besides the folders of studies.plan, the output folder
+holds <preset>.md, <preset>.csv, plots/ (`bertbench report` over results/) and stages.json (the wall time of
+each stage of the last invocation).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.studies import keys
+from bertbench.studies.plan import Planner
+from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
+from bertbench.studies.scheduler import Stage, run_stages
+
+
+def run_preset(
+    preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
+    workers: Optional[int] = None,
+) -> dict[str, Any]:
+    """Run every stage not already done; returns {stage: seconds} of this invocation (and, when stages ran
+    side by side, the invocation's wall time under "wall")."""
+    out, data_dir = Path(out), Path(data_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    workers = preset.workers if workers is None else workers
+    if workers < 1:
+        raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
+    times: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    def stage(name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        result = fn()
+        times[name] = round(time.perf_counter() - t0, 1)
+        echo(f"[{name}] {times[name]:.0f} s")
+        return result
+
+    # 1. one tokenizer for every variant, so the comparison changes only the objective
+    base = variant_config(preset, VariantSpec("base"), data_dir)
+    trains_tokenizer = not base.tokenizer or base.tokenizer == "train"
+    tokenizer = ensure_tokenizer(base, out, stage, echo) if trains_tokenizer else base.tokenizer
+    # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
+    stages = Planner(preset, data_dir, out, tokenizer, echo).plan()
+    if workers > 1 and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
+        # the corpus tokenised here once, with every thread, into the cache that every pre-training then
+        # reads: not once per process at the same time on a share of the threads
+        stage("corpus", lambda: tokenise_corpus(base, tokenizer))
+    run_stages_keeping_times(out, stages, workers, echo, times, t_start)
+    # 3. the report
+    stage("report", lambda: write_report(out, preset, plots))
+    if workers > 1:
+        times["wall"] = round(time.perf_counter() - t_start, 1)
+    from bertbench.io_utils import atomic_write_json
+
+    atomic_write_json(out / "stages.json", times)
+    return times
+
+
+def ensure_tokenizer(base, out: Path, stage: Callable, echo: Callable[[str], None]) -> str:
+    """The WordPiece tokenizer trained on the corpus, once per (corpus, documents, vocabulary, case)."""
+    key = keys.config_hash({"corpus": base.data.corpus, "docs": base.data.max_documents,
+                            "vocab": base.tokenizer_vocab_size, "lower": base.lowercase})
+    tok_dir = out / f"tokenizer-{key}"
+    if (tok_dir / "vocab.txt").is_file():
+        echo(f"[tokenizer] done before: {tok_dir}")
+    else:
+        stage("tokenizer", lambda: train_tokenizer(base, tok_dir))
+    return str(tok_dir)
+
+
+def train_tokenizer(base, tok_dir: Path) -> None:
+    from bertbench.data.corpus import iter_documents
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents) for s in doc)
+    WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
+
+
+def tokenise_corpus(base, tokenizer: str) -> None:
+    from bertbench.data.corpus import load_tokenized_corpus
+    from bertbench.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.load(Path(tokenizer))
+    load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc)
+
+
+def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],
+                             times: dict[str, float], t_start: float) -> None:
+    """run_stages; if it stops (a failed or killed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which the
+    scheduler turns into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the
+    error goes on, so that a study resumed over several invocations keeps every invocation's times (a finished
+    one writes `stages.json`)."""
+    try:
+        run_stages(stages, workers, echo, times)
+    except BaseException as err:
+        from bertbench.io_utils import atomic_write_json
+
+        n = 1 + len(list(out.glob("stages.interrupted-*.json")))
+        why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
+        atomic_write_json(out / f"stages.interrupted-{n}.json",
+                          {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1)})
+        raise
+
+
+def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
+    """`bertbench report OUT/results --out OUT/<preset>.md --plots OUT/plots`."""
+    from bertbench.report_run import make_report
+
+    path = out / f"{preset.name}.md"
+    make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
+                warn=lambda message: print(message, file=sys.stderr))
+    return path

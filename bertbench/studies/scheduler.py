@@ -1,0 +1,256 @@
+"""The stage scheduler: runs a study's stages in dependency order, `workers` at a time.
+
+Public API:
+- `Stage`: a named call of a module-level function, with its dependency (`after`), its follow-ups (`then`,
+  stages known only once it has run), and whether it runs `alone` (in this process, with every thread,
+  nothing beside it).
+- `run_stages(stages, workers, echo, times)`: runs them; `times` gets each finished stage's seconds.
+- `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
+
+With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
+the scheduler sees each one's end through public handles only: a pipe for its result, and the process's
+sentinel for its death. A worker that dies (the out-of-memory killer's SIGKILL) ends the run with one line
+naming the stage and the signal; the other workers are stopped (a pre-training among them writes its
+checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says.
+
+The freed core: when a stage ends and nothing is ready to start on its core (e.g. the fine-tunings of random
+init are done while a pre-training still runs), the stages still running share every thread. Each worker's
+share lives in shared memory; the scheduler sends the worker SIGUSR1 and the worker's handler calls
+`torch.set_num_threads` with its new share. Python runs a signal handler on the main thread between two
+bytecodes, never inside a torch operation: that is the safe point, and it needs nothing from the training
+loops. (Starting the next stage on the freed core is the other way, and the scheduler does that first
+whenever a stage is ready.) Only the order of floating-point sums changes; every stage keeps its seeds.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from bertbench.errors import BertbenchError
+
+RERUN_HINT = "finished stages are kept — rerun the same command to continue"
+
+
+@dataclass
+class Stage:
+    name: str
+    fn: Callable[..., None]  # a module-level function, so that a worker process can be handed it
+    args: tuple = ()
+    after: Optional[str] = None  # a stage of this invocation that must have finished first
+    then: Optional[Callable[[], list["Stage"]]] = None  # stages known only once this one has run
+    alone: bool = False  # runs by itself, in this process with every thread
+    echo_here: bool = False  # in this process, `fn` is also handed echo= (in a worker it prints its own lines)
+
+
+def thread_shares(total: int, busy: int) -> list[int]:
+    """`total` threads split between `busy` stages: equal shares, the remainder to the first ones, at least 1."""
+    if busy < 1:
+        return []
+    base, extra = divmod(max(total, busy), busy)
+    return [base + (1 if i < extra else 0) for i in range(busy)]
+
+
+def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], times: dict[str, float]) -> None:
+    """Run `stages` in list order as their `after` stages finish: one after the other in this process when
+    `workers` is 1, else `workers` at a time, each in its own process with a share of the threads. A small
+    model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on one, so two
+    side by side do 1.8x the work). A stage marked `alone` waits until nothing else runs, then runs here with
+    every thread, and nothing starts beside it."""
+    queue = _Queue(list(stages), echo, times)
+    if workers == 1:
+        while (stage := queue.next_ready()) is not None:
+            queue.run_here(stage)
+        queue.check_nothing_stranded()
+        return
+    _run_side_by_side(queue, workers, echo)
+
+
+class _Queue:
+    """The stages not yet started, the ones finished, and what finishing one means (its time, its follow-ups)."""
+
+    def __init__(self, pending: list[Stage], echo: Callable[[str], None], times: dict[str, float]):
+        self.pending, self.echo, self.times = pending, echo, times
+        self.finished: set[str] = set()
+
+    def next_ready(self) -> Optional[Stage]:
+        stage = next((s for s in self.pending if s.after is None or s.after in self.finished), None)
+        if stage is not None:
+            self.pending.remove(stage)
+        return stage
+
+    def complete(self, stage: Stage, seconds: float) -> None:
+        self.times[stage.name] = seconds
+        self.finished.add(stage.name)
+        self.echo(f"[{stage.name}] {seconds:.0f} s")
+        if stage.then is not None:
+            self.pending.extend(stage.then())
+
+    def run_here(self, stage: Stage) -> None:  # in this process, with every thread
+        self.echo(f"[{stage.name}] started")
+        t0 = time.perf_counter()
+        stage.fn(*stage.args, **({"echo": self.echo} if stage.echo_here else {}))
+        self.complete(stage, round(time.perf_counter() - t0, 1))
+
+    def check_nothing_stranded(self) -> None:
+        if self.pending:  # nothing ready, nothing running: what is left waits on a stage that will not run
+            raise BertbenchError(f"stages {', '.join(s.name for s in self.pending)} wait on stages that did not run")
+
+
+def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None]) -> None:
+    import multiprocessing
+
+    import torch
+
+    total = torch.get_num_threads()
+    share = thread_shares(total, workers)[-1]
+    echo(f"{workers} stages at a time, {share} thread(s) each")
+    # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
+    context = multiprocessing.get_context("spawn")
+    slots = [_Worker(context, share) for _ in range(workers)]
+    # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        while True:
+            _start_ready(queue, slots)
+            busy = [w for w in slots if w.stage is not None]
+            if not busy:
+                queue.check_nothing_stranded()
+                return
+            _rebalance(busy, total)
+            for worker, outcome in _wait_for_any(busy):
+                stage = worker.stage
+                worker.stage = None
+                if outcome[0] == "ok":
+                    queue.complete(stage, outcome[1])
+                elif outcome[0] == "error":
+                    raise BertbenchError(f"[{stage.name}] {outcome[1]}")
+                elif outcome[0] == "crash":
+                    raise RuntimeError(f"stage {stage.name} failed in its worker process:\n{outcome[1]}")
+                else:
+                    raise BertbenchError(f"stage {stage.name} died ({outcome[1]}), as when the system runs out "
+                                         f"of memory; {RERUN_HINT}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for worker in slots:
+            worker.stop()
+
+
+def _start_ready(queue: _Queue, slots: list["_Worker"]) -> None:
+    """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here."""
+    while (idle := next((w for w in slots if w.stage is None), None)) is not None:
+        stage = queue.next_ready()
+        if stage is None:
+            return
+        if stage.alone:
+            if any(w.stage is not None for w in slots):  # it waits, and nothing new starts meanwhile
+                queue.pending.insert(0, stage)
+                return
+            queue.run_here(stage)
+            continue
+        queue.echo(f"[{stage.name}] started")
+        idle.start(stage)
+
+
+def _rebalance(busy: list["_Worker"], total: int) -> None:
+    for worker, threads in zip(busy, thread_shares(total, len(busy))):
+        worker.set_threads(threads)
+
+
+def _wait_for_any(busy: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
+    """Block until at least one busy worker has answered or died; each such worker with its outcome:
+    ("ok", seconds), ("error", message), ("crash", traceback) or ("died", signal name)."""
+    from multiprocessing.connection import wait
+
+    handles = {w.conn: w for w in busy} | {w.process.sentinel: w for w in busy}
+    ready = {handles[h] for h in wait(list(handles))}
+    return [(w, w.outcome()) for w in busy if w in ready]
+
+
+class _Worker:
+    """One worker process and the pipe it answers on; `stage` is what it runs now (None: idle)."""
+
+    def __init__(self, context: Any, threads: int):
+        self.conn, child = context.Pipe()
+        self.threads = context.Value("i", threads, lock=False)
+        self.listening = context.Value("b", 0, lock=False)  # 1 once its SIGUSR1 handler is in place
+        self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening),
+                                       name="bertbench-stage")
+        self.process.start()
+        child.close()
+        self.stage: Optional[Stage] = None
+
+    def start(self, stage: Stage) -> None:
+        self.stage = stage
+        self.conn.send((stage.fn, stage.args))
+
+    def set_threads(self, threads: int) -> None:
+        if self.threads.value != threads:
+            self.threads.value = threads  # written first: a worker not yet listening reads it when it starts to
+            if self.listening.value:
+                _signal(self.process.pid, signal.SIGUSR1)
+
+    def outcome(self) -> tuple:
+        try:
+            if self.conn.poll():
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            return ("died", signal.Signals(-code).name)
+        return ("died", f"exit code {code}")
+
+    def stop(self) -> None:
+        """End the process: SIGTERM first (a pre-training writes its checkpoint at the step it is in), then
+        SIGKILL after a grace period."""
+        self.conn.close()  # an idle worker leaves when its pipe closes; a busy one finds no one to answer
+        if self.stage is not None and self.process.is_alive():
+            self.process.terminate()
+        self.process.join(timeout=60)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _signal(pid: int, signum: int) -> None:
+    import os
+
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:  # it has just ended: its outcome says how
+        pass
+
+
+def _worker_main(conn: Any, threads: Any, listening: Any) -> None:
+    """A worker process: run each stage it is sent and answer with its outcome, until its pipe closes."""
+    import traceback
+
+    import torch
+
+    # the safe point at which a new share is taken up: between two bytecodes of this (the main) thread
+    signal.signal(signal.SIGUSR1, lambda signum, frame: torch.set_num_threads(max(1, threads.value)))
+    listening.value = 1
+    torch.set_num_threads(max(1, threads.value))
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        t0 = time.perf_counter()
+        try:
+            fn(*args)
+            answer: tuple = ("ok", round(time.perf_counter() - t0, 1))
+        except BertbenchError as err:
+            answer = ("error", str(err))
+        except KeyboardInterrupt:
+            return
+        except BaseException:  # a bug: its traceback goes to the main process, which shows it
+            answer = ("crash", traceback.format_exc())
+        try:
+            conn.send(answer)
+        except OSError:  # the main process has gone
+            return
