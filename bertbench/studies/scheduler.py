@@ -120,9 +120,13 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None]) 
                 queue.check_nothing_stranded()
                 return
             _rebalance(busy, total)
-            for worker, outcome in _wait_for_any(busy):
+            for worker, outcome in _wait_for_any(slots):
                 stage = worker.stage
                 worker.stage = None
+                if stage is None:  # an idle worker died (nothing of the study was lost): a new one takes its slot
+                    worker.stop()
+                    slots[slots.index(worker)] = _Worker(context, share)
+                    continue
                 if outcome[0] == "ok":
                     queue.complete(stage, outcome[1])
                 elif outcome[0] == "error":
@@ -159,14 +163,14 @@ def _rebalance(busy: list["_Worker"], total: int) -> None:
         worker.set_threads(threads)
 
 
-def _wait_for_any(busy: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
-    """Block until at least one busy worker has answered or died; each such worker with its outcome:
+def _wait_for_any(slots: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
+    """Block until a busy worker has answered, or any worker has died; each such worker with its outcome:
     ("ok", seconds), ("error", message), ("crash", traceback) or ("died", signal name)."""
     from multiprocessing.connection import wait
 
-    handles = {w.conn: w for w in busy} | {w.process.sentinel: w for w in busy}
+    handles = {w.conn: w for w in slots if w.stage is not None} | {w.process.sentinel: w for w in slots}
     ready = {handles[h] for h in wait(list(handles))}
-    return [(w, w.outcome()) for w in busy if w in ready]
+    return [(w, w.outcome()) for w in slots if w in ready]
 
 
 class _Worker:

@@ -470,10 +470,10 @@ def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def fault_point(name: str, step: Optional[int] = None) -> None:
+def fault_point(name: str, step: Optional[int | str] = None) -> None:
     """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
     any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal.
-    Names: after_step:K, before_rename:K, final_eval, before_summary."""
+    Names: after_step:K, before_rename:K, final_eval, before_summary; finetune:TASK (a study's fine-tuning stage)."""
     want = os.environ.get("BERTBENCH_FAULT")
     if want and want == (name if step is None else f"{name}:{step}"):
         import signal
