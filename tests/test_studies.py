@@ -68,3 +68,99 @@ def test_the_remaining_stage_takes_the_freed_core(tmp_path):
         torch.set_num_threads(before)
     start, end = (tmp_path / "t").read_text().split()
     assert (start, end) == ("1", "2")
+
+
+# --- stage keys ---------------------------------------------------------------------------------------------
+FIXTURE_VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
+
+
+def _preset(tmp_path: Path, **changes):
+    import yaml
+
+    from bertbench.studies.preset import list_presets, load_preset
+
+    raw = yaml.safe_load(list_presets()["smoke"].read_text())
+    for key, value in changes.items():
+        section, _, field = key.partition(".")
+        if field:
+            raw[section][field] = value
+        else:
+            raw[section] = value
+    path = tmp_path / f"preset-{len(list(tmp_path.glob('preset-*')))}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_preset(str(path))
+
+
+def _plan(preset, out: Path, data_dir: Path):
+    """The stages a `run` in `out` would run, given the tokenizer it trained there (a fixture vocabulary)."""
+    from bertbench.studies.plan import Planner
+
+    tokenizer = out / "tokenizer-x"
+    if not tokenizer.is_dir():
+        tokenizer.mkdir(parents=True)
+        shutil.copy(FIXTURE_VOCAB, tokenizer / "vocab.txt")
+    return Planner(preset, data_dir, out, str(tokenizer), lambda message: None).plan()
+
+
+def _finish(stages) -> None:
+    """Leave each stage's output as it does when it finishes (a summary; a marker with its key)."""
+    from bertbench.studies import keys
+
+    for stage in stages:
+        if stage.name.startswith("pretrain "):
+            cfg, run_dir, key = stage.args
+            keys.write_key(run_dir / keys.STAGE_FILE, key)
+            (run_dir / "summary.json").write_text("{}")
+        else:
+            req, marker, key = stage.args
+            keys.write_key(marker, key)
+
+
+def test_a_copied_study_resumes_without_rerunning_a_finished_stage(tmp_path):
+    preset = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": []})
+    data = tmp_path / "data"
+    first = _plan(preset, tmp_path / "a" / "study", data)
+    assert {s.name for s in first} >= {"pretrain mlm_nsp", "pretrain ltr", "finetune random rte", "finetune mlm_nsp rte"}
+    _finish(first)
+    assert _plan(preset, tmp_path / "a" / "study", data) == []  # in place: everything done
+    shutil.copytree(tmp_path / "a" / "study", tmp_path / "elsewhere" / "copy")
+    assert _plan(preset, tmp_path / "elsewhere" / "copy", data) == []  # copied: everything done too
+
+
+def test_one_tasks_cap_rekeys_that_tasks_stages_only(tmp_path):
+    preset = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": []})
+    out, data = tmp_path / "study", tmp_path / "data"
+    _finish(_plan(preset, out, data))
+    capped = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": [],
+                                  "finetune.train_caps": {"stsb": 50}})
+    assert {s.name for s in _plan(capped, out, data)} == {f"finetune {v} stsb" for v in ("mlm_nsp", "ltr", "random")}
+    # a cap at or above the shared one changes no stage's effective settings
+    loose = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": [],
+                                 "finetune.train_caps": {"stsb": 10_000}})
+    assert _plan(loose, out, data) == []
+
+
+def test_folders_of_an_older_bertbench_still_count_as_finished(tmp_path):
+    """A study folder written before stages were keyed on content: pre-trainings and random init's results
+    named by the hash of paths (the tokenizer's absolute path among them), markers holding every request field.
+    Read in place, its stages are done, and re-marked with today's keys (so that it can be copied from then on)."""
+    from bertbench.studies import keys
+
+    preset = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": []})
+    out, data = tmp_path / "study", tmp_path / "data"
+    stages = _plan(preset, out, data)
+    shutil.rmtree(out / "results")
+    for stage in stages:  # what the older version left: its folder names ...
+        if stage.name.startswith("pretrain "):
+            cfg, run_dir, _ = stage.args
+            legacy = run_dir.parent / f"{run_dir.name.rsplit('-', 1)[0]}-{keys.legacy_pretrain_key(cfg)}"
+            legacy.mkdir(parents=True)
+            (legacy / "summary.json").write_text("{}")
+    (out / "results" / f"random-{keys.config_hash(['random', 'tiny', str(out / 'tokenizer-x')])}").mkdir(parents=True)
+    for stage in _plan(preset, out, data):  # ... and its markers' keys
+        req, marker, _ = stage.args
+        keys.write_key(marker, keys.legacy_finetune_key(req))
+    assert len(list((out / "results").iterdir())) == 3  # the older folders were found, no new ones made
+    assert _plan(preset, out, data) == []
+    shutil.copytree(out, tmp_path / "copy")  # re-marked: the copy resumes too
+    assert _plan(preset, tmp_path / "copy", data) == []
