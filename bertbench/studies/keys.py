@@ -89,7 +89,7 @@ def read_key(path: Path) -> Optional[str]:
 
 
 def write_key(path: Path, key: str) -> None:
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(path, {"key": key})
 

@@ -91,7 +91,7 @@ class Planner:
 
     def finetune_stages(self, m: Model, tasks: list[str], feature_based: bool,
                         seeds: Optional[list[int]] = None) -> list[Stage]:
-        from bertbench.finetune_settings import FinetuneRequest
+        from bertbench.training.finetune_settings import FinetuneRequest
 
         stages = []
         for task in tasks:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.finetune_settings import FinetuneSettings
+from bertbench.training.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
 
 PRESETS_DIR = RECIPES_DIR / "presets"

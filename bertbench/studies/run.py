@@ -54,7 +54,7 @@ def run_preset(
     stage("report", lambda: write_report(out, preset, plots))
     if workers > 1:
         times["wall"] = round(time.perf_counter() - t_start, 1)
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(out / "stages.json", times)
     return times
@@ -74,7 +74,7 @@ def ensure_tokenizer(base, out: Path, stage: Callable, echo: Callable[[str], Non
 
 def train_tokenizer(base, tok_dir: Path) -> None:
     from bertbench.data.corpus import iter_documents
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents) for s in doc)
     WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
@@ -82,7 +82,7 @@ def train_tokenizer(base, tok_dir: Path) -> None:
 
 def tokenise_corpus(base, tokenizer: str) -> None:
     from bertbench.data.corpus import load_tokenized_corpus
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.load(Path(tokenizer))
     load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc)
@@ -97,7 +97,7 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
     try:
         run_stages(stages, workers, echo, times)
     except BaseException as err:
-        from bertbench.io_utils import atomic_write_json
+        from bertbench.runtime.files import atomic_write_json
 
         n = 1 + len(list(out.glob("stages.interrupted-*.json")))
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
@@ -108,7 +108,7 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
 
 def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
     """`bertbench report OUT/results --out OUT/<preset>.md --plots OUT/plots`."""
-    from bertbench.report_run import make_report
+    from bertbench.report.run import make_report
 
     path = out / f"{preset.name}.md"
     make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
