@@ -158,7 +158,9 @@ _TOP = {  # key -> (kind, nullable)
     "library_versions": (_DICT, False), "hardware": (_STR, True), "date": (_STR, False),
     "predictions_file": (_STR, True),
 }
-_TOP_OPTIONAL = {"extra": (_DICT, False)}
+# pretrain_seed: the seed of the pre-training the model came from (null: random init, or not known; absent in
+# records written before pre-training seeds existed, read the same as null)
+_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True)}
 _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
           "train_size": (_INT, False), "eval_size": (_INT, False)}
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
@@ -198,8 +200,8 @@ def _check_section(
                 problems.append(f"{prefix}{key} is null")
         elif not _is(obj[key], kind):
             problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
-    for key, (kind, _) in optional.items():
-        if key in obj and not _is(obj[key], kind):
+    for key, (kind, nullable) in optional.items():
+        if key in obj and not (obj[key] is None and nullable) and not _is(obj[key], kind):
             problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
     if strict:
         known = set(spec) | set(optional)
@@ -465,6 +467,19 @@ def variant_label(record: Record) -> str:
     label = f"{record['model']['size']} {objective_label(pretraining)}"
     suffix = masking_suffix(pretraining)
     return f"{label} {suffix}" if suffix else label
+
+
+# What makes two pre-trainings the same procedure, whatever their seed: what they optimised, on which data, how
+# long, and how (not where, when, or how fast they ran)
+_PROCEDURE_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mask", "full_sentences", "tokens_seen",
+                   "steps", "data_fingerprint", "precision")
+
+
+def pretraining_procedure(record: Record) -> str:
+    """A key shared by the records of models pre-trained by one procedure with different seeds."""
+    pre = record["model"]["pretraining"] or {}
+    identity = json.dumps([record["model"]["size"], {k: pre.get(k) for k in _PROCEDURE_KEYS}], sort_keys=True)
+    return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
 def setting_key(record: Record) -> str:

@@ -164,3 +164,76 @@ def test_folders_of_an_older_bertbench_still_count_as_finished(tmp_path):
     assert _plan(preset, out, data) == []
     shutil.copytree(out, tmp_path / "copy")  # re-marked: the copy resumes too
     assert _plan(preset, tmp_path / "copy", data) == []
+
+
+# --- pre-training seeds -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seeds, message", [
+    ([], "expected a non-empty list"), ([1, "2"], "expected"), ([1, True], "expected"), ([1, 1], "a seed repeats"),
+    ([-1], "expected a non-empty list of integer seeds"),
+])
+def test_pretrain_seeds_are_checked(tmp_path, seeds, message):
+    with pytest.raises(BertbenchError, match=message):
+        _preset(tmp_path, pretrain_seeds=seeds)
+
+
+def test_random_init_takes_no_pretrain_seeds(tmp_path):
+    import yaml
+
+    from bertbench.studies.preset import list_presets, load_preset
+
+    raw = yaml.safe_load(list_presets()["smoke"].read_text())
+    raw["variants"][-1]["pretrain_seeds"] = [1, 2]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(BertbenchError, match="variant 'random': pretrain_seeds given, but random init has no pre-training"):
+        load_preset(str(tmp_path / "p.yaml"))
+
+
+def test_each_pretrain_seed_is_a_pretraining_whose_checkpoint_every_task_fine_tunes(tmp_path):
+    import yaml
+
+    from bertbench.studies.preset import list_presets, load_preset
+
+    raw = yaml.safe_load(list_presets()["smoke"].read_text())
+    raw["pretrain_seeds"] = [3, 4]
+    raw["variants"][1]["pretrain_seeds"] = [7]  # ltr: its own
+    raw["finetune"] |= {"figure5_variants": [], "figure5_tasks": []}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(raw))
+    stages = _plan(load_preset(str(tmp_path / "p.yaml")), tmp_path / "study", tmp_path / "data")
+    pretrainings = {s.name: s.args[0].seed for s in stages if s.name.startswith("pretrain ")}
+    assert pretrainings == {"pretrain mlm_nsp seed3": 3, "pretrain mlm_nsp seed4": 4, "pretrain ltr seed7": 7}
+    finetunes = {s.name: s.after for s in stages if s.name.startswith("finetune ")}
+    assert finetunes["finetune mlm_nsp seed4 rte"] == "pretrain mlm_nsp seed4"
+    assert finetunes["finetune random rte"] is None and len(finetunes) == 3 * 4
+    dirs = {s.args[1].name.rsplit("-", 1)[0] for s in stages if s.name.startswith("pretrain ")}
+    assert dirs == {"mlm_nsp-seed3", "mlm_nsp-seed4", "ltr-seed7"}
+    # a preset without pretrain_seeds keys its pre-trainings as before: the config's own seed, no suffix
+    plain = _plan(_preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": []}),
+                  tmp_path / "plain", tmp_path / "data")
+    assert {s.name for s in plain if s.name.startswith("pretrain ")} == {"pretrain mlm_nsp", "pretrain ltr"}
+
+
+def test_records_of_two_pretrain_seeds_are_one_variant_in_the_report(tmp_path):
+    import json
+
+    from bertbench.report.model import collect
+    from bertbench.results import load_records
+
+    source = Path(__file__).parent / "fixtures" / "records" / "main" / "tiny-mlm-nsp"
+    for pretrain_seed, fingerprint in ((1, "sha256:aaaaaaaaaaaaaaaa"), (2, "sha256:bbbbbbbbbbbbbbbb")):
+        folder = tmp_path / f"mlm_nsp-seed{pretrain_seed}"
+        folder.mkdir()
+        for path in source.glob("*.record.json"):
+            record = json.loads(path.read_text())
+            record["model"]["fingerprint"] = fingerprint  # other weights, one procedure
+            record["pretrain_seed"] = pretrain_seed
+            (folder / path.name).write_text(json.dumps(record))
+    records = load_records([tmp_path])
+    data = collect(records)
+    assert len(data.variants) == 1
+    assert {rec.data["pretrain_seed"] for rec in data.variants[0].records} == {1, 2}
+    # the same records without the field are two models of one label: two columns, as before
+    for path in tmp_path.rglob("*.record.json"):
+        record = json.loads(path.read_text())
+        del record["pretrain_seed"]
+        path.write_text(json.dumps(record))
+    assert len(collect(load_records([tmp_path])).variants) == 2

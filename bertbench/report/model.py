@@ -40,6 +40,7 @@ from bertbench.results import (
     mask_procedure,
     masking_suffix,
     objective_label,
+    pretraining_procedure,
     setting_key,
     variant_label,
 )
@@ -206,6 +207,7 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
     by_label: dict[str, dict[str, list[LoadedRecord]]] = defaultdict(lambda: defaultdict(list))
     for rec in sorted(records, key=lambda r: r.path.as_posix()):
         by_label[variant_label(rec.data)][rec.data["model"]["fingerprint"]].append(rec)
+    by_label = {label: _merge_pretrain_seeds(by_fp) for label, by_fp in by_label.items()}
     variants: list[tuple[tuple, Variant]] = []
     checkpoints: dict[str, tuple[Variant, ...]] = {}
     for label, by_fp in by_label.items():
@@ -260,13 +262,29 @@ def _checkpoint_series(by_fp: Mapping[str, list[LoadedRecord]]) -> Optional[list
     return sorted(pres, key=lambda fp: pres[fp]["tokens_seen"])
 
 
+def _merge_pretrain_seeds(by_fp: dict[str, list[LoadedRecord]]) -> dict[str, list[LoadedRecord]]:
+    """One variant for every pre-training seed of one procedure: when a label's records come from two or more
+    pre-training seeds, the seeded ones group by their procedure (results.pretraining_procedure), not by the
+    weights' fingerprint, which differs from seed to seed. A label with one seed, or none known, groups as before."""
+    seeds = {rec.data.get("pretrain_seed") for recs in by_fp.values() for rec in recs}
+    if len({s for s in seeds if isinstance(s, int)}) < 2:
+        return by_fp
+    merged: dict[str, list[LoadedRecord]] = defaultdict(list)
+    for fingerprint, recs in by_fp.items():
+        for rec in recs:
+            seeded = isinstance(rec.data.get("pretrain_seed"), int)
+            merged[pretraining_procedure(rec.data) if seeded else fingerprint].append(rec)
+    return merged
+
+
 def _check_unique_seeds(recs: list[LoadedRecord]) -> None:
-    seen: dict[int, LoadedRecord] = {}
+    seen: dict[tuple, LoadedRecord] = {}
     for rec in recs:
-        seed = rec.data["seed"]
+        seed = (rec.data.get("pretrain_seed"), rec.data["seed"])
         if seed in seen:
+            which = f"seed ({seed[1]})" if seed[0] is None else f"pre-training seed and seed ({seed[0]}, {seed[1]})"
             raise BertbenchError(
-                f"{rec.path}: same model, task, setting and seed ({seed}) as {seen[seed].path}; "
+                f"{rec.path}: same model, task, setting and {which} as {seen[seed].path}; "
                 f"remove one of them (a copied run would count twice)"
             )
         seen[seed] = rec

@@ -41,6 +41,9 @@ class ModelSource:
     state: Optional[dict]  # encoder weights; None for random init
     fingerprint: str
     pretraining: Optional[dict]
+    # the seed of the pre-training that made the weights (its config's `seed`); None for random init and for a
+    # model whose pre-training seed we do not know (an imported Hugging Face BERT)
+    pretrain_seed: Optional[int] = None
 
     def backbone(self, seed: int):
         import torch
@@ -88,7 +91,9 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
     cfg = dataclasses.replace(ckpt.config, dropout=PAPER_DROPOUT, attention_dropout=PAPER_DROPOUT)
-    return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre)
+    seed = ckpt.run_config.get("seed") if ckpt.summary is not None and isinstance(ckpt.run_config, dict) else None
+    return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre,
+                       seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,7 +364,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
                              "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
                              "batching": "length-grouped" if hp.group_by_length else "random",
                              **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {})},
-                "seed": seed, "wall_seconds": round(run.wall, 2),
+                "seed": seed, "pretrain_seed": source.pretrain_seed, "wall_seconds": round(run.wall, 2),
                 **provenance(),
                 "predictions_file": None,
                 "extra": {"degenerate": scored.degenerate, "history": res.history,
