@@ -326,6 +326,13 @@ def load_config(cls, path: Path):
     return from_dict(cls, load_yaml(path), str(path))
 
 
+# Recipes once named after the presets, which they did not match: the cpu-hour preset pre-trained with the
+# "cpu-quick" recipe, and the "cpu-hour" recipe (mini, 60 minutes) was used by no preset. A recipe is now named
+# for what it is, a preset for the study it makes.
+RENAMED_RECIPES = {"cpu-quick": ("tiny-10min", "tiny, 10 minutes on the clock"),
+                   "cpu-hour": ("mini-60min", "mini, 60 minutes on the clock")}
+
+
 def resolve_recipe(name_or_path: str) -> Path:
     """A recipe by name (a file in recipes/) or by path to a YAML file."""
     from bertbench.paths import RECIPES_DIR
@@ -336,6 +343,10 @@ def resolve_recipe(name_or_path: str) -> Path:
             raise BertbenchError(f"{p}: recipe file not found")
         return p
     known = {f.stem: f for f in RECIPES_DIR.glob("*.yaml")}
+    if name_or_path in RENAMED_RECIPES:
+        new_name, why = RENAMED_RECIPES[name_or_path]
+        raise BertbenchError(f"recipe {name_or_path!r} is now called {new_name!r} ({why}); "
+                             f"the studies of that name are presets: bertbench run --preset {name_or_path}")
     if name_or_path not in known:
         raise BertbenchError(did_you_mean(name_or_path, known, "recipe"))
     return known[name_or_path]

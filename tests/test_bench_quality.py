@@ -176,4 +176,4 @@ def test_a_failed_side_of_the_pair_is_one_line_naming_it(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sys, "executable", "/bin/false")  # each side's process exits 1 without a word
     with pytest.raises(BertbenchError, match=r"side-by-side pair failed: ours: exit code 1; hf: exit code 1"):
-        quality.run_pair_side_by_side(0.01, "cpu-quick", tmp_path, None, 1, None, tmp_path, 1, None)
+        quality.run_pair_side_by_side(0.01, "tiny-10min", tmp_path, None, 1, None, tmp_path, 1, None)

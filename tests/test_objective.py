@@ -107,7 +107,7 @@ def test_recipes_and_presets_mean_what_they_meant():
     from bertbench.config import resolve_recipe
     from bertbench.studies.preset import list_presets, load_preset, variant_config
 
-    for name in ("tiny-debug", "cpu-quick", "cpu-hour", "bert-base-paper"):
+    for name in ("tiny-debug", "tiny-10min", "mini-60min", "bert-base-paper"):
         assert load_config(PretrainConfig, resolve_recipe(name)).objective == "mlm+nsp", name
     meant = {"mlm_nsp": "mlm+nsp", "no_nsp": "mlm", "ltr": "clm", "mask_only": "mlm+nsp"}
     for name in list_presets():

@@ -11,7 +11,31 @@ RECIPES = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
 
 
 def test_the_four_recipes_exist():
-    assert {"tiny-debug", "cpu-quick", "cpu-hour", "bert-base-paper"} <= set(RECIPES)
+    assert {"tiny-debug", "tiny-10min", "mini-60min", "bert-base-paper"} <= set(RECIPES)
+
+
+def test_a_recipe_is_named_for_what_it_is():
+    """<size>-<N>min: that model size on an N-minute clock (a recipe is not named for a preset that uses it)."""
+    import re
+
+    from bertbench.studies.preset import list_presets, load_yaml
+
+    for name in RECIPES:
+        m = re.fullmatch(r"(\w+)-(\d+)min", name)
+        if m:
+            cfg = load_config(PretrainConfig, resolve_recipe(name))
+            assert (cfg.model_size, cfg.budget_minutes) == (m[1], int(m[2])), name
+    presets = {name: load_yaml(path) for name, path in list_presets().items()}
+    assert not set(presets) & set(RECIPES)  # no name is both a preset and a recipe
+    assert {raw["recipe"] for raw in presets.values() if raw.get("recipe")} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("old, new", [("cpu-quick", "tiny-10min"), ("cpu-hour", "mini-60min")])
+def test_a_renamed_recipe_says_its_new_name(old, new):
+    from bertbench.errors import BertbenchError
+
+    with pytest.raises(BertbenchError, match=f"recipe '{old}' is now called '{new}'.*bertbench run --preset {old}"):
+        resolve_recipe(old)
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -28,11 +52,11 @@ def test_recipe_loads(name, tmp_path):
 
 def test_cpu_recipes_are_the_measured_winners():
     """What leaderboards/quality-ab measured: short-then-128 phases and a 20% warm-up on a wall-clock budget."""
-    for name in ("cpu-quick", "cpu-hour"):
+    for name in ("tiny-10min", "mini-60min"):
         cfg = load_config(PretrainConfig, resolve_recipe(name))
         assert cfg.budget_minutes and cfg.optim.warmup_fraction == 0.2 and cfg.optim.warmup_steps is None
         assert [p.max_seq_len for p in cfg.phases] == [32, 128] and cfg.phases[0].fraction == 0.6
-    assert load_config(PretrainConfig, resolve_recipe("cpu-quick")).model_size == "tiny"
+    assert load_config(PretrainConfig, resolve_recipe("tiny-10min")).model_size == "tiny"
 
 
 def test_paper_recipe_is_the_papers():

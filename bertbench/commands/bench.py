@@ -158,7 +158,7 @@ def data(
 
 def quality(
     minutes: Annotated[float, typer.Option("--minutes", help="Training minutes per side (the clock pauses for held-out evaluation).")] = 25.0,
-    recipe: Annotated[str, typer.Option("--recipe", help="bertbench's recipe (recipes/ name or YAML); the HF side takes its model size, sequence length and batch size.")] = "cpu-quick",
+    recipe: Annotated[str, typer.Option("--recipe", help="bertbench's recipe (recipes/ name or YAML); the HF side takes its model size, sequence length and batch size.")] = "tiny-10min",
     sides: Annotated[str, typer.Option("--sides", help="Comma-separated: ours (bert-base-uncased vocab), hf (same vocab), ours-recipe (the recipe's own trained vocab).")] = "ours,hf,ours-recipe",
     model_size: Annotated[Optional[str], typer.Option("--model-size", help="Override the recipe's model size (both sides).")] = None,
     points: Annotated[int, typer.Option("--points", help="Held-out evaluations along each run (plus one at the start).")] = 6,
