@@ -227,6 +227,7 @@ def test_records_of_two_pretrain_seeds_are_one_variant_in_the_report(tmp_path):
             record["model"]["fingerprint"] = fingerprint  # other weights, one procedure
             pre = record["model"]["pretraining"]  # what follows from the seed: the pairs and masks it drew
             pre["tokens_seen"], pre["data_fingerprint"] = (pre.get("tokens_seen") or 0) + pretrain_seed, f"data{pretrain_seed}"
+            pre["run_dir"] = f"pretrain/mlm_nsp-seed{pretrain_seed}"  # each seed its own run
             record["pretrain_seed"] = pretrain_seed
             (folder / path.name).write_text(json.dumps(record))
     records = load_records([tmp_path])
