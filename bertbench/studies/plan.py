@@ -135,7 +135,7 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str) -> None:
 
 def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], None]] = None) -> None:
     from bertbench.training.finetune_run import run_finetune
-    from bertbench.training.pretrain_run import fault_point
+    from bertbench.runtime.faults import fault_point
 
     fault_point("finetune", req.tasks)  # for the fault tests: BERTBENCH_FAULT=finetune:rte kills this process
     run_finetune(req, echo=echo or (lambda message: print(message, flush=True)))
