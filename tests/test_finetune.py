@@ -140,3 +140,28 @@ def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_
     rates = {m.p for m in encoder.modules() if isinstance(m, Dropout)}
     assert rates == {PAPER_DROPOUT}
     assert all(layer.attn.attn_dropout == PAPER_DROPOUT for layer in encoder.layers)
+
+
+def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
+    """`finetune --model <our checkpoint>` reads the pre-training's seed from the checkpoint's own config;
+    random init, and a checkpoint whose config names no seed, give null."""
+    from bertbench.config import ModelConfig
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.checkpoint import save_checkpoint
+    from bertbench.model.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_vocab(VOCAB)
+    model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+                                           intermediate_size=64, causal=True))
+    summary = {"objective": "clm", "tokens_seen": 10, "wall_seconds": 5.0, "data_fingerprint": "abc",
+               "code_version": "test", "hardware": "cpu", "run_dir": "x", "heldout": {}}
+    got = {}
+    for name, run_config in (("seeded", {"seed": 7, "objective": "clm"}), ("unknown", {"objective": "clm"})):
+        save_checkpoint(tmp_path / name, model, tok, run_config=run_config, summary=summary)
+        finetune("--model", str(tmp_path / name), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA), "--max-steps", "1",
+                 "--seeds", "1", "--out", str(tmp_path / f"out-{name}"), "--precision", "32")
+        got[name] = [rec.data["pretrain_seed"] for rec in load_records([tmp_path / f"out-{name}"])]
+    finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA),
+             "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "out-random"), "--precision", "32")
+    got["random"] = [rec.data["pretrain_seed"] for rec in load_records([tmp_path / "out-random"])]
+    assert got == {"seeded": [7], "unknown": [None], "random": [None]}
