@@ -29,10 +29,17 @@ def _threads_once_alone(path: Path, wait_s: float) -> None:
     import torch
 
     start = torch.get_num_threads()
+    path.with_suffix(".started").touch()
     deadline = time.monotonic() + wait_s
     while torch.get_num_threads() == start and time.monotonic() < deadline:
         sum(range(10_000))  # Python bytecodes: the safe points at which a new share is taken up
     path.write_text(f"{start} {torch.get_num_threads()}")
+
+
+def _wait_for(path: Path, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_thread_shares():
@@ -62,7 +69,8 @@ def test_the_remaining_stage_takes_the_freed_core(tmp_path):
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # two workers of one thread each, whatever this machine has
     try:
-        jobs = [Stage("short", time.sleep, (1.0,)), Stage("long", _threads_once_alone, (tmp_path / "t", 30.0))]
+        # "short" ends once "long" runs beside it (a loaded machine may take long to start a worker)
+        jobs = [Stage("short", _wait_for, (tmp_path / "t.started",)), Stage("long", _threads_once_alone, (tmp_path / "t", 60.0))]
         run_stages(jobs, 2, lambda message: None, {})
     finally:
         torch.set_num_threads(before)
