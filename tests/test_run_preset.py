@@ -328,7 +328,7 @@ def test_pretrain_seeds_pretrain_each_seed_and_the_report_shows_one_variant(shar
     for path in (out / "results").rglob("*.record.json"):
         record = json.loads(path.read_text())
         seeds.setdefault(record["model"]["pretraining"] and record["model"]["pretraining"]["objective"], set()).add(
-            (record["pretrain_seed"], record["model"]["fingerprint"]))
+            (record.get("pretrain_seed"), record["model"]["fingerprint"]))  # absent: unknown
     assert {s for s, _ in seeds["mlm+nsp"]} == {1, 2} and len(seeds["mlm+nsp"]) == 2  # two seeds, two models
     assert {s for s, _ in seeds[None]} == {None}  # random init has no pre-training seed
     header = (out / "seeds.md").read_text().split("| Task |")[1].split("\n")[0]

@@ -242,12 +242,14 @@ class Snapshots(L.Callback):
             return
         from bertbench.config import to_dict
         from bertbench.model.checkpoint import save_checkpoint
+        from bertbench.results import PretrainSummary
         from bertbench.runtime.provenance import now_iso
 
         with pl_module.clock_paused():  # not training time, as a checkpoint write
             heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
-            summary = {**self.identity(), "steps": step, "tokens_seen": tokens, "wall_seconds": round(pl_module.elapsed(), 2),
-                       "heldout": heldout, "snapshot": True, "date": now_iso()}
+            summary = PretrainSummary(**self.identity(), steps=step, tokens_seen=tokens,
+                                      wall_seconds=round(pl_module.elapsed(), 2), heldout=heldout, snapshot=True,
+                                      date=now_iso())
             save_checkpoint(self.out_dir / "snapshots" / f"step-{step}", pl_module.model, self.tokenizer,
                             run_config=to_dict(self.cfg), summary=summary)
 

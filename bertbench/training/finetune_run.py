@@ -21,12 +21,6 @@ from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RAT
 from bertbench.errors import BertbenchError
 from bertbench.training.finetune_settings import FinetuneRequest
 
-PRETRAINING_KEYS = (
-    "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
-    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
-)
-
-
 # ----------------------------------------------------------------------------------------------
 # Model sources
 
@@ -61,7 +55,6 @@ class ModelSource:
 def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
     from bertbench.model.checkpoint import fingerprint_checkpoint, load_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.results import migrate_pretraining
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     if spec.startswith("random:"):
@@ -81,10 +74,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
-        # (`nsp` is read from a summary written before the objective said everything, and migrated away)
-        pre = migrate_pretraining({k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary})
-        for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
-            pre.setdefault(k, None)
+        pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
     else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
         pre = {"objective": "mlm+nsp", "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                "whole_word_mask": False, "external": str(path)}
@@ -403,8 +393,8 @@ def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict,
                    best: tuple) -> tuple[list[Path], Optional[dict]]:
     """The selected lr's records under OUT/TASK (what the report reads), the others' under OUT/grid/TASK;
     returns (the records written, the selection record or None)."""
-    from bertbench.results import record_filename, write_record
-    from bertbench.runtime.files import atomic_write_json, atomic_write_text
+    from bertbench.results import GRID_SUFFIX, RECORD_SUFFIX, record_filename, write_record
+    from bertbench.runtime.files import atomic_write_text
     from bertbench.training.selection import select_lr, selection_record
 
     req, task = job.req, job.task
@@ -421,61 +411,58 @@ def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict,
         epoch = best[1] if lr == best[0] else select_lr(
             {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), degenerate)[1]
         record = _record(job, lr, seed, run, epoch, selection)
-        record["extra"]["grid_selected"] = lr == best[0] if len(job.lrs) > 1 else None
+        record.extra["grid_selected"] = lr == best[0] if len(job.lrs) > 1 else None
         folder = out / task.name if lr == best[0] else out / "grid" / task.name
         scored = run.candidates[epoch][0]
-        fname = record_filename(record)
-        stem = fname[: -len(".record.json")]
+        fname = record_filename(record.to_json())
+        stem = fname[: -len(RECORD_SUFFIX)]
         pred_files = []
         for suffix, text in scored.predictions_text.items():
             atomic_write_text(folder / f"{stem}.{suffix}", text)
             pred_files.append(f"{stem}.{suffix}")
-        record["predictions_file"] = pred_files[0]
+        record.predictions_file = pred_files[0]
         if len(pred_files) > 1:
-            record["extra"]["other_files"] = pred_files[1:]
+            record.extra["other_files"] = pred_files[1:]
         if lr == best[0]:
             written.append(write_record(folder / fname, record))
         else:  # grid points that lost the selection: kept for inspection, not read by the report
-            atomic_write_json(folder / f"{stem}.grid.json", record)
+            write_record(folder / f"{stem}{GRID_SUFFIX}", record)
     return written, selection
 
 
-def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, selection: Optional[dict]) -> dict:
-    """The result record of one (lr, seed) run as scored after `epoch`."""
-    from bertbench.results import SCHEMA_VERSION, provenance
+def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, selection: Optional[dict]):
+    """The result record (results.ResultRecord) of one (lr, seed) run as scored after `epoch`."""
+    from bertbench.results import ResultRecord, provenance
 
     req, task, source = job.req, job.task, job.source
     scored, steps = run.candidates[epoch]
     hp, res = run.hp, run.res
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "task": task.name, "task_version": task.version, "task_type": task.type,
-        "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
-                  "train_size": len(job.train_ex), "eval_size": len(job.eval_ex)},
-        "metrics": scored.metrics, "primary_metric": _primary(task, scored.metrics),
-        "model": {"source": source.source, "fingerprint": source.fingerprint,
-                  "size": source.config.size_name(), "pretraining": source.pretraining},
-        "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": job.max_seq_len,
+    return ResultRecord(
+        task=task.name, task_version=task.version, task_type=task.type,
+        split={"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
+               "train_size": len(job.train_ex), "eval_size": len(job.eval_ex)},
+        metrics=scored.metrics, primary_metric=_primary(task, scored.metrics),
+        model={"source": source.source, "fingerprint": source.fingerprint,
+               "size": source.config.size_name(), "pretraining": source.pretraining},
+        finetune={"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": job.max_seq_len,
                      "max_steps": req.max_steps, "max_train_examples": job.cap,
                      "max_eval_examples": req.max_eval_examples, "precision": job.precision,
                      "approach": "feature-based" if req.feature_based else "fine-tuning",
                      "grid": req.grid, "steps": steps,
                      "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
                      "batching": "length-grouped" if hp.group_by_length else "random",
-                     **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {})},
-        "seed": seed, "pretrain_seed": source.pretrain_seed, "wall_seconds": round(run.wall, 2),
+                     **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {}),
+                     **({"selection": selection} if selection is not None else {})},
+        seed=seed, pretrain_seed=source.pretrain_seed, wall_seconds=round(run.wall, 2),
         **provenance(),
-        "predictions_file": None,
-        "extra": {"degenerate": scored.degenerate, "history": res.history,
-                  **({"feature_layers": run.feature_layers} if req.feature_based else {}),
-                  "train_loss_by_epoch": [e["train_loss"] for e in res.history],
-                  **scored.extra,
-                  "last_epoch_loss_drop": _last_epoch_drop(res.history),
-                  "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss},
-    }
-    if selection is not None:
-        record["finetune"]["selection"] = selection
-    return record
+        predictions_file=None,
+        extra={"degenerate": scored.degenerate, "history": res.history,
+               **({"feature_layers": run.feature_layers} if req.feature_based else {}),
+               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
+               **scored.extra,
+               "last_epoch_loss_drop": _last_epoch_drop(res.history),
+               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss},
+    )
 
 
 @dataclass

@@ -10,7 +10,6 @@ Run directory:
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -379,7 +378,7 @@ def _pretrain_locked(
         return {"worker_rank": trainer.global_rank}
     summary = _final_summary(cfg, trainer, module, eval_fn, run_log, identity, prep_seconds, datas[-1])
     _write_outputs(cfg, out_dir, module, tokenizer, summary)
-    return summary
+    return summary.to_json()
 
 
 def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt: Path) -> tuple[Optional[dict], bool, int]:
@@ -387,7 +386,9 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
     if (out_dir / "summary.json").is_file():
         if resume == "auto":  # nothing left to do, if it is the same run
             check_resume_config(out_dir / "config.yaml", cfg)
-            return json.loads((out_dir / "summary.json").read_text()), False, 0
+            from bertbench.results import read_summary
+
+            return read_summary(out_dir / "summary.json").to_json(), False, 0
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
     resuming = last_ckpt.is_file()
     if resuming and resume != "auto":
@@ -507,8 +508,9 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
 
 
 def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, identity: Callable[[], dict],
-                   prep_seconds: float, data) -> dict:
-    """The last held-out evaluation and what the run was and reached (summary.json)."""
+                   prep_seconds: float, data):
+    """The last held-out evaluation and what the run was and reached (summary.json, a results.PretrainSummary)."""
+    from bertbench.results import PretrainSummary
     from bertbench.runtime.provenance import library_versions, now_iso
     from bertbench.training.pretrain_module import perplexity
 
@@ -518,31 +520,31 @@ def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, ident
         final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
         final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
-    return {
+    return PretrainSummary(
         **identity(),
-        "steps": trainer.global_step,
-        "batch_size": cfg.batch_size * cfg.grad_accum * trainer.world_size,
-        "tokens_seen": run_log.tokens,
-        "loss_tokens": run_log.loss_tokens,
-        "wall_seconds": round(module.elapsed(), 2),
-        "schedule": module.schedule_summary(),
-        "preprocessing_seconds": round(prep_seconds, 2),
-        "tokens_per_second": round(run_log.tokens / max(1e-9, module.elapsed()), 1),
-        "final_train_loss": run_log.last_train_loss,
-        "heldout": final_eval,
-        "data": data.stats,
-        "library_versions": library_versions(),
-        "date": now_iso(),
-    }
+        steps=trainer.global_step,
+        batch_size=cfg.batch_size * cfg.grad_accum * trainer.world_size,
+        tokens_seen=run_log.tokens,
+        loss_tokens=run_log.loss_tokens,
+        wall_seconds=round(module.elapsed(), 2),
+        schedule=module.schedule_summary(),
+        preprocessing_seconds=round(prep_seconds, 2),
+        tokens_per_second=round(run_log.tokens / max(1e-9, module.elapsed()), 1),
+        final_train_loss=run_log.last_train_loss,
+        heldout=final_eval,
+        data=data.stats,
+        library_versions=library_versions(),
+        date=now_iso(),
+    )
 
 
-def _write_outputs(cfg: PretrainConfig, out_dir: Path, module, tokenizer, summary: dict) -> None:
+def _write_outputs(cfg: PretrainConfig, out_dir: Path, module, tokenizer, summary) -> None:
     """checkpoint/, lr_schedule.csv, then summary.json last: its presence means "finished"."""
     from bertbench.config import to_dict
     from bertbench.model.checkpoint import save_checkpoint
-    from bertbench.runtime.files import atomic_write_json
+    from bertbench.results import write_summary
 
     save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
     write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
     fault_point("before_summary")
-    atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
+    write_summary(out_dir / "summary.json", summary)  # last: its presence means "finished"
