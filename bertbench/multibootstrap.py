@@ -118,7 +118,7 @@ def near_constant(predictions: Sequence, share: float = NEAR_CONSTANT_SHARE) -> 
     if not values:
         return False
     _, counts = np.unique(np.asarray(values), return_counts=True)
-    return counts.max() >= share * len(values)
+    return bool(counts.max() >= share * len(values))
 
 
 # --- the data of one side of a comparison ------------------------------------------------------------------
