@@ -145,7 +145,7 @@ def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_
 def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
     # The multi-bootstrap recomputes each record's metric from its per-example predictions and gold: a record
     # whose stored predictions do not reproduce its own metric would make every interval wrong.
-    from bertbench.multibootstrap import metric_on_examples
+    from bertbench.report.multibootstrap import metric_on_examples
 
     out = tmp_path / "out"
     finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte,stsb,mnli", "--data-dir",

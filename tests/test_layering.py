@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model: the network, tokenizer, checkpoints, HF interchange", ("bertbench.model",)),
     ("training: pre-training and fine-tuning runs, their settings", ("bertbench.training",)),
     ("benchmarks: `bertbench bench`", ("bertbench.benchmarks",)),
-    ("report statistics (pure)", ("bertbench.report.stats",)),
+    ("report statistics (pure)", ("bertbench.report.stats", "bertbench.report.multibootstrap")),
     ("report data model and result tables", ("bertbench.report", "bertbench.report.model")),
     ("report tables built on the model", ("bertbench.report.tables",)),
     ("the whole report", ("bertbench.report.build",)),

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from bertbench import metrics as M
-from bertbench.multibootstrap import (
+from bertbench.report.multibootstrap import (
     EXAMPLES,
     FINETUNE,
     PRETRAIN,

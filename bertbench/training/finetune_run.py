@@ -159,7 +159,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         else:
             metrics = M.compute(task.metrics, dec.predictions, refs)
         degenerate = len(set(dec.predictions.values())) <= 1
-        from bertbench.multibootstrap import near_constant
+        from bertbench.metrics import near_constant
 
         return Scored(metrics, files, degenerate, {"near_constant": near_constant(list(dec.predictions.values()))})
     if t == "token_classification":
@@ -180,7 +180,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
 def per_example_extra(task_type: str, preds: list, gold: list) -> dict[str, Any]:
     """What the report's multi-bootstrap joins on, in eval order: every example's prediction and gold (labels
     as one digit each, values to six significant digits), and whether the cell is near-constant. Compact: a string."""
-    from bertbench.multibootstrap import near_constant
+    from bertbench.metrics import near_constant
 
     if task_type == "regression":  # six significant digits: a weak model's values differ in the fourth
         extra = {"example_predictions": " ".join(f"{p:.6g}" for p in preds),

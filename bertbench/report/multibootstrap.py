@@ -30,11 +30,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from bertbench.metrics import NEAR_CONSTANT_SHARE, near_constant
+
 CONFIDENCE = 0.95
 POWER = 0.80
 RESAMPLES = 2_000
 RNG_SEED = 2022  # fixed, so a report regenerates byte for byte
-NEAR_CONSTANT_SHARE = 0.95  # a cell where this share of predictions is one label (one value) is flagged
 
 # What each resampled source of noise is called wherever a report says what an interval covers.
 PRETRAIN, FINETUNE, EXAMPLES = "pre-training seeds", "fine-tuning seeds", "evaluation examples"
@@ -110,15 +111,6 @@ def metric_on_examples(metric: str, preds: np.ndarray, gold: np.ndarray) -> np.n
     spec = SUFF_METRICS[metric]
     stats = spec.per_example(np.asarray(preds), np.asarray(gold))
     return spec.from_sums(stats.sum(axis=-2), np.full(stats.shape[:-2], float(stats.shape[-2])))
-
-
-def near_constant(predictions: Sequence, share: float = NEAR_CONSTANT_SHARE) -> bool:
-    """Whether at least `share` of the predictions are one label (one value)."""
-    values = list(predictions)
-    if not values:
-        return False
-    _, counts = np.unique(np.asarray(values), return_counts=True)
-    return bool(counts.max() >= share * len(values))
 
 
 # --- the data of one side of a comparison ------------------------------------------------------------------
@@ -210,14 +202,31 @@ def _pretrain_counts(rng: np.random.Generator, seeds: Sequence[Optional[int]], r
     return {s: counts[:, i].astype(np.float64) for i, s in enumerate(seeds)}
 
 
-def _replicates(comp: Component, weights: np.ndarray, example_counts: Optional[np.ndarray]) -> np.ndarray:
-    """(B,): the component's score in each replicate."""
-    if example_counts is None or comp.stats is None:
-        return weights @ np.asarray(comp.values, dtype=np.float64)
+CHUNK = 256  # example draws at a time: MNLI's 9,815 examples × 2,000 replicates would hold 157 MB at once
+
+
+def _example_counts(rng: np.random.Generator, n: int, resamples: int):
+    """(start, stop, counts (stop − start, n)): how often each example is drawn, a chunk of replicates at a time."""
+    for start in range(0, resamples, CHUNK):
+        stop = min(resamples, start + CHUNK)
+        yield start, stop, rng.multinomial(n, np.full(n, 1.0 / n), size=stop - start).astype(np.float64)
+
+
+def _per_run_on_draws(comp: Component, counts: np.ndarray) -> np.ndarray:
+    """(B, runs): each run's metric recomputed on the drawn examples."""
     spec = SUFF_METRICS[comp.metric]
-    sums = np.einsum("be,rek->brk", example_counts, comp.stats)  # the drawn examples' sums, per run
-    per_run = spec.from_sums(sums, np.full(sums.shape[:-1], float(comp.n_examples)))  # (B, runs)
-    return np.einsum("br,br->b", weights, per_run)
+    sums = np.einsum("be,rek->brk", counts, comp.stats)  # the drawn examples' sums, per run
+    return spec.from_sums(sums, np.full(sums.shape[:-1], float(comp.n_examples)))
+
+
+def _example_replicates(rng: np.random.Generator, comps: Sequence[Component], weights: Sequence[np.ndarray],
+                        n: int, resamples: int) -> list[np.ndarray]:
+    """(B,) per component: its score in each replicate, the same example draws for every component (paired)."""
+    out = [np.empty(resamples) for _ in comps]
+    for start, stop, counts in _example_counts(rng, n, resamples):
+        for o, comp, w in zip(out, comps, weights):
+            o[start:stop] = np.einsum("br,br->b", w[start:stop], _per_run_on_draws(comp, counts))
+    return out
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,8 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
 
     Draw order from `numpy.random.default_rng(seed)`: per side (a, then b unless paired), the pre-training
     seed counts; then per component, in order: a's fine-tuning counts under each pre-training seed in
-    seed order, b's (unless paired), then the example counts (once per task, shared by both sides).
+    seed order, b's (unless paired), then the example counts (once per task, shared by both sides, CHUNK
+    replicates at a time).
     """
     rng = np.random.default_rng(seed)
     sides = [a] + ([b] if b is not None else [])
@@ -301,13 +311,13 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
         if b is not None:
             weights.append(weights[0] if same_runs else _seed_weights(rng, comps[1], pre_counts[1], resamples))
         sizes = {c.n_examples for c in comps}
-        counts = None
-        if None not in sizes and len(sizes) == 1:
-            n = sizes.pop()
-            counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
+        examples = None not in sizes and len(sizes) == 1
+        if examples:
+            reps = _example_replicates(rng, comps, weights, sizes.pop(), resamples)
         else:
             with_examples = False
-        reps = [_replicates(c, w, counts) / len(a.components) for c, w in zip(comps, weights)]
+            reps = [w @ np.asarray(c.values, dtype=np.float64) for c, w in zip(comps, weights)]
+        reps = [r / len(a.components) for r in reps]
         part = reps[0] - reps[1] if b is not None else reps[0]
         total += part
         if same_runs:  # one draw for both: the difference's spread, with the units they share
@@ -316,7 +326,7 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
             parts += [(float(np.var(r, ddof=1)), _units(c)) for r, c in zip(reps, comps)]
         if same_runs:
             paired.add(FINETUNE)
-        if counts is not None and b is not None:
+        if examples and b is not None:
             paired.add(EXAMPLES)
     if with_examples:
         covers.add(EXAMPLES)
@@ -382,11 +392,9 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
         pretrain = max(0.0, float(np.var(means, ddof=1)) - finetune / n_per)
     examples = None
     if comp.stats is not None:
-        n = comp.n_examples
-        counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
-        spec = SUFF_METRICS[comp.metric]
-        sums = np.einsum("be,rek->brk", counts, comp.stats)
-        per_run = spec.from_sums(sums, np.full(sums.shape[:-1], float(n)))
+        rng = np.random.default_rng(seed)
+        per_run = np.concatenate([_per_run_on_draws(comp, counts)
+                                  for _, _, counts in _example_counts(rng, comp.n_examples, resamples)])
         examples = float(np.mean(np.var(per_run, axis=0, ddof=1)))
     return VarianceComponents(pretrain, finetune, examples)
 
