@@ -17,8 +17,9 @@ so F1, MCC and correlations are recomputed, not averaged), then the mean over th
 A component without per-example statistics is resampled over seeds only, and says so (`covers`).
 
 The interval is estimate ± t(df)·SE, SE the standard deviation of the replicates and df the
-Satterthwaite degrees of freedom of the top-level seed units (a percentile interval over three seeds
-has ten distinct values and covers far less than 95%). The p-value is the t-test of the same numbers,
+Satterthwaite degrees of freedom of the variance's parts: the seeds' share (the spread of the same seed
+draws with every example once) with the top-level seed units, the examples' share (the rest) with the
+examples. A percentile interval over three seeds has ten distinct values and covers far less than 95%. The p-value is the t-test of the same numbers,
 so an interval and its p-value never disagree.
 """
 from __future__ import annotations
@@ -300,7 +301,8 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     if b is not None:
         pre_counts.append(pre_counts[0] if paired_pre else _pretrain_counts(rng, pre_seeds[1], resamples))
     total = np.zeros(resamples)
-    parts: list[tuple[float, int]] = []
+    parts: list[tuple[float, int]] = []  # (variance, units) of each share of the spread, for the df
+    correction = 0.0  # what the seeds' shares gain from the small-sample scaling
     covers = {FINETUNE} | ({PRETRAIN} if all(len(s) > 1 for s in pre_seeds) else set())
     paired: set[str] = {PRETRAIN} if paired_pre and len(pre_seeds[0]) > 1 else set()
     with_examples = True
@@ -312,18 +314,29 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
             weights.append(weights[0] if same_runs else _seed_weights(rng, comps[1], pre_counts[1], resamples))
         sizes = {c.n_examples for c in comps}
         examples = None not in sizes and len(sizes) == 1
+        # the seeds-only replicates (the same seed draws, every example once): the seeds' share of the spread
+        by_seeds = [w @ np.asarray(c.values, dtype=np.float64) / len(a.components) for c, w in zip(comps, weights)]
         if examples:
-            reps = _example_replicates(rng, comps, weights, sizes.pop(), resamples)
+            n_examples = sizes.pop()
+            reps = [r / len(a.components) for r in _example_replicates(rng, comps, weights, n_examples, resamples)]
         else:
             with_examples = False
-            reps = [w @ np.asarray(c.values, dtype=np.float64) for c, w in zip(comps, weights)]
-        reps = [r / len(a.components) for r in reps]
+            reps = by_seeds
         part = reps[0] - reps[1] if b is not None else reps[0]
         total += part
         if same_runs:  # one draw for both: the difference's spread, with the units they share
-            parts.append((float(np.var(part, ddof=1)), _units(ca)))
+            groups = [(part, by_seeds[0] - by_seeds[1], _units(ca))]
         else:  # independent draws: each side's spread with its own units
-            parts += [(float(np.var(r, ddof=1)), _units(c)) for r, c in zip(reps, comps)]
+            groups = [(r, r_seeds, _units(c)) for r, r_seeds, c in zip(reps, by_seeds, comps)]
+        for r, r_seeds, units in groups:
+            v_all, v_seeds = float(np.var(r, ddof=1)), float(np.var(r_seeds, ddof=1))
+            # the seeds' share: few units, few degrees of freedom; a bootstrap variance of a mean of n units is
+            # (n − 1)/n of the unbiased one, so it is scaled back up
+            v_seeds = min(v_all, v_seeds)
+            parts.append((v_seeds * units / max(units - 1, 1), units))
+            correction += v_seeds / max(units - 1, 1)
+            if examples:  # the examples' share: as many units as examples
+                parts.append((max(0.0, v_all - v_seeds), n_examples))
         if same_runs:
             paired.add(FINETUNE)
         if examples and b is not None:
@@ -331,8 +344,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     if with_examples:
         covers.add(EXAMPLES)
     estimate = a.point() - (b.point() if b is not None else 0.0)
-    se = float(np.std(total, ddof=1))
-    df = _satterthwaite(parts, se * se)
+    variance = float(np.var(total, ddof=1)) + correction
+    se = math.sqrt(variance)
+    df = _satterthwaite(parts, variance)
     half = t_quantile(0.5 + confidence / 2, df) * se
     order = [PRETRAIN, FINETUNE, EXAMPLES]
     return Estimate(estimate, se, df, estimate - half, estimate + half,
