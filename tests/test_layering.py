@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report tables built on the model", ("bertbench.report.tables",)),
     ("the whole report", ("bertbench.report.build",)),
     ("report renderers: markdown, terminal, plots", ("bertbench.report.render",)),
-    ("the run's report (`bertbench report` as a function)", ("bertbench.report.run",)),
+    ("the run's report (`bertbench report` as a function) and the seed plan", ("bertbench.report.run", "bertbench.report.plan")),
     # run_preset.py stays at the top level until the studies package replaces it
     ("studies: presets, plan, scheduler", ("bertbench.studies", "bertbench.run_preset")),
     ("command line and the package's front door",

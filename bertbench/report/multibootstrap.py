@@ -244,6 +244,7 @@ class Estimate:
     pretrain_seeds: tuple[int, int]  # per side (b: 0 for a single score)
     replicates: int
     confidence: float = CONFIDENCE
+    examples_in: tuple[int, int] = (0, 0)  # (components whose examples were resampled, components)
 
     def p_greater(self, bound: float) -> float:
         """One-sided p of 'the true value is at most `bound`' (small: the value is above it)."""
@@ -305,7 +306,7 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     correction = 0.0  # what the seeds' shares gain from the small-sample scaling
     covers = {FINETUNE} | ({PRETRAIN} if all(len(s) > 1 for s in pre_seeds) else set())
     paired: set[str] = {PRETRAIN} if paired_pre and len(pre_seeds[0]) > 1 else set()
-    with_examples = True
+    with_examples = 0
     for k, ca in enumerate(a.components):
         comps = [ca] + ([b.components[k]] if b is not None else [])
         same_runs = b is not None and ca.runs == comps[1].runs and paired_pre
@@ -320,7 +321,6 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
             n_examples = sizes.pop()
             reps = [r / len(a.components) for r in _example_replicates(rng, comps, weights, n_examples, resamples)]
         else:
-            with_examples = False
             reps = by_seeds
         part = reps[0] - reps[1] if b is not None else reps[0]
         total += part
@@ -341,8 +341,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
             paired.add(FINETUNE)
         if examples and b is not None:
             paired.add(EXAMPLES)
+        with_examples += examples
     if with_examples:
-        covers.add(EXAMPLES)
+        covers.add(EXAMPLES)  # for every component, or for `examples_in` of them
     estimate = a.point() - (b.point() if b is not None else 0.0)
     variance = float(np.var(total, ddof=1)) + correction
     se = math.sqrt(variance)
@@ -351,7 +352,8 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     order = [PRETRAIN, FINETUNE, EXAMPLES]
     return Estimate(estimate, se, df, estimate - half, estimate + half,
                     tuple(s for s in order if s in covers), tuple(s for s in order if s in paired),
-                    (len(pre_seeds[0]), len(pre_seeds[1]) if b is not None else 0), resamples, confidence)
+                    (len(pre_seeds[0]), len(pre_seeds[1]) if b is not None else 0), resamples, confidence,
+                    (with_examples, len(a.components)))
 
 
 # --- multiplicity and power -------------------------------------------------------------------------------
@@ -413,16 +415,28 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
     return VarianceComponents(pretrain, finetune, examples)
 
 
+def paired_example_variance(a: Component, b: Component, *, resamples: int = RESAMPLES, seed: int = RNG_SEED
+                            ) -> Optional[float]:
+    """The dev examples' variance of a − b (each side's mean over its runs), the same example draws for both
+    sides (what they share cancels); None without per-example statistics on the same examples."""
+    if a.stats is None or b.stats is None or a.n_examples != b.n_examples:
+        return None
+    rng = np.random.default_rng(seed)
+    diffs = [(_per_run_on_draws(a, counts).mean(axis=1) - _per_run_on_draws(b, counts).mean(axis=1))
+             for _, _, counts in _example_counts(rng, a.n_examples, resamples)]
+    return float(np.var(np.concatenate(diffs), ddof=1))
+
+
 def difference_variance(a: VarianceComponents, b: VarianceComponents, pretrain_seeds: int, finetune_seeds: int,
-                        pretrain_default: float = 0.0) -> float:
+                        pretrain_default: float = 0.0, examples: Optional[float] = None) -> float:
     """Var(â − b̂) for a design of P pre-training × F fine-tuning seeds per side, the two sides independent
-    in seeds and the same evaluation examples (whose variance is counted once per side: conservative, as
-    pairing on examples only removes what the two sides share). An unmeasured pre-training component is
-    `pretrain_default`."""
-    total = 0.0
+    in seeds and on the same evaluation examples: `examples` is the paired examples' variance of the
+    difference (`paired_example_variance`); without it, each side's (conservative: pairing only removes
+    what the sides share). An unmeasured pre-training component is `pretrain_default`."""
+    total = examples if examples is not None else (a.examples or 0.0) + (b.examples or 0.0)
     for vc in (a, b):
         pre = vc.pretrain if vc.pretrain is not None else pretrain_default
-        total += pre / pretrain_seeds + vc.finetune / (pretrain_seeds * finetune_seeds) + (vc.examples or 0.0)
+        total += pre / pretrain_seeds + vc.finetune / (pretrain_seeds * finetune_seeds)
     return total
 
 
@@ -436,7 +450,8 @@ class Design:
 
 def plan_designs(a: VarianceComponents, b: VarianceComponents, effect: float, *, cost_pretrain: tuple[float, float],
                  cost_finetune: tuple[float, float], max_seeds: int = 10, pretrain_default: float = 0.0,
-                 power: float = POWER, confidence: float = CONFIDENCE) -> list[Design]:
+                 examples: Optional[float] = None, power: float = POWER, confidence: float = CONFIDENCE
+                 ) -> list[Design]:
     """Every design P × F (1..max_seeds each) whose MDE is at most `effect`, cheapest first.
 
     cost_pretrain: seconds of one pre-training run per side (0 for random init); cost_finetune: seconds of
@@ -444,7 +459,7 @@ def plan_designs(a: VarianceComponents, b: VarianceComponents, effect: float, *,
     out = []
     for p in range(1, max_seeds + 1):
         for f in range(1, max_seeds + 1):
-            se = math.sqrt(difference_variance(a, b, p, f, pretrain_default))
+            se = math.sqrt(difference_variance(a, b, p, f, pretrain_default, examples))
             mde = minimum_detectable_effect(se, math.inf, confidence, power)
             if mde <= abs(effect):
                 cost = p * sum(cost_pretrain) + p * f * sum(cost_finetune)
@@ -453,15 +468,15 @@ def plan_designs(a: VarianceComponents, b: VarianceComponents, effect: float, *,
 
 
 def mde_floor(a: VarianceComponents, b: VarianceComponents, power: float = POWER,
-              confidence: float = CONFIDENCE) -> float:
+              confidence: float = CONFIDENCE, examples: Optional[float] = None) -> float:
     """The MDE with infinitely many seeds: the evaluation examples' share alone (this dev set's size)."""
-    se = math.sqrt((a.examples or 0.0) + (b.examples or 0.0))
+    se = math.sqrt(examples if examples is not None else (a.examples or 0.0) + (b.examples or 0.0))
     return minimum_detectable_effect(se, math.inf, confidence, power)
 
 
 __all__ = [
     "CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "NEAR_CONSTANT_SHARE", "POWER",
     "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "difference_variance",
-    "holm", "mde_floor", "metric_on_examples", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
+    "holm", "mde_floor", "metric_on_examples", "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
     "plan_designs", "t_quantile", "variance_components",
 ]

@@ -236,7 +236,7 @@ def _step(variant: Variant) -> Optional[tuple[str, int]]:
     return None if variant.tokens_seen is None else ("tokens", variant.tokens_seen)
 
 
-def _sides(data: ReportData, claim: Claim, size: str):
+def claim_sides(data: ReportData, claim: Claim, size: str):
     """(a's side, b's side, why not) for the claim at `size`."""
     va, vb = _pick(data, claim.a, size), _pick(data, claim.b, size)
     if claim.checkpoint == "last":
@@ -260,7 +260,7 @@ def _sides(data: ReportData, claim: Claim, size: str):
 
 def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome:
     """The claim's comparison at `size`, its raw p and unadjusted direction (Holm comes after, in `evaluate`)."""
-    sa, sb, why = _sides(data, claim, size)
+    sa, sb, why = claim_sides(data, claim, size)
     if why:
         return Outcome(claim, size, None, NOT_RUN, why)
     if sa is None or sb is None:

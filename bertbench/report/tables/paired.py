@@ -130,8 +130,16 @@ COVERS_NOTE = ("Covers: the sources of noise the interval resamples: P pre-train
 
 
 def fmt_covers(est: Estimate) -> str:
-    """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on both sides."""
-    return "·".join(f"[{COVERS_SHORT[s]}]" if s in est.paired else COVERS_SHORT[s] for s in est.covers)
+    """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on both sides; 'E 2/5 tasks'
+    where only some tasks of a multi-task score hold per-example predictions."""
+    with_examples, components = est.examples_in
+    shown = []
+    for source in est.covers:
+        text = f"[{COVERS_SHORT[source]}]" if source in est.paired else COVERS_SHORT[source]
+        if source == EXAMPLES and with_examples < components:
+            text += f" {with_examples}/{components} tasks"
+        shown.append(text)
+    return "·".join(shown)
 
 
 def fmt_difference(diff: Optional[Difference], decimals: int = 1) -> tuple[str, str]:
@@ -146,11 +154,14 @@ def fmt_difference(diff: Optional[Difference], decimals: int = 1) -> tuple[str, 
 
 
 def fmt_runs(diff: Difference) -> str:
-    """'3/3' runs a side; with pre-training seeds: '2×3/2×3'."""
+    """'3/3' runs a side ('3–5/3–5' over tasks with different seeds); with pre-training seeds: '2×3/2×3'."""
     def one(s: Side) -> str:
         pres = {p for c in s.components for p in c.pretrain_seeds}
-        n = max(len(c.runs) for c in s.components)
-        return f"{len(pres)}×{n // len(pres)}" if len(pres) > 1 else str(n)
+        low, high = min(len(c.runs) for c in s.components), max(len(c.runs) for c in s.components)
+        if len(pres) > 1:
+            low, high = low // len(pres), high // len(pres)
+        runs = str(low) if low == high else f"{low}–{high}"
+        return f"{len(pres)}×{runs}" if len(pres) > 1 else runs
     return f"{one(diff.a)}/{one(diff.b)}"
 
 
