@@ -271,7 +271,8 @@ def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome
         return Outcome(claim, size, None, NOT_RUN, "no seed ran on both sides of the same row")
     effect = claims.thresholds["about_a_point"] if claim.test == "equivalent" else _paper_effect(data.paper, claim)
     if not diff.has_interval:
-        return Outcome(claim, size, diff, INCONCLUSIVE, "one run a side: no interval", effect=effect)
+        tasks = ", ".join(diff.single_run_tasks)
+        return Outcome(claim, size, diff, INCONCLUSIVE, f"one run of {tasks}: no interval", effect=effect)
     direction, p = claim_p(claim.test, diff.estimate, claims.thresholds)
     return Outcome(claim, size, diff, direction, p=p, effect=effect)
 

@@ -63,7 +63,13 @@ class Difference:
 
     @property
     def has_interval(self) -> bool:
-        return self.estimate.se > 0 or _units(self.a) > 1
+        """Every task of both sides ran at least two seeds: a task with one run has no measured noise."""
+        return _units(self.a) > 1 and _units(self.b) > 1
+
+    @property
+    def single_run_tasks(self) -> tuple[str, ...]:
+        return tuple(sorted({c.task for s in (self.a, self.b) for c in s.components
+                             if len(c.runs) < 2}))
 
 
 DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split we cut), never on test
