@@ -284,6 +284,8 @@ def _adjusted(o: Outcome, p_holm: float) -> Outcome:
     flags = ("⊘ degenerate" if o.diff.degenerate else "") or ("≈ near-constant" if o.diff.near_constant else "")
     if flags and found != INCONCLUSIVE:
         found, why = INCONCLUSIVE, f"{flags} cell; the test alone says {found}"
+    elif flags:
+        why = f"{flags} cell" + (f"; {why}" if why else "")
     mde = o.diff.estimate.mde()
     if found == INCONCLUSIVE and o.effect is not None and mde > o.effect:
         found = NOT_MEASURABLE
