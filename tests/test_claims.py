@@ -199,3 +199,18 @@ def test_figure5_claims_pair_checkpoints_by_pre_training_step(tmp_path):
     by_id = {o.claim.id: o for o in evaluate(data, load_claims())}
     assert by_id["c1-mlm-ahead-early"].verdict == CONTRADICTED  # as with equal token counts
     assert by_id["c1-mlm-ahead-early"].diff.estimate.estimate == pytest.approx(-1.9)
+
+
+def test_near_constant_cell_never_counts_as_a_reproduction(tmp_path):
+    """Three seeds 5 points ahead (seeds only: no per-example results), reproduced; the same with one seed flagged
+    near-constant (>= 95% of its predictions one label) is inconclusive, and says why."""
+    mlm = _sst2_records(tmp_path, "mini-mlm-nsp", {1: 65.0, 2: 65.5, 3: 64.5}, {s: "" for s in (1, 2, 3)})
+    ltr = _sst2_records(tmp_path, "mini-ltr", {1: 60.0, 2: 60.0, 3: 60.5}, {s: "" for s in (1, 2, 3)})
+    for rec in mlm + ltr:
+        rec.data["extra"] = {"near_constant": False}
+    clean = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
+    assert clean.verdict == REPRODUCED
+    mlm[1].data["extra"]["near_constant"] = True
+    flagged = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
+    assert flagged.diff.near_constant and flagged.verdict == INCONCLUSIVE
+    assert "≈ near-constant cell; the test alone says reproduced" in flagged.why
