@@ -180,3 +180,17 @@ def test_plan_picks_the_cheapest_design_that_detects_the_effect():
 def test_near_constant():
     assert near_constant([1] * 95 + [0] * 5) and not near_constant([1] * 94 + [0] * 6)
     assert near_constant([2.5] * 19 + [3.0]) and not near_constant([])
+
+
+def test_seeds_only_and_paired_it_is_the_paired_t_interval():
+    # Without per-example statistics and one pre-training seed, the multi-bootstrap's variance (scaled by n/(n − 1))
+    # is the paired t's s²/n, up to the replicates' Monte Carlo error, with the same n − 1 degrees of freedom.
+    from bertbench.report.stats import paired_t_interval
+
+    a = {1: 80.0, 2: 82.5, 3: 79.0, 4: 81.0, 5: 80.2}
+    b = {1: 78.0, 2: 80.0, 3: 78.5, 4: 80.5, 5: 77.9}
+    side = lambda d: Side((Component("t", tuple((None, s) for s in d), tuple(d.values())),))  # noqa: E731
+    got = multi_bootstrap(side(a), side(b), resamples=20_000)
+    ref = paired_t_interval(a, b)
+    assert got.df == pytest.approx(4) and got.estimate == pytest.approx(ref.estimate)
+    assert got.high - got.low == pytest.approx(ref.high - ref.low, rel=0.02)
