@@ -214,3 +214,27 @@ def test_near_constant_cell_never_counts_as_a_reproduction(tmp_path):
     flagged = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
     assert flagged.diff.near_constant and flagged.verdict == INCONCLUSIVE
     assert "≈ near-constant cell; the test alone says reproduced" in flagged.why
+
+
+def test_pretraining_seeds_are_read_and_resampled(tmp_path):
+    """Records with a top-level pretrain_seed (2 pre-training × 3 fine-tuning seeds a side): the interval covers
+    pre-training seeds, and the verdict no longer says it is about one checkpoint. Absent: one unknown seed."""
+    import copy
+
+    from bertbench.report.multibootstrap import PRETRAIN
+
+    def with_pretraining(variant, base):
+        recs = _sst2_records(tmp_path, variant, {s: base + s / 10 for s in (1, 2, 3)}, {s: "" for s in (1, 2, 3)})
+        out = []
+        for pre in (1, 2):
+            for rec in recs:
+                data = copy.deepcopy(rec.data)
+                data.update(pretrain_seed=pre, extra={})
+                data["metrics"]["accuracy"] += pre / 2
+                out.append(type(rec)(tmp_path / f"{variant}.{pre}.{data['seed']}.record.json", data))
+        return out
+
+    data = collect(with_pretraining("mini-mlm-nsp", 65.0) + with_pretraining("mini-ltr", 60.0))
+    last = {o.claim.id: o for o in evaluate(data, load_claims())}["c1-mlm-ahead-last"]
+    assert PRETRAIN in last.diff.estimate.covers and last.diff.estimate.pretrain_seeds == (2, 2)
+    assert not last.one_pretrain_seed and "1 pre-training seed" not in claims_table(data).rows[-1][-1]

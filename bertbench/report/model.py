@@ -298,7 +298,7 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
     paper = paper or load_paper_numbers()
     by_label: dict[str, dict[str, list[LoadedRecord]]] = defaultdict(lambda: defaultdict(list))
     for rec in sorted(records, key=lambda r: r.path.as_posix()):
-        by_label[variant_label(rec.data)][rec.data["model"]["fingerprint"]].append(rec)
+        by_label[variant_label(rec.data)][model_key(rec.data)].append(rec)
     variants: list[tuple[tuple, Variant]] = []
     checkpoints: dict[str, tuple[Variant, ...]] = {}
     for label, by_fp in by_label.items():
@@ -353,13 +353,23 @@ def _checkpoint_series(by_fp: Mapping[str, list[LoadedRecord]]) -> Optional[list
     return sorted(pres, key=lambda fp: pres[fp]["tokens_seen"])
 
 
+def model_key(record: Record) -> str:
+    """What makes records one variant: the checkpoint's fingerprint; for records with a `pretrain_seed`, what
+    the pre-training seeds of one recipe share (the label and the step count), so that the checkpoints of
+    several pre-training seeds are one variant whose seeds the multi-bootstrap resamples, not one column each."""
+    if record.get("pretrain_seed") is None:
+        return record["model"]["fingerprint"]
+    return f"pretrain-seeds:steps={(record['model']['pretraining'] or {}).get('steps')}"
+
+
 def _check_unique_seeds(recs: list[LoadedRecord]) -> None:
-    seen: dict[int, LoadedRecord] = {}
+    seen: dict[tuple, LoadedRecord] = {}
     for rec in recs:
-        seed = rec.data["seed"]
+        seed = (pretrain_seed(rec.data), rec.data["seed"])
         if seed in seen:
+            shown = seed[1] if seed[0] is None else f"pre-training {seed[0]}, fine-tuning {seed[1]}"
             raise BertbenchError(
-                f"{rec.path}: same model, task, setting and seed ({seed}) as {seen[seed].path}; "
+                f"{rec.path}: same model, task, setting and seed ({shown}) as {seen[seed].path}; "
                 f"remove one of them (a copied run would count twice)"
             )
         seen[seed] = rec
