@@ -238,3 +238,20 @@ def test_pretraining_seeds_are_read_and_resampled(tmp_path):
     last = {o.claim.id: o for o in evaluate(data, load_claims())}["c1-mlm-ahead-last"]
     assert PRETRAIN in last.diff.estimate.covers and last.diff.estimate.pretrain_seeds == (2, 2)
     assert not last.one_pretrain_seed and "1 pre-training seed" not in claims_table(data).rows[-1][-1]
+
+
+def test_one_comparison_has_one_number_everywhere(outcomes):
+    """The claims table, the differences table and the GLUE row give a comparison the same number."""
+    from bertbench.report.model import glue_rows
+    from bertbench.report.tables.paired import differences_table
+
+    _, data = outcomes
+    claims = {row[0]: dict(zip(claims_table(data).header, row)) for row in claims_table(data).rows}
+    diffs = differences_table(data)
+    qnli_claim = claims["Removing NSP does not help on QNLI (MLM+NSP ≥ No NSP)"]
+    qnli_row = next(r for r in diffs.rows if r[0] == "qnli_devsplit" and r[3] == "mini MLM+NSP − mini MLM (no NSP)")
+    assert (qnli_claim["Ours a − b"], qnli_claim["95% interval"]) == (qnli_row[4], qnli_row[5])
+    # GLUE-5 over every seed of every task: the claim's estimate is the GLUE row's difference of averages
+    glue = next(o for o in outcomes[0].values() if o.claim.id == "pretraining-vs-random")
+    (row,) = [g for g in glue_rows(data) if len(g.covered) == 5]
+    assert glue.diff.estimate.estimate == pytest.approx(row.ours["mini MLM+NSP"] - row.ours["mini random init"])
