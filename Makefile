@@ -29,19 +29,21 @@ demo: setup
 
 # The committed study: result records (and the pre-training curves and stage times) copied from a run
 # into leaderboards/records/PRESET, so that `make leaderboard` regenerates the tables and plots from the
-# repository alone, byte for byte, without re-running anything.
+# repository and the dev files (DATA_DIR: records written before records kept their predictions get them
+# back from example_correct and the gold labels), byte for byte, without re-running anything. The losing grid points (*.grid.json, the
+# learning rates that selection compared and did not pick) are kept too, so a selection can be re-checked.
 PRESET ?= cpu-quick
 RECORDS := leaderboards/records/$(PRESET)
 
 archive:
 	rm -rf $(RECORDS) && mkdir -p $(RECORDS)
-	cd $(OUT) && find results -name '*.record.json' -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
+	cd $(OUT) && find results \( -name '*.record.json' -o -name '*.grid.json' \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cp $(OUT)/stages*.json $(RECORDS)/
 
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)
-	$(BIN)/bertbench report $(RECORDS) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md
+	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md
 
 clean:
 	rm -rf $(VENV) runs

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from bertbench import __version__
-from bertbench.commands import bench, convert, data, finetune, pretrain, report, run, tasks
+from bertbench.commands import bench, convert, data, finetune, plan, pretrain, report, run, tasks
 from bertbench.errors import BertbenchError
 
 app = typer.Typer(
@@ -64,6 +64,7 @@ def _root(
 app.command("pretrain")(user_errors(pretrain.pretrain))
 app.command("finetune")(user_errors(finetune.finetune))
 app.command("report")(user_errors(report.report))
+app.command("plan")(user_errors(plan.plan))
 app.command("run")(user_errors(run.run))
 app.command("convert")(user_errors(convert.convert))
 

@@ -24,6 +24,8 @@ __all__ = [
     "f1",
     "get_metric",
     "mcc",
+    "NEAR_CONSTANT_SHARE",
+    "near_constant",
     "normalize_answer",
     "pearson",
     "seqeval_f1",
@@ -57,6 +59,19 @@ def _check_pair(predictions: Sequence[Any], references: Sequence[Any]) -> None:
         )
     if len(references) == 0:
         raise BertbenchError("Cannot score an empty set of predictions.")
+
+
+NEAR_CONSTANT_SHARE = 0.95  # a cell where this share of predictions is one label (one value) is flagged
+
+
+def near_constant(predictions: Sequence[Any], share: float = NEAR_CONSTANT_SHARE) -> bool:
+    """Whether at least `share` of the predictions are one label (one value): such a predictor is flagged like a
+    degenerate one (one label for every example) and never counts as a reproduction."""
+    values = list(predictions)
+    if not values:
+        return False
+    counts = collections.Counter(values)
+    return max(counts.values()) >= share * len(values)
 
 
 # --- classification and regression (GLUE) --------------------------------------------------------

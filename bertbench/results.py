@@ -61,7 +61,13 @@ Rules a writer must know:
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
   relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
   `example_correct` (classification: "0"/"1" per evaluation example in eval order, so accuracy is
-  100 × its mean; the report's paired bootstrap over seeds × examples resamples it).
+  100 × its mean), `example_predictions` and `example_gold` (classification: one digit per example;
+  regression: values to six significant digits, space-separated; both in eval order: the report's multi-bootstrap
+  recomputes F1, MCC and correlations on resampled examples from them), `near_constant` (true: at least
+  95% of the predictions are one label or one value; flagged like `degenerate`). Records written before
+  these keys existed lack them, and the report says which sources of noise their intervals cover.
+- `pretrain_seed` (top level, optional): the pre-training seed of the checkpoint; absent or null is one
+  unknown pre-training seed (or none: random init).
 """
 from __future__ import annotations
 

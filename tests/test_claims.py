@@ -12,8 +12,10 @@ from bertbench.report.tables.claims import (
     CLAIMS_PATH,
     CONTRADICTED,
     INCONCLUSIVE,
+    NOT_MEASURABLE,
     NOT_RUN,
     REPRODUCED,
+    THRESHOLD_SOURCES,
     claims_table,
     evaluate,
     load_claims,
@@ -22,6 +24,7 @@ from bertbench.report.tables.claims import (
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.results import load_records
+from bertbench.report.multibootstrap import EXAMPLES, FINETUNE
 from bertbench.report.stats import Interval
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
@@ -66,12 +69,16 @@ def outcomes():
 def test_fixture_records_cover_every_verdict(outcomes):
     by_id, _ = outcomes
     mrpc = by_id["t5-mrpc-mlm-vs-ltr"]  # MLM+NSP − LTR = 2.8, 3.4, 3.1
-    assert mrpc.verdict == REPRODUCED and mrpc.diff.seeds == (1, 2, 3)
-    assert mrpc.diff.estimate == pytest.approx(3.1) and mrpc.diff.interval.low > 0
-    qnli = by_id["t5-qnli-nsp"]  # No NSP three points ahead: "MLM+NSP ≥ No NSP" is contradicted
-    assert qnli.verdict == CONTRADICTED and qnli.diff.interval.high < -1.0
-    squad = by_id["t5-squad-mlm-vs-ltr"]  # 0.1 and 6.1: the interval straddles zero
-    assert squad.verdict == INCONCLUSIVE and squad.diff.interval.low < 0 < squad.diff.interval.high
+    assert mrpc.verdict == REPRODUCED and mrpc.diff.a.components[0].runs == ((None, 1), (None, 2), (None, 3))
+    assert mrpc.diff.estimate.estimate == pytest.approx(3.1) and mrpc.diff.estimate.low > 0
+    assert mrpc.p < mrpc.p_holm < 0.05  # Holm multiplies the smallest p by the family's size
+    qnli = by_id["t5-qnli-nsp"]  # No NSP three points ahead: alone, "MLM+NSP ≥ No NSP" is contradicted ...
+    assert qnli.diff.estimate.high < -1.0 and qnli.p < 0.05
+    assert qnli.verdict == INCONCLUSIVE and qnli.p_holm >= 0.05  # ... not after Holm's adjustment over 7
+    assert "alone p = 0.032: contradicted" in qnli.why
+    squad = by_id["t5-squad-mlm-vs-ltr"]  # 0.1 and 6.1: the interval straddles zero, and is far too wide
+    assert squad.diff.estimate.low < 0 < squad.diff.estimate.high
+    assert squad.verdict == NOT_MEASURABLE and squad.mde > squad.effect == pytest.approx(10.7)
     assert squad.diff.a.rows[0].task == "squad_v1_devsplit"  # the devsplit stands in for the paper's dev
     assert by_id["t5-squad-nsp"].verdict == NOT_RUN
 
@@ -79,22 +86,24 @@ def test_fixture_records_cover_every_verdict(outcomes):
 def test_degenerate_cell_never_counts_as_a_reproduction(outcomes):
     by_id, _ = outcomes
     ner = by_id["t8-ner-finetune-masking"]  # within 0.3 points on both seeds, but one seed is degenerate
-    assert ner.diff.degenerate and verdict("equivalent", ner.diff.interval, THRESHOLDS) == REPRODUCED
+    est = ner.diff.estimate
+    assert ner.diff.degenerate and verdict("equivalent", Interval(est.estimate, est.low, est.high, 2, ""),
+                                           THRESHOLDS) == REPRODUCED
     assert ner.verdict == INCONCLUSIVE and "degenerate" in ner.why
 
 
-def test_one_seed_pair_has_no_interval_and_no_verdict(outcomes):
+def test_one_seed_of_a_task_has_no_interval_and_no_verdict(outcomes):
     by_id, _ = outcomes
-    glue = by_id["pretraining-vs-random"]  # CoLA has one seed: the GLUE-5 mean exists for seed 1 only
-    assert glue.diff.seeds == (1,) and glue.diff.interval is None
-    assert glue.verdict == INCONCLUSIVE and "no interval" in glue.why
+    glue = by_id["pretraining-vs-random"]  # CoLA has one seed: its noise is not measured
+    assert not glue.diff.has_interval and glue.diff.single_run_tasks == ("cola",)
+    assert glue.verdict == INCONCLUSIVE and "no interval" in glue.why and not glue.compared
 
 
 def test_figure5_claims_use_the_checkpoint_series(outcomes):
     by_id, _ = outcomes
     assert by_id["c1-mlm-ahead-early"].verdict == CONTRADICTED  # LTR ahead at 1.1M tokens (-1.9)
-    assert by_id["c1-mlm-ahead-early"].diff.estimate == pytest.approx(-1.9)
-    assert by_id["c1-mlm-converges-slower"].diff.estimate == pytest.approx(6.0 - 1.0)  # gains 6.0 vs 1.0
+    assert by_id["c1-mlm-ahead-early"].diff.estimate.estimate == pytest.approx(-1.9)
+    assert by_id["c1-mlm-converges-slower"].diff.estimate.estimate == pytest.approx(6.0 - 1.0)  # gains 6.0 vs 1.0
     assert by_id["c1-mlm-ahead-last"].verdict == REPRODUCED
 
 
@@ -103,10 +112,15 @@ def test_claims_table_states_scale_split_and_comparisons(outcomes):
     table = claims_table(data)
     assert len(table.rows) == len(load_claims().claims)
     assert any("made at mini scale on dev splits" in note for note in table.notes)
-    assert any(note.startswith("7 comparisons made (3 reproduced, 2 contradicted, 2 inconclusive)")
+    assert any(note.startswith("7 comparisons made (3 reproduced, 1 contradicted, 2 inconclusive, 1 not measurable "
+                               "at this budget)") and "Family for Holm–Bonferroni: these 7 comparisons" in note
                for note in table.notes)
-    mrpc = next(row for row in table.rows if "MRPC" in row[0])
-    assert mrpc[4] == "+9.2 (86.7 − 77.5, dev)" and mrpc[-1] == REPRODUCED  # the paper's difference, from its table
+    mrpc = dict(zip(table.header, next(row for row in table.rows if "MRPC" in row[0])))
+    assert mrpc["Paper a − b"] == "+9.2 (86.7 − 77.5, dev)"  # the paper's difference, from its table
+    assert mrpc["Verdict"] == "reproduced; 1 pre-training seed: about these checkpoints"  # records without one
+    assert (mrpc["p"], mrpc["p Holm"], mrpc["MDE (80%)"], mrpc["Covers"]) == ("0.003", "0.009", "0.9", "[F]")
+    assert mrpc["Threshold from"] == THRESHOLD_SOURCES["greater"]
+    assert THRESHOLD_SOURCES["much_greater"].startswith("ours")  # the +5 is ours, not the paper's
 
 
 def _write(tmp_path, mutate) -> Path:
@@ -148,33 +162,23 @@ def _sst2_records(tmp_path, fixture_variant: str, accuracies: dict, correct: dic
     return out
 
 
-def test_bootstrap_over_examples_can_overrule_a_confident_t_interval(tmp_path):
-    """20 dev examples: MLM+NSP is ahead by exactly 5 points on each of three seeds (t-interval [5, 5]), but
-    one example in 20 is too few to be sure: the bootstrap over seeds × examples straddles zero."""
-    import numpy as np
-
-    from bertbench.report.tables.paired import difference, side
-    from bertbench.report.stats import paired_bootstrap
-
+def test_dev_examples_are_resampled_where_records_keep_them(tmp_path):
+    """20 dev examples: MLM+NSP is ahead by exactly 5 points on each of three seeds (no spread over seeds), but
+    one example in 20 is too few to be sure: the multi-bootstrap resamples the examples too and straddles zero."""
     base = "1" * 12 + "0" * 8  # 60%
     ahead = "1" * 13 + "0" * 7  # 65%
     mlm = _sst2_records(tmp_path, "mini-mlm-nsp", {1: 65.0, 2: 65.0, 3: 65.0}, {s: ahead for s in (1, 2, 3)})
     ltr = _sst2_records(tmp_path, "mini-ltr", {1: 60.0, 2: 60.0, 3: 60.0}, {s: base for s in (1, 2, 3)})
-    data = collect(mlm + ltr)
-    claims = load_claims()
-    by_id = {o.claim.id: o for o in evaluate(data, claims)}
+    by_id = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}
     last = by_id["c1-mlm-ahead-last"]
-    assert last.diff.interval.low == pytest.approx(5.0) and verdict("greater", last.diff.interval, THRESHOLDS) == REPRODUCED
-    assert last.diff.bootstrap.low <= 0 < last.diff.bootstrap.high  # resamples without the one example: 0
-    assert last.verdict == INCONCLUSIVE and "bootstrap over dev examples says inconclusive" in last.why
-    # the report's bootstrap is stats.paired_bootstrap on the 0/1 grids, scaled to 0-100
-    grid = lambda s: 100.0 * np.array([[int(c) for c in s]] * 3)  # noqa: E731
-    reference = paired_bootstrap(grid(ahead), grid(base))
-    assert (last.diff.bootstrap.low, last.diff.bootstrap.high) == (reference.low, reference.high)
-    # the t-interval only: what the verdict would be without per-example results
-    va, vb = data.variants[0], data.variants[1]
-    plain = difference(side(data, va, [("sst2", "accuracy")]), side(data, vb, [("sst2", "accuracy")]))
-    assert plain.bootstrap is None
+    assert last.diff.estimate.covers == (FINETUNE, EXAMPLES) and last.diff.estimate.paired == (FINETUNE, EXAMPLES)
+    assert last.diff.estimate.low <= 0 < last.diff.estimate.high
+    assert last.verdict in (INCONCLUSIVE, NOT_MEASURABLE)
+    # the same records without per-example results: seeds only, which agree exactly
+    for rec in mlm + ltr:
+        rec.data["extra"] = {}
+    seeds_only = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
+    assert seeds_only.diff.estimate.covers == (FINETUNE,) and seeds_only.verdict == REPRODUCED
 
 
 def test_figure5_claims_pair_checkpoints_by_pre_training_step(tmp_path):
@@ -194,4 +198,60 @@ def test_figure5_claims_pair_checkpoints_by_pre_training_step(tmp_path):
     data = collect(load_records([tmp_path / "records"]))
     by_id = {o.claim.id: o for o in evaluate(data, load_claims())}
     assert by_id["c1-mlm-ahead-early"].verdict == CONTRADICTED  # as with equal token counts
-    assert by_id["c1-mlm-ahead-early"].diff.estimate == pytest.approx(-1.9)
+    assert by_id["c1-mlm-ahead-early"].diff.estimate.estimate == pytest.approx(-1.9)
+
+
+def test_near_constant_cell_never_counts_as_a_reproduction(tmp_path):
+    """Three seeds 5 points ahead (seeds only: no per-example results), reproduced; the same with one seed flagged
+    near-constant (>= 95% of its predictions one label) is inconclusive, and says why."""
+    mlm = _sst2_records(tmp_path, "mini-mlm-nsp", {1: 65.0, 2: 65.5, 3: 64.5}, {s: "" for s in (1, 2, 3)})
+    ltr = _sst2_records(tmp_path, "mini-ltr", {1: 60.0, 2: 60.0, 3: 60.5}, {s: "" for s in (1, 2, 3)})
+    for rec in mlm + ltr:
+        rec.data["extra"] = {"near_constant": False}
+    clean = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
+    assert clean.verdict == REPRODUCED
+    mlm[1].data["extra"]["near_constant"] = True
+    flagged = {o.claim.id: o for o in evaluate(collect(mlm + ltr), load_claims())}["c1-mlm-ahead-last"]
+    assert flagged.diff.near_constant and flagged.verdict == INCONCLUSIVE
+    assert "≈ near-constant cell; the test alone says reproduced" in flagged.why
+
+
+def test_pretraining_seeds_are_read_and_resampled(tmp_path):
+    """Records with a top-level pretrain_seed (2 pre-training × 3 fine-tuning seeds a side): the interval covers
+    pre-training seeds, and the verdict no longer says it is about one checkpoint. Absent: one unknown seed."""
+    import copy
+
+    from bertbench.report.multibootstrap import PRETRAIN
+
+    def with_pretraining(variant, base):
+        recs = _sst2_records(tmp_path, variant, {s: base + s / 10 for s in (1, 2, 3)}, {s: "" for s in (1, 2, 3)})
+        out = []
+        for pre in (1, 2):
+            for rec in recs:
+                data = copy.deepcopy(rec.data)
+                data.update(pretrain_seed=pre, extra={})
+                data["metrics"]["accuracy"] += pre / 2
+                out.append(type(rec)(tmp_path / f"{variant}.{pre}.{data['seed']}.record.json", data))
+        return out
+
+    data = collect(with_pretraining("mini-mlm-nsp", 65.0) + with_pretraining("mini-ltr", 60.0))
+    last = {o.claim.id: o for o in evaluate(data, load_claims())}["c1-mlm-ahead-last"]
+    assert PRETRAIN in last.diff.estimate.covers and last.diff.estimate.pretrain_seeds == (2, 2)
+    assert not last.one_pretrain_seed and "1 pre-training seed" not in claims_table(data).rows[-1][-1]
+
+
+def test_one_comparison_has_one_number_everywhere(outcomes):
+    """The claims table, the differences table and the GLUE row give a comparison the same number."""
+    from bertbench.report.model import glue_rows
+    from bertbench.report.tables.paired import differences_table
+
+    _, data = outcomes
+    claims = {row[0]: dict(zip(claims_table(data).header, row)) for row in claims_table(data).rows}
+    diffs = differences_table(data)
+    qnli_claim = claims["Removing NSP does not help on QNLI (MLM+NSP ≥ No NSP)"]
+    qnli_row = next(r for r in diffs.rows if r[0] == "qnli_devsplit" and r[3] == "mini MLM+NSP − mini MLM (no NSP)")
+    assert (qnli_claim["Ours a − b"], qnli_claim["95% interval"]) == (qnli_row[4], qnli_row[5])
+    # GLUE-5 over every seed of every task: the claim's estimate is the GLUE row's difference of averages
+    glue = next(o for o in outcomes[0].values() if o.claim.id == "pretraining-vs-random")
+    (row,) = [g for g in glue_rows(data) if len(g.covered) == 5]
+    assert glue.diff.estimate.estimate == pytest.approx(row.ours["mini MLM+NSP"] - row.ours["mini random init"])

@@ -9,7 +9,7 @@ from bertbench import __version__
 from bertbench.cli import app
 
 runner = CliRunner()
-COMMANDS = ["pretrain", "finetune", "report", "run", "tasks", "data", "convert", "bench"]
+COMMANDS = ["pretrain", "finetune", "report", "plan", "run", "tasks", "data", "convert", "bench"]
 
 
 def test_help_lists_every_command():

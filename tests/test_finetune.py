@@ -170,3 +170,29 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
              "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "out-random"), "--precision", "32")
     got["random"] = [rec.data.get("pretrain_seed") for rec in load_records([tmp_path / "out-random"])]
     assert got == {"seeded": [7], "unknown": [None], "random": [None]}
+
+
+def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
+    # The multi-bootstrap recomputes each record's metric from its per-example predictions and gold: a record
+    # whose stored predictions do not reproduce its own metric would make every interval wrong.
+    from bertbench.report.multibootstrap import metric_on_examples
+
+    out = tmp_path / "out"
+    finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte,stsb,mnli", "--data-dir",
+             str(FIXTURE_DATA), "--max-steps", "3", "--seeds", "1", "--out", str(out), "--precision", "32")
+    by_task = {rec.data["task"]: rec.data for rec in load_records([out])}
+    for task, data in by_task.items():
+        extra = data["extra"]
+        assert isinstance(extra["near_constant"], bool)
+        if data["task_type"] == "regression":
+            preds = [float(x) for x in extra["example_predictions"].split()]
+            gold = [float(x) for x in extra["example_gold"].split()]
+            metrics = ("pearson", "spearman")
+        else:
+            preds, gold = [int(c) for c in extra["example_predictions"]], [int(c) for c in extra["example_gold"]]
+            metrics = ("accuracy",)
+            assert extra["example_correct"] == "".join("1" if p == g else "0" for p, g in zip(preds, gold))
+        assert len(preds) == len(gold) == data["split"]["eval_size"], task
+        for metric in metrics:
+            got = float(metric_on_examples(metric, [preds], gold)[0])
+            assert got == pytest.approx(data["metrics"][metric], abs=0.01 if data["task_type"] == "regression" else 1e-9)

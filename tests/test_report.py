@@ -551,15 +551,16 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (Path(__file__).parents[1] / "leaderboards" / "records").iterdir()))
-def test_committed_leaderboards_regenerate_byte_for_byte(tmp_path, monkeypatch, preset):
+def test_committed_leaderboards_regenerate_byte_for_byte(tmp_path, monkeypatch, preset, shared_data):
     """`make leaderboard` from the committed records gives the committed markdown, CSV and plots, byte for byte
-    (a report change that would alter a committed leaderboard must regenerate it in the same commit)."""
+    (a report change that would alter a committed leaderboard must regenerate it in the same commit). Like
+    `make leaderboard`, it reads the dev files' gold labels (older records' predictions from example_correct)."""
     root = Path(__file__).parents[1] / "leaderboards"
     out = tmp_path / "leaderboards"
     out.mkdir()
     (out / "README.md").write_text("x")  # keep the index writer away from the comparison
-    args = [str(root / "records" / preset), "--out", str(out / f"{preset}.md"), "--csv", str(out / f"{preset}.csv"),
-            "--plots", str(out / "plots" / preset)]
+    args = [str(root / "records" / preset), "--data-dir", str(shared_data), "--out", str(out / f"{preset}.md"),
+            "--csv", str(out / f"{preset}.csv"), "--plots", str(out / "plots" / preset)]
     result = _cli(args)  # the real task registry: these are real records
     assert result.exit_code == 0, result.output
     assert (out / f"{preset}.md").read_bytes() == (root / f"{preset}.md").read_bytes()

@@ -31,6 +31,11 @@ def report(
                      "'<!-- bertbench report: begin NAME -->' and '<!-- bertbench report: end NAME -->', NAME = the --out stem."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
+    data_dir: Annotated[
+        Optional[Path],
+        typer.Option("--data-dir", help="Read the dev files' gold labels here, so that records written before records "
+                     "kept their predictions get them back from example_correct (F1, MCC, the near-constant flag)."),
+    ] = None,
     wide: Annotated[
         bool,
         typer.Option("--wide", help="Print every table with every paper column, as the markdown has them (about 250 "
@@ -41,5 +46,5 @@ def report(
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
     from bertbench.report.run import make_report
 
-    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide,
+    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, data_dir=data_dir,
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

@@ -22,6 +22,7 @@ How numbers are grouped (the decisions a reader of a report needs):
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -33,6 +34,7 @@ from bertbench.config import MODEL_SIZES, is_masked
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_seconds
 from bertbench.report.stats import Interval, fmt_interval, t_interval
+from bertbench.report.multibootstrap import SUFF_METRICS, Component
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
     LoadedRecord,
@@ -115,8 +117,99 @@ def is_degenerate(records: Sequence[Record]) -> bool:
 
 
 def marks(cell: Cell) -> str:
-    """A cell's marks after its number: ' ⊘' when a seed is degenerate, ' ‡' for the best of several settings."""
-    return (" ⊘" if is_degenerate(cell.records) else "") + (" ‡" if cell.n_settings > 1 else "")
+    """A cell's marks after its number: ' ⊘' when a seed is degenerate, ' ≈' when a seed is near-constant,
+    ' ‡' for the best of several settings."""
+    return ((" ⊘" if is_degenerate(cell.records) else "") + (" ≈" if is_near_constant(cell.records) else "")
+            + (" ‡" if cell.n_settings > 1 else ""))
+
+
+# --- per-example predictions: what the multi-bootstrap joins on ----------------------------------------
+
+
+def pretrain_seed(record: Record) -> Optional[int]:
+    """The record's pre-training seed; None when absent or null: one unknown pre-training seed (or none)."""
+    seed = record.get("pretrain_seed")
+    return None if seed is None else int(seed)
+
+
+def example_predictions(record: Record) -> Optional[tuple[list, list]]:
+    """(predictions, gold) per evaluation example, in eval order, from `extra`; None in records without them."""
+    extra = record.get("extra") or {}
+    preds, gold = extra.get("example_predictions"), extra.get("example_gold")
+    if not isinstance(preds, str) or not isinstance(gold, str):
+        return None
+    if record["task_type"] == "regression":
+        return [float(x) for x in preds.split()], [float(x) for x in gold.split()]
+    return [int(c) for c in preds], [int(c) for c in gold]
+
+
+_LABEL_METRICS = {"accuracy", "f1", "mcc"}
+_BINARY_METRICS = {"f1", "mcc"}
+_VALUE_METRICS = {"pearson", "spearman"}
+
+
+def per_example_stats(record: Record, metric: str):
+    """The record's per-example sufficient statistics for `metric` ((examples, K) numpy array), or None where
+    the record lacks what it takes (older records: accuracy from `example_correct` only) or where they do
+    not reproduce the record's own metric (then they are not what was scored)."""
+    import numpy as np
+
+    extra = record.get("extra") or {}
+    regression = record["task_type"] == "regression"
+    found = example_predictions(record)
+    if metric not in SUFF_METRICS or (metric in _VALUE_METRICS) != regression:
+        return None
+    if found is not None and len(found[0]) == len(found[1]):
+        preds, gold = found
+        if metric in _BINARY_METRICS and not set(preds) | set(gold) <= {0, 1}:
+            return None
+        stats = SUFF_METRICS[metric].per_example(np.asarray([preds]), np.asarray(gold))[0]
+    elif metric == "accuracy" and isinstance(extra.get("example_correct"), str) and extra["example_correct"]:
+        stats = (np.frombuffer(extra["example_correct"].encode(), dtype=np.uint8) - ord("0")).astype(np.float64)[:, None]
+    else:
+        return None
+    scored = float(SUFF_METRICS[metric].from_sums(stats.sum(0), np.float64(len(stats))))
+    tolerance = 0.01 if regression else 1e-6  # values are stored to six significant digits
+    return stats if abs(scored - float(record["metrics"][metric])) <= tolerance else None
+
+
+def component_for(records: Sequence[Record], metric: str, name: str) -> Optional[Component]:
+    """The records' runs as one component of the multi-bootstrap: (pre-training seed, fine-tuning seed), the
+    metric, and the per-example statistics when every record has them for the same examples."""
+    import numpy as np
+
+    recs = [r for r in records if r["metrics"].get(metric) is not None]
+    if not recs:
+        return None
+    stats = [per_example_stats(r, metric) for r in recs]
+    joined = None
+    if all(st is not None for st in stats) and len({st.shape for st in stats}) == 1:
+        joined = np.stack(stats)
+    return Component(name, tuple((pretrain_seed(r), int(r["seed"])) for r in recs),
+                     tuple(float(r["metrics"][metric]) for r in recs), joined, metric if joined is not None else None)
+
+
+def near_constant_flags(records: Sequence[Record]) -> list[Optional[bool]]:
+    """Per record: at least 95% of its predictions one label (one value)? None where the record cannot say."""
+    from bertbench.metrics import near_constant
+
+    flags: list[Optional[bool]] = []
+    for r in records:
+        extra = r.get("extra") or {}
+        found = example_predictions(r)
+        if isinstance(extra.get("near_constant"), bool):
+            flags.append(extra["near_constant"])
+        elif found is not None:
+            preds = [f"{p:.2f}" for p in found[0]] if r["task_type"] == "regression" else found[0]
+            flags.append(near_constant(preds))
+        else:
+            flags.append(None)
+    return flags
+
+
+def is_near_constant(records: Sequence[Record]) -> bool:
+    """Whether some seed is near-constant (known from its predictions): flagged like a degenerate seed."""
+    return any(flag is True for flag in near_constant_flags(records))
 
 
 def fmt_value(value: float, metric: str) -> str:
@@ -280,11 +373,11 @@ def _merge_pretrain_seeds(by_fp: dict[str, list[LoadedRecord]]) -> dict[str, lis
 def _check_unique_seeds(recs: list[LoadedRecord]) -> None:
     seen: dict[tuple, LoadedRecord] = {}
     for rec in recs:
-        seed = (rec.data.get("pretrain_seed"), rec.data["seed"])
+        seed = (pretrain_seed(rec.data), rec.data["seed"])
         if seed in seen:
-            which = f"seed ({seed[1]})" if seed[0] is None else f"pre-training seed and seed ({seed[0]}, {seed[1]})"
+            shown = seed[1] if seed[0] is None else f"pre-training {seed[0]}, fine-tuning {seed[1]}"
             raise BertbenchError(
-                f"{rec.path}: same model, task, setting and {which} as {seen[seed].path}; "
+                f"{rec.path}: same model, task, setting and seed ({shown}) as {seen[seed].path}; "
                 f"remove one of them (a copied run would count twice)"
             )
         seen[seed] = rec
@@ -318,18 +411,27 @@ def _resolve_metric(paper: PaperNumbers, records: Sequence[Record], row_metric: 
     return next((name for name in names if paper.paper_metric(name) == pmetric), None)
 
 
-def stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
-               kinds: Sequence[str]) -> tuple[Optional[Stats], Optional[RowKey]]:
-    """Our stats for a paper (task, metric): official eval kinds in `kinds` order, newest task version."""
+def metric_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+               kinds: Sequence[str]) -> tuple[Optional[str], Optional[RowKey]]:
+    """Our (record metric, row) for a paper (task, metric): official eval kinds in `kinds` order, newest task
+    version."""
     candidates = [row for row in data.rows if data.paper.paper_task(row.task) == ptask and row.approach == approach
                   and row.eval_kind in kinds and data.cell(variant, row) is not None]
     candidates.sort(key=lambda r: (kinds.index(r.eval_kind), -r.task_version, r.task))
     for row in candidates:
-        cell = data.cell(variant, row)
-        metric = _resolve_metric(data.paper, cell.records, row.metric, pmetric)
+        metric = _resolve_metric(data.paper, data.cell(variant, row).records, row.metric, pmetric)
         if metric is not None:
-            return seed_stats(cell.records, metric), row
+            return metric, row
     return None, None
+
+
+def stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+              kinds: Sequence[str]) -> tuple[Optional[Stats], Optional[RowKey]]:
+    """Our stats for a paper (task, metric), as `metric_for` finds them."""
+    metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
+    if metric is None:
+        return None, None
+    return seed_stats(data.cell(variant, row).records, metric), row
 
 
 # --- the main table ---------------------------------------------------------------------------------
@@ -409,30 +511,38 @@ def direction(metric: str) -> str:
     return "↑" if _higher_is_better(metric) else "↓"
 
 
+BESIDE_METRICS = {"f1": "accuracy"}  # MRPC's F1 rewards a constant "paraphrase"; its accuracy is shown beside it
+
+
 def main_table(data: ReportData) -> Table:
     paper = data.paper
     columns = paper_columns(data)
     header = ("Task", "Version", "Metric", "↑↓", "Split", *(v.label for v in data.variants),
               *(c[0] for c in columns))
     rows: list[tuple[str, ...]] = []
-    best_of = degenerate = False
     for row in data.rows:
-        cells = []
-        for variant in data.variants:
-            cell = data.cell(variant, row)
-            cells.append(fmt_stats(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
-            degenerate = degenerate or bool(cell and is_degenerate(cell.records))
-            best_of = best_of or bool(cell and cell.n_settings > 1)
         task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
-        rows.append((task, f"v{row.task_version}", row.metric, direction(row.metric), row.eval_kind, *cells,
-                     *(_paper_cell(paper, systems, sources, row) for _, systems, sources in columns)))
+        for metric in (row.metric, BESIDE_METRICS.get(row.metric)):
+            cells = [data.cell(variant, row) for variant in data.variants]
+            if metric is None or not any(c and seed_stats(c.records, metric) for c in cells):
+                continue
+            shown = [fmt_stats(seed_stats(c.records, metric)) + marks(c) if c else MISSING for c in cells]
+            at = row if metric == row.metric else dataclasses.replace(row, metric=metric)
+            rows.append((task, f"v{row.task_version}", metric, direction(metric), row.eval_kind, *shown,
+                         *(_paper_cell(paper, systems, sources, at) for _, systems, sources in columns)))
     glue_rows, glue_notes = _glue_rows(data, columns)
     rows.extend(glue_rows)
+    return Table("main", "Results", header, tuple(rows), tuple(_main_notes(data) + glue_notes))
 
+
+def _main_notes(data: ReportData) -> list[str]:
+    paper = data.paper
+    cells = [c for c in (data.cell(v, r) for v in data.variants for r in data.rows) if c is not None]
     notes = [
         "Our cells: mean over fine-tuning seeds [95% t-interval over seeds] (n = seeds); one seed has no "
         "interval. The interval measures fine-tuning noise (initialisation, batch order) on this evaluation set. "
-        "Paper cells: the published number and the split it was measured on.",
+        "Paper cells: the published number and the split it was measured on. Comparisons between variants "
+        "(differences, claims) use the multi-bootstrap instead, which says what it covers.",
         f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",
     ]
     if _turc_columns(data):
@@ -448,14 +558,30 @@ def main_table(data: ReportData) -> Table:
         if len(vs) > 1:
             shown = ", ".join(map(str, sorted(vs)))
             notes.append(f"{task}: records of task versions {shown} are separate rows, never averaged.")
-    if degenerate:
+    if any(is_degenerate(c.records) for c in cells):
         notes.append("⊘ degenerate: at least one seed predicted one class (or one value) for every example; "
                      "such a cell never counts as a reproduction.")
-    if best_of:
+    notes.append(_near_constant_note(cells))
+    if any(c.n_settings > 1 for c in cells):
         notes.append("‡ best of several fine-tuning settings by mean, chosen on this evaluation split "
                      "(as the paper chose the learning rate on dev): optimistic.")
-    notes.extend(glue_notes)
-    return Table("main", "Results", header, tuple(rows), tuple(notes))
+    return notes
+
+
+def _near_constant_note(cells: Sequence[Cell]) -> str:
+    flags = [f for c in cells for f in near_constant_flags(c.records)]
+    unknown = sum(f is None for f in flags)
+    text = (f"≈ near-constant: at least one seed predicted one label (one value) for ≥ 95% of the examples; flagged "
+            f"like ⊘, such a cell never counts as a reproduction ({sum(f is True for f in flags)} of {len(flags)} "
+            "records).")
+    joined = sum((r.get("extra") or {}).get("example_predictions_from") is not None for c in cells for r in c.records)
+    if joined:
+        text += (f" {joined} records written before records kept their predictions have them from their "
+                 "example_correct and the dev file's gold labels (two-label tasks; `report --data-dir`).")
+    if unknown:
+        text += (f" {unknown} records (written before records kept per-example predictions, or span and token "
+                 "tasks) cannot be checked: their cells carry no ≈ either way.")
+    return text
 
 
 @dataclass(frozen=True)

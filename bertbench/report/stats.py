@@ -1,4 +1,7 @@
-"""95% intervals for the report: a cell's mean over seeds, and paired differences between two variants.
+"""95% intervals for the report: a cell's mean over seeds (`t_interval`, the main table's cells), and the
+earlier paired intervals. Comparisons between variants (differences, claims) use
+`bertbench.report.multibootstrap` instead, which resamples pre-training seeds, fine-tuning seeds and dev
+examples jointly; `paired_t_interval` and `paired_bootstrap` are kept as the textbook references it reduces to.
 
 Two intervals, each named wherever it is printed (`Interval.method`):
 - **t over seeds** (`t_interval`, `paired_t_interval`): Student's t-interval of the mean over

@@ -130,9 +130,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         w.writerow(["index", "id", "gold", "prediction"])
         for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
             w.writerow([i, ex.id, g, p])
-        extra = {}
-        if t != "regression":  # per-example 0/1 in eval order: the report's bootstrap over dev examples
-            extra["example_correct"] = "".join("1" if p == g else "0" for p, g in zip(preds, gold))
+        extra = per_example_extra(t, preds, gold)
         return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate, extra)
     if t == "span_qa":
         from bertbench.data.features import decode_qa
@@ -156,7 +154,9 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         else:
             metrics = M.compute(task.metrics, dec.predictions, refs)
         degenerate = len(set(dec.predictions.values())) <= 1
-        return Scored(metrics, files, degenerate)
+        from bertbench.metrics import near_constant
+
+        return Scored(metrics, files, degenerate, {"near_constant": near_constant(list(dec.predictions.values()))})
     if t == "token_classification":
         from bertbench.data.features import decode_tokens
 
@@ -170,6 +170,24 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         degenerate = all(tag == "O" for seq in pred_tags for tag in seq)
         return Scored(metrics, {"predictions.conll": "\n".join(lines) + "\n"}, degenerate)
     raise BertbenchError(f"task {task.name}: no scoring for type {t!r}")
+
+
+def per_example_extra(task_type: str, preds: list, gold: list) -> dict[str, Any]:
+    """What the report's multi-bootstrap joins on, in eval order: every example's prediction and gold (labels
+    as one digit each, values to six significant digits), and whether the cell is near-constant. Compact: a string."""
+    from bertbench.metrics import near_constant
+
+    if task_type == "regression":  # six significant digits: a weak model's values differ in the fourth
+        extra = {"example_predictions": " ".join(f"{p:.6g}" for p in preds),
+                 "example_gold": " ".join(f"{g:.6g}" for g in gold)}
+        extra["near_constant"] = near_constant([f"{p:.2f}" for p in preds])  # one value at the scale's 0.01
+        return extra
+    extra = {"example_correct": "".join("1" if p == g else "0" for p, g in zip(preds, gold)),
+             "near_constant": near_constant(preds)}
+    if max(max(preds, default=0), max(gold, default=0)) < 10:  # one digit a label (every task here has < 10)
+        extra["example_predictions"] = "".join(str(p) for p in preds)
+        extra["example_gold"] = "".join(str(g) for g in gold)
+    return extra
 
 
 # ----------------------------------------------------------------------------------------------

@@ -65,6 +65,26 @@ def embed_block(document: str, report: Report, name: str, where: str = "document
     body += _md_table(main)
     if main.notes:
         body += ["", *(f"- {note}" for note in main.notes)]
+    verdicts = _claims_digest(report)
+    if verdicts is not None:
+        body += ["", "The paper's claims (the claims table's own numbers; its notes say how they are judged):", ""]
+        body += _md_table(verdicts)
+        body += ["", *(f"- {note}" for note in verdicts.notes)]
     return replace_marked_block(
         document, f"<!-- bertbench report: begin {name} -->", f"<!-- bertbench report: end {name} -->", "\n".join(body), where
     )
+
+
+DIGEST_COLUMNS = ("Claim", "a − b", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm", "Verdict")
+
+
+def _claims_digest(report: Report):
+    """The claims table's compared rows in a few of its columns (the same strings: one number per comparison)."""
+    from dataclasses import replace
+
+    claims = next((t for t in report.tables if t.key == "claims"), None)
+    if claims is None or not claims.rows:
+        return None
+    keep = [claims.header.index(c) for c in DIGEST_COLUMNS]
+    rows = tuple(tuple(row[i] for i in keep) for row in claims.rows if not row[-1].startswith("not run"))
+    return replace(claims, header=DIGEST_COLUMNS, rows=rows, notes=claims.notes[1:2])

@@ -1,16 +1,17 @@
 """The paper's qualitative claims (reference/claims.yaml) judged on our records: the claims table.
 
-Each claim compares two variants (a − b, paired by seed: `bertbench.report.tables.paired`) and gets a verdict from
-where the 95% paired t-interval [lo, hi] lies against the claim's threshold (the rules are in
-claims.yaml's header, with the thresholds; `verdict()` applies them):
-- reproduced: the whole interval is on the claim's side;
-- contradicted: the whole interval is on the other side;
-- inconclusive: the interval straddles the threshold, or has fewer than two seed pairs (no interval),
-  or a side is degenerate (one class for every example): a degenerate cell never counts as a
-  reproduction, nor as a contradiction;
+Each claim compares two variants, a − b, by the multi-bootstrap (`bertbench.report.tables.paired`), and is
+tested against its threshold (claims.yaml's header; every threshold's source is printed beside it):
+- p: the two-sided p-value of the t-test on the multi-bootstrap's estimate and SE against the threshold
+  (for `equivalent`, two one-sided tests against ±m); the direction is the side the estimate lies on. A
+  95% interval wholly on one side of the threshold is exactly p < 0.05 (`verdict()` says where it lies).
+- Holm–Bonferroni over the family of every comparison this claims table makes: reproduced (or
+  contradicted) when the adjusted p is below 0.05, inconclusive otherwise.
+- A degenerate (⊘: one class for every example) or near-constant (≈: ≥ 95% one label or value) side
+  never counts as a reproduction, nor as a contradiction: inconclusive.
+- not measurable at this budget: inconclusive, and the minimum detectable effect (80% power, from the
+  measured variance) exceeds the paper's own difference (for `equivalent`: the margin m).
 - not run: the records hold no pair of variants for the claim (not counted as a comparison).
-Where both sides hold per-example results (accuracy: `extra.example_correct`), the paired bootstrap
-over seeds × dev examples is computed too, and a verdict must hold under both intervals.
 A claim is judged once per model size that has both of its variants.
 """
 from __future__ import annotations
@@ -21,10 +22,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.report.tables.paired import Difference, difference, fmt_difference, gain_side, side
+from bertbench.report.tables.paired import (
+    COVERS_NOTE,
+    Difference,
+    difference,
+    fmt_covers,
+    fmt_difference,
+    fmt_runs,
+    gain_side,
+    side,
+)
 from bertbench.reference import PaperNumbers, load_paper_numbers
 from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant
-from bertbench.report.stats import BOOTSTRAP_RESAMPLES, Interval, fmt_interval
+from bertbench.report.multibootstrap import CONFIDENCE, POWER, RESAMPLES, RNG_SEED, Estimate, holm
+from bertbench.report.stats import Interval
 
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "reference" / "claims.yaml"
 SCHEMA = 1
@@ -33,6 +44,15 @@ CHECKPOINTS = ("last", "first", "gain")
 APPROACHES = ("fine-tuning", "feature-based")
 THRESHOLDS = ("about_a_point", "much_greater")
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "reproduced", "contradicted", "inconclusive", "not run"
+NOT_MEASURABLE = "not measurable at this budget"
+ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own
+# Where each test's threshold comes from: the paper's words, or our reading of them.
+THRESHOLD_SOURCES = {
+    "greater": "the paper's (a beats b)",
+    "not_worse": "ours ('about a point': the paper calls Table 8's 0.1–0.8 spread robust)",
+    "much_greater": "ours (the project's target; the paper gives no number)",
+    "equivalent": "ours ('about a point', as not_worse)",
+}
 _REQUIRED = {"id", "source", "claim", "a", "b", "test"}
 _OPTIONAL = {"task", "metric", "tasks", "approach", "checkpoint", "paper"}
 
@@ -60,6 +80,10 @@ class Claims:
         m, big = self.thresholds["about_a_point"], self.thresholds["much_greater"]
         return {"greater": "a − b > 0", "not_worse": f"a − b > −{m:g}", "much_greater": f"a − b > {big:g}",
                 "equivalent": f"|a − b| < {m:g}"}[test]
+
+    def bound(self, test: str) -> float:
+        m = self.thresholds["about_a_point"]
+        return {"greater": 0.0, "not_worse": -m, "much_greater": self.thresholds["much_greater"], "equivalent": m}[test]
 
 
 def load_claims(path: Optional[Path] = None, paper: Optional[PaperNumbers] = None) -> Claims:
@@ -135,7 +159,8 @@ def _parse_claim(raw: Any, where: str, paper: PaperNumbers, problems: list[str])
 
 
 def verdict(test: str, interval: Optional[Interval], thresholds: Mapping[str, float]) -> str:
-    """Where the interval of a − b lies against the test's threshold (see the module docstring)."""
+    """Where an interval of a − b lies against the test's threshold, before any adjustment: reproduced when it
+    is wholly on the claim's side, contradicted when wholly on the other, else inconclusive."""
     if interval is None:
         return INCONCLUSIVE
     lo, hi = interval.low, interval.high
@@ -150,18 +175,49 @@ def verdict(test: str, interval: Optional[Interval], thresholds: Mapping[str, fl
     return CONTRADICTED if hi < bound else INCONCLUSIVE
 
 
+def claim_p(test: str, est: Estimate, thresholds: Mapping[str, float]) -> tuple[str, float]:
+    """(direction, two-sided p): the side of the threshold the estimate points to and how surely; p < 0.05 is
+    exactly the 95% interval wholly on that side."""
+    m = thresholds["about_a_point"]
+    if test == "equivalent":  # two one-sided tests: inside ±m needs both, outside needs one
+        p_in = max(est.p_greater(-m), est.p_less(m))
+        p_out = min(est.p_greater(m), est.p_less(-m))
+        p_rep, p_con = p_in, p_out
+    else:
+        bound = {"greater": 0.0, "not_worse": -m, "much_greater": thresholds["much_greater"]}[test]
+        p_rep, p_con = est.p_greater(bound), est.p_less(bound)
+    direction = REPRODUCED if p_rep <= p_con else CONTRADICTED
+    return direction, min(1.0, 2 * min(p_rep, p_con))
+
+
 @dataclass(frozen=True)
 class Outcome:
     claim: Claim
     size: Optional[str]
     diff: Optional[Difference]
     verdict: str
-    why: str = ""  # what made it inconclusive or not run
+    why: str = ""  # what made it inconclusive, not measurable or not run
+    p: Optional[float] = None  # raw two-sided p
+    p_holm: Optional[float] = None  # Holm-adjusted over the table's family
+    effect: Optional[float] = None  # the effect the claim is about: the paper's |a − b|, or the margin m
 
     @property
     def compared(self) -> bool:
-        """A comparison was made: a difference with an interval."""
-        return self.diff is not None and self.diff.interval is not None
+        """A comparison was made: a difference with an interval (a member of Holm's family)."""
+        return self.diff is not None and self.diff.has_interval
+
+    @property
+    def mde(self) -> Optional[float]:
+        return self.diff.estimate.mde() if self.compared else None
+
+    @property
+    def one_pretrain_seed(self) -> bool:
+        """Some pre-trained side has one (unknown) pre-training seed: the verdict is about that checkpoint."""
+        if self.diff is None:
+            return False
+        sides = (self.diff.a, self.diff.b)
+        return any(s.variant.pretraining is not None and n <= 1
+                   for s, n in zip(sides, self.diff.estimate.pretrain_seeds))
 
 
 def _pick(data: ReportData, objective: str, size: str) -> Optional[Variant]:
@@ -180,67 +236,105 @@ def _step(variant: Variant) -> Optional[tuple[str, int]]:
     return None if variant.tokens_seen is None else ("tokens", variant.tokens_seen)
 
 
-def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome:
+def claim_sides(data: ReportData, claim: Claim, size: str):
+    """(a's side, b's side, why not) for the claim at `size`."""
     va, vb = _pick(data, claim.a, size), _pick(data, claim.b, size)
     if claim.checkpoint == "last":
-        sa = side(data, va, claim.scores, claim.approach)
-        sb = side(data, vb, claim.scores, claim.approach)
-    else:
-        # Figure 5: points of the two pre-training runs at the same pre-training step (the figure's x-axis), both
-        # fine-tuned. Not at the same token count: a masked LM's sentence pairs are sometimes short (the paper's
-        # 10% of short targets), a causal LM's text is packed, so the same steps hold slightly different counts.
-        ta = {_step(v): v for v in _series(data, va) if side(data, v, claim.scores, claim.approach)}
-        tb = {_step(v): v for v in _series(data, vb) if side(data, v, claim.scores, claim.approach)}
-        common = sorted(set(ta) & set(tb) - {None})
-        if len(common) < 2:  # with one checkpoint, "earliest" would be the final model
-            return Outcome(claim, size, None, NOT_RUN, "not two checkpoints at the same pre-training step with these scores")
-        first, last = common[0], common[-1]
-        sa = side(data, ta[first], claim.scores, claim.approach)
-        sb = side(data, tb[first], claim.scores, claim.approach)
-        if claim.checkpoint == "gain":
-            sa = gain_side(sa, side(data, ta[last], claim.scores, claim.approach))
-            sb = gain_side(sb, side(data, tb[last], claim.scores, claim.approach))
+        return side(data, va, claim.scores, claim.approach), side(data, vb, claim.scores, claim.approach), ""
+    # Figure 5: points of the two pre-training runs at the same pre-training step (the figure's x-axis), both
+    # fine-tuned. Not at the same token count: a masked LM's sentence pairs are sometimes short (the paper's
+    # 10% of short targets), a causal LM's text is packed, so the same steps hold slightly different counts.
+    ta = {_step(v): v for v in _series(data, va) if side(data, v, claim.scores, claim.approach)}
+    tb = {_step(v): v for v in _series(data, vb) if side(data, v, claim.scores, claim.approach)}
+    common = sorted(set(ta) & set(tb) - {None})
+    if len(common) < 2:  # with one checkpoint, "earliest" would be the final model
+        return None, None, "not two checkpoints at the same pre-training step with these scores"
+    first, last = common[0], common[-1]
+    sa = side(data, ta[first], claim.scores, claim.approach)
+    sb = side(data, tb[first], claim.scores, claim.approach)
+    if claim.checkpoint == "gain":
+        sa = gain_side(sa, side(data, ta[last], claim.scores, claim.approach))
+        sb = gain_side(sb, side(data, tb[last], claim.scores, claim.approach))
+    return sa, sb, ""
+
+
+def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome:
+    """The claim's comparison at `size`, its raw p and unadjusted direction (Holm comes after, in `evaluate`)."""
+    sa, sb, why = claim_sides(data, claim, size)
+    if why:
+        return Outcome(claim, size, None, NOT_RUN, why)
     if sa is None or sb is None:
         missing = claim.a if sa is None else claim.b
         return Outcome(claim, size, None, NOT_RUN, f"no {_what(data.paper, claim)} records for {missing}")
-    diff = difference(sa, sb, bootstrap=True)
-    if diff is None or diff.estimate is None:
-        return Outcome(claim, size, diff, NOT_RUN, "no seed ran on both sides of the same row")
-    if diff.interval is None:
-        return Outcome(claim, size, diff, INCONCLUSIVE, "one seed pair: no interval")
-    found = verdict(claim.test, diff.interval, claims.thresholds)
-    if diff.bootstrap is not None:  # dev-example noise too: a verdict must survive both intervals
-        by_examples = verdict(claim.test, diff.bootstrap, claims.thresholds)
-        if by_examples != found:
-            return Outcome(claim, size, diff, INCONCLUSIVE,
-                           f"t over seeds says {found}, the bootstrap over dev examples says {by_examples}")
-    if diff.degenerate:
-        return Outcome(claim, size, diff, INCONCLUSIVE, f"degenerate cell ⊘; the interval alone says {found}")
-    return Outcome(claim, size, diff, found)
+    diff = difference(sa, sb)
+    if diff is None:
+        return Outcome(claim, size, None, NOT_RUN, "no seed ran on both sides of the same row")
+    effect = claims.thresholds["about_a_point"] if claim.test == "equivalent" else _paper_effect(data.paper, claim)
+    if not diff.has_interval:
+        tasks = ", ".join(diff.single_run_tasks)
+        return Outcome(claim, size, diff, INCONCLUSIVE, f"one run of {tasks}: no interval", effect=effect)
+    direction, p = claim_p(claim.test, diff.estimate, claims.thresholds)
+    return Outcome(claim, size, diff, direction, p=p, effect=effect)
+
+
+def _adjusted(o: Outcome, p_holm: float) -> Outcome:
+    """The verdict after Holm's adjustment, the flags and the power check."""
+    found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
+    why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
+    flags = ("⊘ degenerate" if o.diff.degenerate else "") or ("≈ near-constant" if o.diff.near_constant else "")
+    if flags and found != INCONCLUSIVE:
+        found, why = INCONCLUSIVE, f"{flags} cell; the test alone says {found}"
+    elif flags:
+        why = f"{flags} cell" + (f"; {why}" if why else "")
+    mde = o.diff.estimate.mde()
+    if found == INCONCLUSIVE and o.effect is not None and mde > o.effect:
+        found = NOT_MEASURABLE
+        why = f"MDE {mde:.1f} > the effect {o.effect:.1f}" + (f"; {why}" if why else "")
+    return Outcome(o.claim, o.size, o.diff, found, why, o.p, p_holm, o.effect)
 
 
 def evaluate(data: ReportData, claims: Claims) -> list[Outcome]:
-    """Every claim, once per size that has both variants (once, not run, when no size has)."""
+    """Every claim, once per size that has both variants (once, not run, when no size has); Holm-adjusted
+    over the family of every comparison made."""
     out = []
     for claim in claims.claims:
         sizes = [v.size for v in data.variants if v.objective == claim.a and _pick(data, claim.b, v.size)]
         if not sizes:
             out.append(Outcome(claim, None, None, NOT_RUN, f"no size has both {claim.a} and {claim.b}"))
         out += [_judge(data, claims, claim, size) for size in sizes]
+    family = [i for i, o in enumerate(out) if o.p is not None]
+    for i, p_holm in zip(family, holm([out[i].p for i in family])):
+        out[i] = _adjusted(out[i], p_holm)
     return out
 
 
-def _paper_difference(paper: PaperNumbers, claim: Claim) -> str:
+def _paper_effect(paper: PaperNumbers, claim: Claim) -> Optional[float]:
+    """The paper's |a − b| from its table; None for a claim stated in words only."""
+    values = _paper_values(paper, claim)
+    return None if values is None else abs(values[0] - values[1])
+
+
+def _paper_values(paper: PaperNumbers, claim: Claim):
     if claim.paper is None or len(claim.scores) != 1:
-        return "no number (stated in words)"
+        return None
     (ptask, pmetric), values = claim.scores[0], []
     for system in claim.paper:
         found = [n for n in paper.find(source=claim.source, system=system, task=ptask, metric=pmetric)
                  if n.config.get("approach", DEFAULT_APPROACH) == claim.approach]
         if not found:
-            return MISSING
+            return None
         values.append(found[0].value)
-    return f"{values[0] - values[1]:+.1f} ({values[0]:.1f} − {values[1]:.1f}, {found[0].split})"
+    return values[0], values[1], found[0].split
+
+
+def _paper_difference(paper: PaperNumbers, claim: Claim) -> str:
+    if claim.paper is None or len(claim.scores) != 1:
+        return "no number (stated in words)"
+    values = _paper_values(paper, claim)
+    if values is None:
+        return MISSING
+    a, b, split = values
+    return f"{a - b:+.1f} ({a:.1f} − {b:.1f}, {split})"
 
 
 def _what(paper: PaperNumbers, claim: Claim) -> str:
@@ -254,45 +348,74 @@ def _what(paper: PaperNumbers, claim: Claim) -> str:
     return scores
 
 
+def _fmt_p(p: Optional[float]) -> str:
+    if p is None:
+        return MISSING
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _verdict_text(o: Outcome) -> str:
+    text = o.verdict + (f" ({o.why})" if o.why else "")
+    if o.one_pretrain_seed and o.verdict != NOT_RUN:
+        text += "; 1 pre-training seed: about these checkpoints"
+    return text
+
+
 def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
     claims = claims or load_claims(paper=data.paper)
     outcomes = evaluate(data, claims)
-    header = ("Claim", "Source", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Seed pairs",
-              "Bootstrap 95% (seeds × examples)", "Test", "Verdict")
+    header = ("Claim", "Source", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Covers",
+              "Runs a/b", "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
     rows: list[tuple[str, ...]] = []
     for o in outcomes:
         value, interval = fmt_difference(o.diff)
         who = f"{o.size} {o.claim.a} − {o.size} {o.claim.b}" if o.size else f"{o.claim.a} − {o.claim.b}"
-        shown = o.verdict + (f" ({o.why})" if o.why else "")
         rows.append((o.claim.claim, o.claim.source, who, _what(data.paper, o.claim),
                      _paper_difference(data.paper, o.claim), value, interval,
-                     str(len(o.diff.seeds)) if o.diff else "0",
-                     fmt_interval(o.diff.bootstrap, signed=True) if o.diff and o.diff.bootstrap else MISSING,
-                     claims.test_text(o.claim.test), shown))
+                     fmt_covers(o.diff.estimate) if o.diff else MISSING, fmt_runs(o.diff) if o.diff else MISSING,
+                     claims.test_text(o.claim.test), THRESHOLD_SOURCES[o.claim.test],
+                     f"{o.mde:.1f}" if o.mde is not None else MISSING, _fmt_p(o.p), _fmt_p(o.p_holm),
+                     _verdict_text(o)))
+    return Table("claims", "The paper's claims, judged on our records", header, tuple(rows),
+                 _claims_notes(outcomes, claims))
+
+
+def verdict_counts(outcomes) -> dict[str, int]:
     made = [o for o in outcomes if o.compared]
-    counts = {v: sum(o.verdict == v for o in made) for v in (REPRODUCED, CONTRADICTED, INCONCLUSIVE)}
+    return {v: sum(o.verdict == v for o in made) for v in (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)}
+
+
+def _claims_notes(outcomes: list[Outcome], claims: Claims) -> tuple[str, ...]:
+    made = [o for o in outcomes if o.compared]
+    counts = verdict_counts(outcomes)
     sizes = sorted({o.size for o in made if o.size})
     not_run = sum(o.verdict == NOT_RUN for o in outcomes)
-    m, big = claims.thresholds["about_a_point"], claims.thresholds["much_greater"]
-    notes = (
+    one_seed = sum(o.one_pretrain_seed for o in made)
+    return (
         f"Verdicts are made at {', '.join(sizes) or 'no'} scale on dev splits (dev, or a dev split we cut where "
         f"the task has no labelled dev set of its own), not at the paper's BERT-Base scale and not on test sets.",
         f"{len(made)} comparisons made ({counts[REPRODUCED]} reproduced, {counts[CONTRADICTED]} contradicted, "
-        f"{counts[INCONCLUSIVE]} inconclusive); {not_run} claim(s) not run for lack of records. Each interval is "
-        f"a 95% paired t-interval over fine-tuning seeds, not adjusted for multiple comparisons: among "
-        f"{len(made)} comparisons about {0.05 * len(made):.1f} may miss by chance alone.",
-        f"Rules: reproduced when the whole interval of a − b is on the claim's side of its threshold, contradicted "
-        f"when it is wholly on the other side, inconclusive otherwise. 'About a point' is {m:g} point(s) on the "
-        f"0-100 scale; '≫' means more than {big:g} points. A side with a degenerate seed (⊘: one class for every "
-        f"example) or a single seed pair is inconclusive whatever its numbers.",
-        "Bootstrap: where both sides' records hold per-example results (accuracy), a paired bootstrap that resamples "
-        f"seeds and dev examples together ({BOOTSTRAP_RESAMPLES:,} resamples, percentile interval); a verdict then has to hold for both "
-        "intervals, else it is inconclusive. The t-interval alone measures fine-tuning noise on this dev set only.",
+        f"{counts[INCONCLUSIVE]} inconclusive, {counts[NOT_MEASURABLE]} not measurable at this budget); {not_run} "
+        f"claim(s) not run for lack of records. Family for Holm–Bonferroni: these {len(made)} comparisons, at "
+        f"family-wise level {ALPHA:g}; p is each comparison's own two-sided p, p Holm the adjusted one.",
+        "Estimator: the multi-bootstrap (Sellam et al., The MultiBERTs, 2021): pre-training seeds, fine-tuning "
+        f"seeds and dev examples resampled jointly ({RESAMPLES:,} replicates, RNG seed {RNG_SEED}), paired where "
+        "both sides share them; 95% interval = estimate ± t·SE; p from the same t. A multi-task score (GLUE-5) "
+        "averages every task with all of its seeds. " + COVERS_NOTE,
+        f"Pre-training seeds: {one_seed} of {len(made)} comparisons have a pre-trained side with one pre-training "
+        "seed (records without `pretrain_seed` are read as one unknown seed); their verdicts say so.",
+        "Rules: reproduced (contradicted) when Holm's adjusted p < 0.05 with the estimate on the claim's (the "
+        "other) side of its threshold, else inconclusive. A side with a degenerate (⊘) or near-constant (≈) seed "
+        "is inconclusive whatever its numbers. Not measurable at this budget: inconclusive, and the minimum "
+        f"detectable effect (MDE: {POWER:.0%} power at α = 0.05 two-sided, (t(0.975) + t(0.8))·SE from the "
+        "measured variance) exceeds the paper's own |a − b| (for |a − b| < m: the margin m). Thresholds: 'about "
+        f"a point' is {claims.thresholds['about_a_point']:g} point(s) on the 0-100 scale and '≫' more than "
+        f"{claims.thresholds['much_greater']:g} points; 'Threshold from' says whose each number is.",
         "Paper a − b: the paper's own difference between its two rows, read from its table (dev, BERT-Base); "
         "claims without a table (Figure 5, the value of pre-training) are stated in words only.",
     )
-    return Table("claims", "The paper's claims, judged on our records", header, tuple(rows), notes)
 
 
-__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "claims_table", "evaluate", "load_claims", "verdict",
-           "CONTRADICTED", "INCONCLUSIVE", "NOT_RUN", "REPRODUCED"]
+__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "THRESHOLD_SOURCES", "claim_p", "claims_table", "evaluate",
+           "load_claims", "verdict", "verdict_counts", "CONTRADICTED", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN",
+           "REPRODUCED"]

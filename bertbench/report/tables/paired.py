@@ -1,13 +1,15 @@
-"""Paired differences between two variants of a report: same task row, same seeds, same dev examples.
+"""Comparisons between two variants of a report, by one estimator: the multi-bootstrap.
 
-A `Side` is one variant's per-seed score on one paper task (or the per-seed mean over several, as
-the GLUE-5 average); `difference(a, b)` pairs two sides by seed and gives the mean of a − b with
-its paired 95% t-interval over seeds (`bertbench.report.stats`). Pairing needs the same report row (task,
-task version, eval split): a variant evaluated on another split or task version is never paired.
+A `Side` is one variant's runs on one paper task (or on several, as the GLUE-5 average: every task with
+all of its own seeds, averaged with equal weight); `difference(a, b)` is a − b with its multi-bootstrap
+interval (`bertbench.report.multibootstrap`): pre-training seeds, fine-tuning seeds and dev examples
+resampled jointly, paired wherever the two sides share seeds and examples. The same comparison gives the
+same number everywhere (a fixed RNG seed per comparison): the differences table, the claims table, and the
+GLUE row's difference of averages. Pairing needs the same report row (task, task version, eval split): a
+variant evaluated on another split or task version is never paired.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -19,34 +21,55 @@ from bertbench.report.model import (
     RowKey,
     Table,
     Variant,
-    stats_for,
+    component_for,
     is_degenerate,
-    seed_stats,
+    is_near_constant,
+    metric_for,
 )
-from bertbench.report.stats import Interval, fmt_interval, paired_bootstrap, paired_differences, paired_t_interval
+from bertbench.report.multibootstrap import EXAMPLES, FINETUNE, PRETRAIN, Component, Estimate, multi_bootstrap
+from bertbench.report.multibootstrap import Side as Runs
 
 
 @dataclass(frozen=True)
 class Side:
     variant: Variant
     rows: tuple[RowKey, ...]  # the report rows the scores come from, one per score
-    by_seed: dict[int, float]  # the score (or the mean of the scores) per seed that has all of them
+    components: tuple[Component, ...]  # one per row, every seed it has
     degenerate: bool  # some seed of some row predicted one class for every example
-    examples: Optional[dict[int, str]] = None  # accuracy only: seed -> "0"/"1" per dev example (extra.example_correct)
+    near_constant: bool = False  # some seed of some row predicted one label (value) for >= 95% of examples
+
+    @property
+    def runs(self) -> Runs:
+        return Runs(self.components)
+
+    @property
+    def n_runs(self) -> int:
+        return sum(len(c.runs) for c in self.components)
 
 
 @dataclass(frozen=True)
 class Difference:
     a: Side
     b: Side
-    seeds: tuple[int, ...]  # the seeds both ran
-    estimate: Optional[float]  # mean of a − b over those seeds; None when none pair up
-    interval: Optional[Interval]  # None with fewer than two pairs
-    bootstrap: Optional[Interval] = None  # over seeds × dev examples, when both sides hold per-example scores
+    estimate: Estimate  # a − b by the multi-bootstrap
 
     @property
     def degenerate(self) -> bool:
         return self.a.degenerate or self.b.degenerate
+
+    @property
+    def near_constant(self) -> bool:
+        return self.a.near_constant or self.b.near_constant
+
+    @property
+    def has_interval(self) -> bool:
+        """Every task of both sides ran at least two seeds: a task with one run has no measured noise."""
+        return _units(self.a) > 1 and _units(self.b) > 1
+
+    @property
+    def single_run_tasks(self) -> tuple[str, ...]:
+        return tuple(sorted({c.task for s in (self.a, self.b) for c in s.components
+                             if len(c.runs) < 2}))
 
 
 DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split we cut), never on test
@@ -54,63 +77,98 @@ DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split w
 
 def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
-    """`variant`'s per-seed score on each (paper task, paper metric), averaged per seed; None if one is missing."""
-    rows, per_score, degenerate, examples = [], [], False, None
+    """`variant`'s runs on each (paper task, paper metric), every seed of each; None if one is missing."""
+    rows, comps, degenerate, near = [], [], False, False
     for ptask, pmetric in scores:
-        stats, row = stats_for(data, variant, ptask, pmetric, approach, kinds)
-        if stats is None:
+        metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
+        if metric is None:
             return None
-        rows.append(row)
-        per_score.append(stats.by_seed())
         records = data.cell(variant, row).records
+        comps.append(component_for(records, metric, row.task))
+        rows.append(row)
         degenerate = degenerate or is_degenerate(records)
-        if len(scores) == 1 and pmetric == "accuracy":
-            found = {r["seed"]: (r.get("extra") or {}).get("example_correct") for r in records}
-            examples = found if all(isinstance(v, str) for v in found.values()) else None
-    seeds = sorted(set.intersection(*(set(s) for s in per_score)))
-    by_seed = {seed: math.fsum(s[seed] for s in per_score) / len(per_score) for seed in seeds}
-    return Side(variant, tuple(rows), by_seed, degenerate, examples)
+        near = near or is_near_constant(records)
+    return Side(variant, tuple(rows), tuple(comps), degenerate, near)
 
 
-def gain_side(first: Side, last: Side) -> Side:
-    """Per seed, the score at the last checkpoint minus the score at the first (how much it still gained)."""
-    seeds, gains = paired_differences(last.by_seed, first.by_seed)
-    return Side(last.variant, last.rows, dict(zip(seeds, gains)), first.degenerate or last.degenerate)
+def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
+    """`variant`'s runs on one report row, by the row's own metric."""
+    cell = data.cell(variant, row)
+    comp = component_for(cell.records, row.metric, row.task) if cell else None
+    if comp is None:
+        return None
+    return Side(variant, (row,), (comp,), is_degenerate(cell.records), is_near_constant(cell.records))
 
 
-def difference(a: Side, b: Side, bootstrap: bool = False) -> Optional[Difference]:
-    """a − b paired by seed; None when the two sides come from different rows (nothing to pair). With
-    `bootstrap`, also the paired bootstrap over seeds × dev examples where both sides hold per-example scores."""
+def gain_side(first: Side, last: Side) -> Optional[Side]:
+    """Per run, the score at the last checkpoint minus the score at the first (how much it still gained): a
+    run present at both; seeds only (a gain has no per-example statistics)."""
+    comps = []
+    for cf, cl in zip(first.components, last.components):
+        at_first = dict(zip(cf.runs, cf.values))
+        runs = tuple(r for r in cl.runs if r in at_first)
+        if not runs:
+            return None
+        gains = tuple(v - at_first[r] for r, v in zip(cl.runs, cl.values) if r in at_first)
+        comps.append(Component(cl.task, runs, gains))
+    return Side(last.variant, last.rows, tuple(comps), first.degenerate or last.degenerate,
+                first.near_constant or last.near_constant)
+
+
+def difference(a: Side, b: Side) -> Optional[Difference]:
+    """a − b by the multi-bootstrap; None when the two sides come from different rows (nothing to pair)."""
     if [(r.task, r.task_version, r.eval_kind) for r in a.rows] != [(r.task, r.task_version, r.eval_kind) for r in b.rows]:
         return None
-    seeds, diffs = paired_differences(a.by_seed, b.by_seed)
-    estimate = math.fsum(diffs) / len(diffs) if diffs else None
-    boot = _bootstrap(a, b, seeds) if bootstrap else None
-    return Difference(a, b, seeds, estimate, paired_t_interval(a.by_seed, b.by_seed), boot)
+    return Difference(a, b, multi_bootstrap(a.runs, b.runs))
 
 
-def _bootstrap(a: Side, b: Side, seeds: Sequence[int]) -> Optional[Interval]:
-    if a.examples is None or b.examples is None or len(seeds) < 2:
-        return None
-    rows_a, rows_b = [a.examples[s] for s in seeds], [b.examples[s] for s in seeds]
-    if len({len(r) for r in rows_a + rows_b}) != 1:  # not the same dev examples: nothing to pair
-        return None
-    import numpy as np
+def _units(s: Side) -> int:
+    return min(len(c.pretrain_seeds) if len(c.pretrain_seeds) > 1 else len(c.runs) for c in s.components)
 
-    def grid(rows: list[str]) -> "np.ndarray":  # (seeds, examples), on the metric's 0-100 scale
-        return 100.0 * (np.frombuffer("".join(rows).encode(), dtype=np.uint8) - ord("0")).reshape(len(rows), -1)
 
-    return paired_bootstrap(grid(rows_a), grid(rows_b))
+COVERS_SHORT = {PRETRAIN: "P", FINETUNE: "F", EXAMPLES: "E"}
+COVERS_NOTE = ("Covers: the sources of noise the interval resamples: P pre-training seeds, F fine-tuning seeds, "
+               "E dev examples; a source shown in brackets is paired (one draw for both sides). A record without "
+               "per-example predictions (F1 and MCC in records written before they were kept, STS-B, SQuAD, "
+               "CoNLL) is resampled over seeds only. With one pre-training seed per variant (records without "
+               "`pretrain_seed`), pre-training noise is not covered: a verdict is about these checkpoints, not "
+               "about the procedure.")
+
+
+def fmt_covers(est: Estimate) -> str:
+    """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on both sides; 'E 2/5 tasks'
+    where only some tasks of a multi-task score hold per-example predictions."""
+    with_examples, components = est.examples_in
+    shown = []
+    for source in est.covers:
+        text = f"[{COVERS_SHORT[source]}]" if source in est.paired else COVERS_SHORT[source]
+        if source == EXAMPLES and with_examples < components:
+            text += f" {with_examples}/{components} tasks"
+        shown.append(text)
+    return "·".join(shown)
 
 
 def fmt_difference(diff: Optional[Difference], decimals: int = 1) -> tuple[str, str]:
-    """('+2.3', '[+0.4, +4.2]'); ('+2.3', 'no interval (1 seed pair)'); ('–', '–') with nothing paired."""
-    if diff is None or diff.estimate is None:
+    """('+2.3', '[+0.4, +4.2]'); ('+2.3', 'no interval (1 run)'); ('–', '–') with nothing compared."""
+    if diff is None:
         return MISSING, MISSING
-    value = f"{diff.estimate:+.{decimals}f}"
-    if diff.interval is None:
-        return value, f"no interval ({len(diff.seeds)} seed pair)"
-    return value, fmt_interval(diff.interval, decimals, signed=True)
+    est = diff.estimate
+    value = f"{est.estimate:+.{decimals}f}"
+    if not diff.has_interval:
+        return value, "no interval (1 run a side)"
+    return value, f"[{est.low:+.{decimals}f}, {est.high:+.{decimals}f}]"
+
+
+def fmt_runs(diff: Difference) -> str:
+    """'3/3' runs a side ('3–5/3–5' over tasks with different seeds); with pre-training seeds: '2×3/2×3'."""
+    def one(s: Side) -> str:
+        pres = {p for c in s.components for p in c.pretrain_seeds}
+        low, high = min(len(c.runs) for c in s.components), max(len(c.runs) for c in s.components)
+        if len(pres) > 1:
+            low, high = low // len(pres), high // len(pres)
+        runs = str(low) if low == high else f"{low}–{high}"
+        return f"{len(pres)}×{runs}" if len(pres) > 1 else runs
+    return f"{one(diff.a)}/{one(diff.b)}"
 
 
 # --- the table of differences against each size's MLM+NSP -------------------------------------------------
@@ -119,33 +177,35 @@ REFERENCE = "MLM+NSP"  # the paper's BERT: every other variant of the same size 
 
 
 def differences_table(data: ReportData) -> Table:
-    """Every variant minus the same size's MLM+NSP, per row, paired by seed."""
-    header = ("Task", "Split", "Metric", "Difference", "Mean", "95% interval", "Seed pairs")
+    """The same size's MLM+NSP minus every other variant, per row, by the multi-bootstrap (the claims' direction)."""
+    header = ("Task", "Split", "Metric", "Difference", "Mean", "95% interval", "Covers", "Runs a/b")
     rows = []
     for row in data.rows:
         for ref in (v for v in data.variants if v.objective == REFERENCE):
-            ref_cell = data.cell(ref, row)
-            if ref_cell is None:
+            b = row_side(data, ref, row)
+            if b is None:
                 continue
-            ref_stats = seed_stats(ref_cell.records, row.metric)
             for other in data.variants:
-                cell = data.cell(other, row)
-                if other is ref or other.size != ref.size or cell is None:
+                if other is ref or other.size != ref.size:
                     continue
-                stats = seed_stats(cell.records, row.metric)
-                a = Side(other, (row,), stats.by_seed(), is_degenerate(cell.records))
-                b = Side(ref, (row,), ref_stats.by_seed(), is_degenerate(ref_cell.records))
-                diff = difference(a, b)
+                a = row_side(data, other, row)
+                if a is None:
+                    continue
+                # MLM+NSP first, as every claim puts it: the same call, the same draws, the same number
+                diff = difference(b, a)
                 value, interval = fmt_difference(diff)
-                flag = " ⊘" if diff.degenerate else ""
+                flag = (" ⊘" if diff.degenerate else "") + (" ≈" if diff.near_constant else "")
                 task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
                 rows.append((task + ("" if row.task_version == 1 else f" v{row.task_version}"), row.eval_kind,
-                             row.metric, f"{other.label} − {ref.label}{flag}", value, interval,
-                             str(len(diff.seeds))))
-    notes = ("Paired: the difference is taken per fine-tuning seed (same seed, same evaluation examples), then "
-             "averaged; the interval is the 95% t-interval over those per-seed differences. One pair has no "
-             "interval. ⊘: a side has a degenerate seed (one class for every example).",)
-    return Table("differences", f"Paired differences against {REFERENCE}", header, tuple(rows), notes)
+                             row.metric, f"{ref.label} − {other.label}{flag}", value, interval,
+                             fmt_covers(diff.estimate), fmt_runs(diff)))
+    notes = ("The multi-bootstrap (Sellam et al., The MultiBERTs, 2021): pre-training seeds, fine-tuning seeds and "
+             "dev examples are resampled jointly, paired where both sides share them; the interval is the estimate "
+             "± t·SE (SE over the replicates, Satterthwaite degrees of freedom over the seed units). The mean uses "
+             "every seed of each side. ⊘: a side has a degenerate seed (one class for every example); ≈: a side "
+             "has a near-constant seed (≥ 95% one label or value).", COVERS_NOTE)
+    return Table("differences", f"Differences: {REFERENCE} − each other variant", header, tuple(rows), notes)
 
 
-__all__ = ["DEV_KINDS", "Difference", "REFERENCE", "Side", "difference", "differences_table", "fmt_difference", "gain_side", "side"]
+__all__ = ["COVERS_NOTE", "DEV_KINDS", "Difference", "REFERENCE", "Side", "difference", "differences_table",
+           "fmt_covers", "fmt_difference", "fmt_runs", "gain_side", "row_side", "side"]

@@ -1,0 +1,126 @@
+"""`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to detect an effect, and what they cost.
+
+From the committed records of a study: the variance components of each side (between fine-tuning seeds,
+between pre-training seeds where several ran, and the dev examples' sampling variance), the cost of one
+run on the machine the records ran on (each record's `wall_seconds` times the learning rates its grid
+compared; the pre-training run's `wall_seconds`), and the effect to detect (the paper's |a − b| by
+default). The MDE of a design of P pre-training × F fine-tuning seeds a side is
+(z(0.975) + z(0.8))·√Var, Var = Σ_sides σ²_pre/P + σ²_ft/(P·F) + σ²_examples (normal quantiles: a plan,
+not a verdict). One pre-training seed a variant measures no pre-training variance: the plan shows the
+design under two assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs
+found them of the same order).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.report.model import ReportData
+from bertbench.report.multibootstrap import (
+    Component,
+    VarianceComponents,
+    mde_floor,
+    paired_example_variance,
+    plan_designs,
+    variance_components,
+)
+from bertbench.report.tables.claims import Claims, claim_sides, evaluate, load_claims
+from bertbench.report.tables.paired import Side
+
+
+def _costs(data: ReportData, side: Side) -> tuple[float, float, str]:
+    """(seconds of one pre-training run, seconds of one fine-tuning seed with its whole lr grid, hardware)."""
+    pre = side.variant.pretraining or {}
+    row = side.rows[0]
+    records = data.cell(side.variant, row).records
+    walls = [r["wall_seconds"] for r in records if r.get("wall_seconds") is not None]
+    if not walls:
+        raise BertbenchError(f"plan: the {row.task} records of {side.variant.label} hold no wall_seconds")
+    grid = max(len(((r["finetune"].get("selection") or {}).get("grid")) or [None]) for r in records)
+    hardware = records[0].get("hardware") or "unknown hardware"
+    return float(pre.get("wall_seconds") or 0.0), math.fsum(walls) / len(walls) * grid, hardware
+
+
+def _fmt_vc(vc: VarianceComponents) -> str:
+    pre = "not measured (one pre-training seed)" if vc.pretrain is None else f"{vc.pretrain:.2f}"
+    ex = "not stored (seeds only)" if vc.examples is None else f"{vc.examples:.2f}"
+    return f"fine-tuning seeds {vc.finetune:.2f}, pre-training seeds {pre}, dev examples {ex}"
+
+
+def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effect: float,
+                 costs: tuple[tuple[float, float], tuple[float, float]], max_seeds: int, pretrain_default: float,
+                 examples: Optional[float]) -> str:
+    designs = plan_designs(a, b, effect, cost_pretrain=(costs[0][0], costs[1][0]),
+                           cost_finetune=(costs[0][1], costs[1][1]), max_seeds=max_seeds,
+                           pretrain_default=pretrain_default, examples=examples)
+    if not designs:
+        return f"- {label}: no design up to {max_seeds} × {max_seeds} seeds a side detects {effect:.1f}."
+    d = designs[0]
+    return (f"- {label}: {d.pretrain_seeds} pre-training × {d.finetune_seeds} fine-tuning seeds a side "
+            f"(MDE {d.mde:.2f}), {d.cost_seconds / 60:.0f} CPU-minutes from scratch.")
+
+
+def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
+               claims: Optional[Claims] = None) -> list[str]:
+    """The plan's lines for one claim of claims.yaml, once per model size that has both of its variants."""
+    claims = claims or load_claims(paper=data.paper)
+    claim = next((c for c in claims.claims if c.id == claim_id), None)
+    if claim is None:
+        known = ", ".join(c.id for c in claims.claims)
+        raise BertbenchError(f"plan: no claim {claim_id!r} in claims.yaml (known: {known})")
+    if len(claim.scores) != 1 or claim.checkpoint != "last":
+        raise BertbenchError(f"plan: claim {claim_id} averages several tasks or checkpoints; plan one task's claim")
+    lines: list[str] = []
+    for outcome in (o for o in evaluate(data, claims) if o.claim.id == claim_id):
+        if outcome.diff is None:
+            lines.append(f"{claim_id}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
+            continue
+        lines += _plan_lines(data, claims, outcome, effect, max_seeds)
+    return lines
+
+
+def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) -> list[str]:
+    claim = outcome.claim
+    sa, sb, _ = claim_sides(data, claim, outcome.size)
+    target = effect if effect is not None else outcome.effect
+    if target is None:
+        raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
+    comps: Sequence[Component] = (sa.components[0], sb.components[0])
+    vca, vcb = (variance_components(c) for c in comps)
+    examples = paired_example_variance(*comps)  # the difference's, on the same dev examples
+    (pre_a, ft_a, hardware), (pre_b, ft_b, _) = _costs(data, sa), _costs(data, sb)
+    costs = ((pre_a, ft_a), (pre_b, ft_b))
+    est = outcome.diff.estimate
+    source = "given" if effect is not None else f"the paper's |a − b|, {claim.source}"
+    lines = [
+        f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on {sa.rows[0].task} "
+        f"({sa.rows[0].metric}).",
+        f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
+        f"Measured variance (points²): a: {_fmt_vc(vca)}; b: {_fmt_vc(vcb)}.",
+        f"Today: {est.pretrain_seeds[0]}×{len(comps[0].runs)} / {est.pretrain_seeds[1]}×{len(comps[1].runs)} "
+        f"seeds, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} (multi-bootstrap, t quantiles).",
+        f"Cost of one run on {hardware}: pre-training a {pre_a / 60:.1f} min, b {pre_b / 60:.1f} min; one fine-tuning "
+        f"seed (its whole lr grid) a {ft_a / 60:.1f} min, b {ft_b / 60:.1f} min.",
+    ]
+    unmeasured = vca.pretrain is None or vcb.pretrain is None
+    if unmeasured:
+        lines.append(_design_line("assuming no pre-training variance (a lower bound)", vca, vcb, target, costs,
+                                  max_seeds, 0.0, examples))
+        same = (vca.finetune + vcb.finetune) / 2
+        lines.append(_design_line(f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb,
+                                  target, costs, max_seeds, same, examples))
+    else:
+        lines.append(_design_line("with the measured pre-training variance", vca, vcb, target, costs, max_seeds, 0.0,
+                                  examples))
+    ex_text = "not stored (seeds only)" if examples is None else f"{examples:.2f}"
+    lines.insert(3, f"Dev examples' variance of a − b, paired (the same examples): {ex_text}.")
+    floor = mde_floor(vca, vcb, examples=examples)
+    lines.append(f"Floor: with unlimited seeds the dev examples alone leave an MDE of {floor:.2f} (this dev split's size)."
+                 if examples is not None else
+                 "Floor: unknown (the records keep no per-example predictions for this metric).")
+    return lines
+
+
+__all__ = ["plan_claim"]
