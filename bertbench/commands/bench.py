@@ -92,6 +92,8 @@ def pretrain(
     steps: Steps = 8,
     warmup: Warmup = 2,
     threads: Threads = None,
+    accelerator: Annotated[str, typer.Option("--accelerator", help="cpu | cuda | auto. On a GPU, MFU is against its "
+                                             "datasheet's dense bf16 peak (bertbench.benchmarks.common.GPU_PEAK_TFLOPS).")] = "cpu",
     as_json: AsJson = False,
     quiet: Quiet = False,
     embed: Embed = None,
@@ -100,7 +102,8 @@ def pretrain(
     from bertbench.benchmarks import common, pretrain as bench_pretrain
 
     result = bench_pretrain.run(
-        model_size, vocab_size, batch_size, seq_len, precision, steps, warmup, threads, common.progress_to_stderr(quiet)
+        model_size, vocab_size, batch_size, seq_len, precision, steps, warmup, threads, common.progress_to_stderr(quiet),
+        accelerator=accelerator,
     )
     _emit(result, as_json)
     _embed(result, embed, f"bertbench bench pretrain --model-size {model_size} --batch-size {batch_size} --seq-len {seq_len}")
