@@ -34,7 +34,7 @@ def test_bench_asks_for_a_gpu_that_is_not_there():
 def test_the_model_computes_the_same_on_the_gpu():
     from bertbench.benchmarks.pretrain import synthetic_batches
     from bertbench.config import ModelConfig
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
 
     torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
     torch.backends.cudnn.allow_tf32 = False

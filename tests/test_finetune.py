@@ -53,10 +53,10 @@ def test_every_task_type_end_to_end_on_fixtures(tmp_path):
 
 
 def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     torch.manual_seed(0)
@@ -65,7 +65,8 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
     # objective + nsp in the summary; its records are today's version, without an NSP head or key
     summary = {"objective": "clm", "nsp": False, "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
                "code_version": "test", "hardware": "cpu", "run_dir": str(tmp_path), "heldout": {"clm_loss": 3.0}}
-    save_checkpoint(tmp_path / "ckpt", model, tok, run_config={}, summary=summary)
+    save_checkpoint(tmp_path / "ckpt", model, tok, run_config={})
+    (tmp_path / "ckpt" / "summary.json").write_text(json.dumps(summary))  # the old form, as such a file holds it
     out = tmp_path / "out"
     finetune("--model", str(tmp_path / "ckpt"), "--tasks", "rte,conll2003", "--data-dir", str(FIXTURE_DATA),
              "--max-steps", "2", "--seeds", "1,2", "--out", str(out), "--precision", "32")
@@ -75,6 +76,9 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
         pre = rec.data["model"]["pretraining"]
         assert pre["objective"] == "clm" and pre["tokens_seen"] == 1234 and "nsp" not in pre
         assert json.loads(rec.path.read_text())["schema_version"] == 2
+        # no machine path in the file: the run folder and the model keep their last parts only
+        assert pre["run_dir"] == Path(*tmp_path.parts[-2:]).as_posix() and str(tmp_path) not in rec.path.read_text()
+        assert rec.data["model"]["source"] == Path(*(tmp_path / "ckpt").parts[-3:]).as_posix()
         assert rec.data["model"]["fingerprint"].startswith("sha256:")
     assert sorted(r.data["seed"] for r in records if r.data["task"] == "rte") == [1, 2]
 
@@ -124,10 +128,10 @@ def test_malformed_rows_name_file_and_line(tmp_path):
 
 def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_path):
     """A CPU recipe pre-trains without dropout; its checkpoint says 0.0, and fine-tuning must still run at 0.1."""
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import PAPER_DROPOUT, ModelConfig
-    from bertbench.model import BertForPreTraining, Dropout
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining, Dropout
+    from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.finetune_run import resolve_model_source
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)

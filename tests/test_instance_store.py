@@ -16,7 +16,7 @@ from bertbench.data import corpus as corpus_mod
 from bertbench.data.corpus import NpyAppender
 from bertbench.data.instance_store import sample_order
 from bertbench.data.instances import build_pretraining_data
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 MIXED = [str(CORPUS / "jsonl"), str(CORPUS / "txt"), str(CORPUS / "wiki")]
@@ -80,7 +80,7 @@ def test_progress_lines_have_bertbench_shapes(tok, tmp_path, monkeypatch, capsys
     monkeypatch.setenv("BERTBENCH_PROGRESS_SECONDS", "0")  # a line at every file and every document
     monkeypatch.delenv("BERTBENCH_PROGRESS", raising=False)
     build_pretraining_data(DataConfig(corpus=MIXED, max_seq_len=32), tok, cache_dir=tmp_path)
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # stderr: stdout may carry a command's JSON
     assert re.search(r"^tokenising the corpus: 3 files, [\d,]+ of [\d,]+ MB \(\d+%\)", out, re.M), out
     assert re.search(r"^building train instances: [\d,]+/10 documents \(\d+%\)", out, re.M), out
     assert not foreign_lines(out)  # the quiet-terminal tests allow exactly these shapes

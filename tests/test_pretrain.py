@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -79,7 +80,18 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     ck = bertbench.load_checkpoint(out / "checkpoint")
     assert ck.config.causal == (objective == "clm")
     assert ck.model.has_nsp == nsp and any(k.startswith("nsp.") for k in ck.model.state_dict()) == nsp
-    assert ck.summary["steps"] == 10
+    assert ck.summary.steps == 10 and ck.summary.to_json() == summary  # results.read_summary gives the file back
+    assert _absolute_paths(summary) == [] and _absolute_paths(json.loads((out / "checkpoint" / "summary.json").read_text())) == []
+    assert summary["run_dir"] == Path(*out.parts[-2:]).as_posix() and "/" not in summary["data"]["cache"]
+
+
+def _absolute_paths(value, where: str = "") -> list[str]:
+    """Every string in a JSON value that is an absolute path (a machine's folder), with where it sits."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _absolute_paths(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _absolute_paths(v, f"{where}[{i}]")]
+    return [f"{where}: {value}"] if isinstance(value, str) and Path(value).is_absolute() else []
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, corpus, monkeypatch):
@@ -144,8 +156,8 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     from bertbench.config import DataConfig, ModelConfig
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     docs = write_corpus(tmp_path / "docs", n_docs=6, seed=3)
     tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)
@@ -218,7 +230,7 @@ def test_two_phase_schedule_switches_sequence_length(tmp_path, corpus, monkeypat
 def test_module_clips_gradients_when_its_optimizer_is_fused(fused):
     """Lightning refuses to clip for a fused optimizer, so the module does it (and only then)."""
     from bertbench.config import ModelConfig, OptimConfig
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
     from bertbench.training.pretrain_module import PretrainModule
 
     model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))

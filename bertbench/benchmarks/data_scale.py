@@ -200,7 +200,7 @@ def _probe_main(argv: list[str]) -> None:
 
     from bertbench.config import DataConfig, PretrainConfig
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     pcfg = PretrainConfig()  # the seed and objective `bertbench pretrain` uses: the train-start run finds this index
     tok = WordPieceTokenizer.load(Path(args.tokenizer))

@@ -156,24 +156,9 @@ class Probe:
 
 
 def probe_callback(probe: Probe):
-    import lightning as L
+    from bertbench.training.callbacks import QualityProbe
 
-    class QualityProbe(L.Callback):
-        def __init__(self):
-            self.tokens = 0
-
-        def on_train_start(self, trainer, pl_module):
-            with pl_module.clock_paused():
-                probe.record(pl_module.model, 0.0, 0, 0)
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            self.tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
-            t = pl_module.training_seconds()
-            if probe.due(t) or pl_module.budget_spent():
-                with pl_module.clock_paused():
-                    probe.record(pl_module.model, t, self.tokens, trainer.global_step)
-
-    return QualityProbe()
+    return QualityProbe(probe)
 
 
 def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: str) -> dict[str, Any]:
@@ -217,8 +202,8 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
     from transformers import BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling
 
     from bertbench.benchmarks.pretrain import hf_adamw, hf_config
-    from bertbench.model import BertForPreTraining
-    from bertbench.provenance import resolve_precision
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.runtime.provenance import resolve_precision
     from bertbench.training.pretrain_module import linear_warmup_decay
     from bertbench.training.pretrain_run import model_config_for
 
@@ -300,7 +285,7 @@ def run(
     pair (ours, hf) first, side by side in two processes of `pair_threads` threads each (so three 25-minute
     sides take two slots of the clock, not three), then ours-recipe here."""
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.pretrain_run import load_or_train_tokenizer
 
     if not minutes > 0:

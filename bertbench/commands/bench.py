@@ -192,7 +192,7 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
                 as_json: bool, quiet: bool, embed: Optional[Path]) -> None:
     from bertbench.benchmarks import common, data_scale
     from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text
+    from bertbench.runtime.files import atomic_write_text
     from bertbench.paths import default_data_dir
 
     try:
@@ -234,7 +234,7 @@ def quality(
     """Held-out MLM accuracy after the same training minutes: bertbench vs the Hugging Face stack, same tokenizer."""
     from bertbench.benchmarks import common, quality as bench_quality
     from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text
+    from bertbench.runtime.files import atomic_write_text
     from bertbench.paths import default_data_dir
 
     if render is not None:
@@ -406,7 +406,7 @@ def _allocator_markdown(result: dict[str, Any], command: str) -> str:
 
 def _embed_block(target: Path, name: str, body: str) -> None:
     from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text, replace_marked_block
+    from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
     if not target.is_file():
         raise BertbenchError(f"{target}: no such file to embed the table in")

@@ -17,7 +17,7 @@ and each file's ids are appended to three flat .npy arrays as its task ends, in 
 holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
 path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and
 the whole table was concatenated in memory at the end). Progress lines come at bertbench's cadence
-(`bertbench.progress`). The arrays live in `<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
+(`bertbench.runtime.progress`). The arrays live in `<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
 tokenizer (vocabulary + normalisation) and the reader and splitter versions; a second run memory-maps
 them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench.
 """
@@ -452,7 +452,7 @@ def _shard_arrays(selected: list[Shard], backend, dtype, num_proc: int) -> Itera
 def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder: Path, echo) -> tuple[int, int, int]:
     """Tokenise every shard into folder/{tokens,sent_offsets,doc_offsets}.npy, written as they come.
     Returns (documents, sentences, tokens)."""
-    from bertbench.progress import Ticker, every_seconds, fmt_seconds
+    from bertbench.runtime.progress import Ticker, every_seconds, fmt_seconds
 
     folder.mkdir(parents=True, exist_ok=True)
     tok_out = NpyAppender(folder / "tokens.npy", dtype)
@@ -488,16 +488,21 @@ def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder
 
 def first_process() -> bool:
     """Not a second rank of a multi-process run (those build the same cache and stay silent)."""
-    return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+    from bertbench.runtime.run_dir import RANK_VARIABLES
+
+    return all(os.environ.get(k, "0") == "0" for k in RANK_VARIABLES)
 
 
 def progress_echo(log=None):
-    """Where progress lines go: `log` if given, else stdout; None when progress is off or in a second rank."""
-    from bertbench.progress import every_seconds
+    """Where progress lines go: `log` if given, else stderr (stdout may carry a command's JSON); None when
+    progress is off or in a second rank."""
+    import sys
+
+    from bertbench.runtime.progress import every_seconds
 
     if every_seconds() is None or not first_process():
         return None
-    return log or (lambda line: print(line, flush=True))
+    return log or (lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def load_tokenized_corpus(

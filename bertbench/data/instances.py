@@ -85,7 +85,7 @@ class _Offsets:
 
 def _with_progress(docs: list[int], echo, what: str):
     """`docs`, with a progress line every so often (nothing when `echo` is None)."""
-    from bertbench.progress import Ticker, every_seconds, fmt_seconds
+    from bertbench.runtime.progress import Ticker, every_seconds, fmt_seconds
 
     ticker = Ticker(every_seconds() if echo else None)
     t0, n = time.perf_counter(), len(docs)
