@@ -164,7 +164,7 @@ def data(
     from bertbench.benchmarks import common, data as bench_data
 
     if render is not None:
-        _render_data_scale(render, embed)
+        _render_data_scale(render, embed, save_json)
         return
     if scale is not None:
         _data_scale(scale, corpus, tokenizer, seq_len, save_json, as_json, quiet, embed)
@@ -173,17 +173,20 @@ def data(
     _emit(result, as_json)
 
 
-def _render_data_scale(saved: Path, embed: Optional[Path]) -> None:
+def _render_data_scale(saved: Path, embed: Optional[Path], save_json: Optional[Path]) -> None:
     from bertbench.benchmarks import data_scale
     from bertbench.errors import BertbenchError
+    from bertbench.runtime.files import atomic_write_text
 
     try:
-        result = json.loads(saved.read_text(encoding="utf-8"))
+        result = data_scale.derive(json.loads(saved.read_text(encoding="utf-8")))
         command = f"bertbench bench data --scale {','.join(map(str, result['config']['scales']))}"
         text = data_scale.markdown(result, command)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise BertbenchError(f"{saved}: not a readable bench data --scale JSON ({type(err).__name__}: {err})") from None
     typer.echo(text)
+    if save_json is not None:
+        atomic_write_text(save_json, json.dumps(result, indent=2) + "\n")
     if embed is not None:
         _embed_block(embed, "data-scale", text)
 
