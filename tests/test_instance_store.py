@@ -103,3 +103,5 @@ def test_scale_benchmark_links_the_corpus_and_fits_a_line(tmp_path):
     assert ex["cache_gb"] == PAPER_CORPUS_MB / 2 / 1000 and ex["build_peak_rss_mb"] == 100
     assert ex["tokenise_hours"] == round(PAPER_CORPUS_MB * 2 / 32 / 3600, 2)  # 1 s/MB on 2 cores, 32 cores there
     assert ex["instance_index_hours"] == round(PAPER_CORPUS_MB / 10 / 3600, 2)  # one process: no speed-up
+    falling = extrapolate([point(100, 1080), point(200, 1010), point(400, 1040)], cores_used=2)
+    assert falling["train_start_peak_rss_mb"] == round((1080 + 1010 + 1040) / 3)  # noise read as flat, not as shrinking

@@ -408,7 +408,9 @@ def build_pretraining_data(
     fingerprint = hashlib.sha256(
         json.dumps(
             dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],
-                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed),
+                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed,
+                 # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
+                 **({"static_masks": "per-instance"} if static else {})),
             sort_keys=True,
         ).encode()
     ).hexdigest()
