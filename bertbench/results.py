@@ -144,25 +144,8 @@ class FinetuneInfo(TypedDict, total=False):
     selection: dict[str, Any]  # with a grid only: how the lr (and epoch) was chosen
 
 
-class Record(TypedDict, total=False):
-    schema_version: int
-    task: str
-    task_version: int
-    task_type: str
-    split: SplitInfo
-    metrics: dict[str, Optional[float]]
-    primary_metric: str
-    model: ModelInfo
-    finetune: FinetuneInfo
-    seed: int
-    wall_seconds: Optional[float]
-    code_version: str
-    library_versions: dict[str, str]
-    hardware: Optional[str]
-    date: str
-    predictions_file: Optional[str]
-    extra: dict[str, Any]
-    pretrain_seed: Optional[int]  # optional: the pre-training run's seed; null or absent: unknown (one seed)
+# A record in its file form (`ResultRecord.to_json()`, validated): what readers, the report first, work with.
+Record = dict[str, Any]
 
 
 @dataclass(frozen=True)

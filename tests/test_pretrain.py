@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import absolute_paths
 from typer.testing import CliRunner
 
 from bertbench.cli import app
@@ -81,17 +82,8 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     assert ck.config.causal == (objective == "clm")
     assert ck.model.has_nsp == nsp and any(k.startswith("nsp.") for k in ck.model.state_dict()) == nsp
     assert ck.summary.steps == 10 and ck.summary.to_json() == summary  # results.read_summary gives the file back
-    assert _absolute_paths(summary) == [] and _absolute_paths(json.loads((out / "checkpoint" / "summary.json").read_text())) == []
+    assert absolute_paths(summary) == [] and absolute_paths(json.loads((out / "checkpoint" / "summary.json").read_text())) == []
     assert summary["run_dir"] == Path(*out.parts[-2:]).as_posix() and "/" not in summary["data"]["cache"]
-
-
-def _absolute_paths(value, where: str = "") -> list[str]:
-    """Every string in a JSON value that is an absolute path (a machine's folder), with where it sits."""
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _absolute_paths(v, f"{where}.{k}")]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _absolute_paths(v, f"{where}[{i}]")]
-    return [f"{where}: {value}"] if isinstance(value, str) and Path(value).is_absolute() else []
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, corpus, monkeypatch):

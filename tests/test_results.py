@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import absolute_paths
 
 from bertbench.errors import BertbenchError
 from bertbench.results import (
@@ -342,14 +343,6 @@ def test_fixture_records_are_valid_for_the_real_task_registry():
 # --- typed outputs: one writer, one reader ------------------------------------------------------------
 
 
-def _absolute_paths(value, where: str = "") -> list[str]:
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _absolute_paths(v, f"{where}.{k}")]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _absolute_paths(v, f"{where}[{i}]")]
-    return [f"{where}: {value}"] if isinstance(value, str) and Path(value).is_absolute() else []
-
-
 def test_the_record_class_is_the_schema_the_validator_checks():
     import dataclasses
     import typing
@@ -370,7 +363,7 @@ def test_a_result_record_is_written_by_its_one_writer_without_machine_paths(tmp_
     record = ResultRecord(**{k: v for k, v in rec.items() if k != "schema_version"})
     path = write_record(tmp_path / record_filename(rec), record)
     text = path.read_text(encoding="utf-8")
-    assert _absolute_paths(json.loads(text)) == [] and "/home/someone" not in text and "pretrain_seed" not in text
+    assert absolute_paths(json.loads(text)) == [] and "/home/someone" not in text and "pretrain_seed" not in text
     back = read_record(path)
     assert back["model"]["source"] == "pretrain/mlm_nsp-ab12/checkpoint"
     assert back["model"]["pretraining"]["run_dir"] == "pretrain/mlm_nsp-ab12"
@@ -400,7 +393,7 @@ def test_committed_summaries_are_in_todays_form_without_machine_paths():
     assert len(paths) == 5
     for path in paths:
         on_disk = json.loads(path.read_text(encoding="utf-8"))
-        assert read_summary(path).to_json() == on_disk and _absolute_paths(on_disk) == [], path
+        assert read_summary(path).to_json() == on_disk and absolute_paths(on_disk) == [], path
 
 
 def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
@@ -413,7 +406,7 @@ def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
     summary = read_summary(path)
     assert summary.objective == "mlm+nsp" and summary.heldout == {"mlm_loss_paper_masking": 4.0, "mlm_loss": 4.1}
     out = summary.to_json()
-    assert _absolute_paths(out) == [] and out["data"]["cache"] == "corpus-abc" and out["run_dir"] == "pretrain/a-1"
+    assert absolute_paths(out) == [] and out["data"]["cache"] == "corpus-abc" and out["run_dir"] == "pretrain/a-1"
     assert "nsp" not in out and "an_unknown_key" not in out and "snapshot" not in out
     snap = PretrainSummary(objective="clm", steps=4, snapshot=True, data={"tokens": 1}, batch_size=8)
     assert snap.to_json()["snapshot"] is True and "data" not in snap.to_json() and "batch_size" not in snap.to_json()
