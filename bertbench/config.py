@@ -384,7 +384,7 @@ class DataConfig:
     whole_word_mask: bool = False
     max_predictions_per_seq: Optional[int] = None  # None: no cap beyond mask_ratio (the paper used 20 at 128)
     seed: int = 12345
-    num_proc: int = 1  # datasets.map processes for tokenisation
+    num_proc: int = 0  # worker processes that tokenise the corpus; 0: every core (the result is the same)
 
     def __post_init__(self) -> None:
         check_mask_procedure(self.mask_procedure)

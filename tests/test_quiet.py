@@ -33,6 +33,9 @@ OURS = tuple(re.compile(p) for p in (
     r"\d+ stages at a time, \d+ thread\(s\) each",
     r"wrote (plots to )?\S+( and \S+)?",
     r"stage times: .+",
+    r"tokenising the corpus \(first run; cached in \S+\)",  # the data path's progress (bertbench.data)
+    rf"tokenising the corpus: \d+ files, [\d,]+ of [\d,]+ MB \(\d+%\), [\d.]+ MB/s{_ETA}",
+    rf"building (train|heldout) instances: [\d,]+/[\d,]+ documents \(\d+%\){_ETA}",
 ))
 # What the libraries printed before (each was seen here): the deny-list behind the allow-list.
 NOISE = ("GPU available", "TPU available", "Automatic Mixed Precision", "litlogger", "LeafSpec", "weights_only",

@@ -19,7 +19,7 @@ runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("name", ["smoke", "cpu-quick", "cpu-hour", "paper-base"])
+@pytest.mark.parametrize("name", ["smoke", "cpu-quick", "cpu-hour", "paper-base", "gpu-quick"])
 def test_presets_validate(name):
     assert name in list_presets()
     r = runner.invoke(app, ["run", "--preset", name, "--validate"])

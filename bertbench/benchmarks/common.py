@@ -24,11 +24,11 @@ TCMALLOC_DEFAULT = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 PRECISION_LABEL = {"32-true": "fp32", "bf16-mixed": "bf16"}
 
 
-def parse_precision(precision: str) -> str:
-    """auto | 32 | bf16-mixed (and the aliases fp32, bf16) → '32-true' or 'bf16-mixed' on this CPU."""
+def parse_precision(precision: str, device_type: str = "cpu") -> str:
+    """auto | 32 | bf16-mixed (and the aliases fp32, bf16) → '32-true' or 'bf16-mixed' on this device."""
     from bertbench.runtime.provenance import resolve_precision
 
-    resolved = resolve_precision(precision, "cpu")
+    resolved = resolve_precision(precision, device_type)
     if resolved not in PRECISION_LABEL:
         raise BertbenchError(f"--precision {precision!r}: expected auto, 32 or bf16-mixed")
     return resolved
@@ -87,6 +87,45 @@ def machine() -> dict[str, Any]:
     }
 
 
+# Dense (no sparsity) peaks from the vendors' datasheets, in TFLOP/s: bf16 on the tensor cores, and fp32
+# without them. Matched on torch.cuda.get_device_name(); a GPU not listed is measured (PeakMeter) instead.
+GPU_PEAK_TFLOPS = {
+    "H200": {"bf16": 989.4, "fp32": 66.9},  # SXM; the same compute as H100 SXM, more memory
+    "H100": {"bf16": 989.4, "fp32": 66.9},  # SXM (the PCIe card: 756 / 51)
+    "A100": {"bf16": 312.0, "fp32": 19.5},
+    "L40S": {"bf16": 362.1, "fp32": 91.6},
+    "L4": {"bf16": 121.0, "fp32": 30.3},
+}
+
+
+def device_type(accelerator: str) -> str:
+    """cpu | cuda (gpu) | auto → the torch device type; asking for a GPU where there is none is one line."""
+    import torch
+
+    if accelerator not in ("cpu", "cuda", "gpu", "auto"):
+        raise BertbenchError(f"--accelerator {accelerator!r}: expected cpu, cuda or auto")
+    if accelerator in ("cuda", "gpu") and not torch.cuda.is_available():
+        raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use cpu")
+    return "cuda" if accelerator != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+def device_name(device_type: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if device_type == "cuda" else "cpu"
+
+
+def gpu_peak(device_type: str) -> Optional[dict[str, Any]]:
+    """The datasheet peak of this GPU in GFLOP/s ({"bf16", "fp32", "source"}), or None (CPU, or not listed)."""
+    if device_type != "cuda":
+        return None
+    name = device_name(device_type)
+    for key, peak in GPU_PEAK_TFLOPS.items():
+        if key in name:
+            return {"bf16": peak["bf16"] * 1000, "fp32": peak["fp32"] * 1000, "source": f"{key} datasheet, dense"}
+    return None
+
+
 class PeakMeter:
     """Best GFLOP/s of an n×n×n `torch.matmul` in fp32 and bf16: the roof MFU is measured against.
 
@@ -94,11 +133,14 @@ class PeakMeter:
     would otherwise lower the roof (and raise every MFU) for the whole run.
     """
 
-    def __init__(self, n: int = 2048):
+    def __init__(self, n: int = 2048, device_type: str = "cpu"):
         import torch
 
+        self.device_type = device_type
+        if device_type == "cuda":
+            n = 8192  # a GPU needs a larger product to approach its peak
         gen = torch.Generator().manual_seed(0)
-        a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+        a, b = torch.randn(n, n, generator=gen).to(device_type), torch.randn(n, n, generator=gen).to(device_type)
         self.flops = 2.0 * n**3
         self.operands = {"fp32": (a, b), "bf16": (a.bfloat16(), b.bfloat16())}
         self.best = {name: 0.0 for name in self.operands}
@@ -107,11 +149,14 @@ class PeakMeter:
     def sample(self, reps: int = 1) -> None:
         import torch
 
+        sync = torch.cuda.synchronize if self.device_type == "cuda" else (lambda: None)
         for name, (a, b) in self.operands.items():
             torch.matmul(a, b)  # warm caches and kernel selection
+            sync()
             for _ in range(reps):
                 t0 = time.perf_counter()
                 torch.matmul(a, b)
+                sync()
                 self.best[name] = max(self.best[name], self.flops / (time.perf_counter() - t0) / 1e9)
 
     def result(self) -> dict[str, float]:

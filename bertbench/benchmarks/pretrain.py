@@ -83,20 +83,24 @@ def hf_adamw(model, lr: float, weight_decay: float = 0.01, fused: bool = True):
     return torch.optim.AdamW(groups, lr=lr, **({"fused": True} if fused else {}))
 
 
-def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[dict], bf16: bool, clip: float = 1.0):
-    """A closure running one full training step on batch i; returns the detached loss."""
+def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[dict], bf16: bool, clip: float = 1.0,
+               device_type: str = "cpu"):
+    """A closure running one full training step on batch i; returns the detached loss. On a GPU it waits for
+    the step's kernels before returning, so the caller's clock times the work, not its launch."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step(i: int):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
             loss = forward(model, batches[i])
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if device_type == "cuda":
+            torch.cuda.synchronize()
         return loss.detach()
 
     return step
@@ -113,7 +117,8 @@ def hf_forward(model, b: dict):
     ).loss
 
 
-def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, seed: int = 0) -> list[common.Side]:
+def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, seed: int = 0,
+                device_type: str = "cpu") -> list[common.Side]:
     """bertbench at its default precision, fp32 and bf16 (deduplicated); transformers at fp32 and bf16."""
     import torch
 
@@ -128,15 +133,15 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     precisions = list(dict.fromkeys([default_precision, "32-true", "bf16-mixed"]))
     sides = []
     for p in precisions:
-        model = copy.deepcopy(base)
-        opt = make_adamw(model, optim, "cpu")
-        step = train_step(model, opt, ours_forward, batches, bf16=p == "bf16-mixed")
+        model = copy.deepcopy(base).to(device_type)
+        opt = make_adamw(model, optim, device_type)
+        step = train_step(model, opt, ours_forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
         sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, tokens,
                                  {"optimizer": "AdamW fused (make_adamw)", "vocab_projection": "masked positions"}))
     for p in ("32-true", "bf16-mixed"):
-        model = build_hf_pretraining(cfg, state)
+        model = build_hf_pretraining(cfg, state).to(device_type)
         opt = hf_adamw(model, optim.lr, optim.weight_decay)
-        step = train_step(model, opt, hf_forward, batches, bf16=p == "bf16-mixed")
+        step = train_step(model, opt, hf_forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
         sides.append(common.Side(f"transformers_{common.PRECISION_LABEL[p]}", "transformers", p, step, tokens,
                                  {"optimizer": "AdamW fused (Trainer default)", "vocab_projection": "all positions"}))
     return sides
@@ -171,22 +176,27 @@ def run(
     warmup: int = 2,
     threads: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
+    accelerator: str = "cpu",
 ) -> dict[str, Any]:
     from bertbench.errors import BertbenchError
     from bertbench.model.bert import flops_per_token
 
-    default = common.parse_precision(precision)
+    device_type = common.device_type(accelerator)
+    default = common.parse_precision(precision, device_type)
     cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)
     if not 8 <= seq_len <= cfg.max_position_embeddings:
         raise BertbenchError(f"--seq-len {seq_len}: expected 8..{cfg.max_position_embeddings}")
     if batch_size < 1 or vocab_size < 8:
         raise BertbenchError("--batch-size must be ≥ 1 and --vocab-size ≥ 8")
     common.set_threads(threads)
-    meter = common.PeakMeter()
-    batches = synthetic_batches(cfg, warmup + steps, batch_size, seq_len)
-    sides = build_sides(cfg, batches, default)
+    meter = common.PeakMeter(device_type=device_type)
+    batches = [{k: v.to(device_type) for k, v in b.items()} for b in synthetic_batches(cfg, warmup + steps, batch_size, seq_len)]
+    sides = build_sides(cfg, batches, default, device_type=device_type)
     common.run_rounds(sides, warmup, steps, progress, after_round=meter.sample)
     peak = meter.result()
+    datasheet = common.gpu_peak(device_type)
+    if datasheet is not None:  # on a GPU, MFU is against its datasheet's dense peak, the convention of MFU tables
+        peak = {**datasheet, "measured_matmul": peak}
 
     share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
@@ -221,6 +231,7 @@ def run(
             "grad_clip": 1.0,
         },
         "default_precision": default,
+        "device": common.device_name(device_type),
         "peak_gflops_per_s": peak,
         "peak_method": "torch.matmul 2048x2048x2048, best of samples taken before and after every round",
         "sides": reports,

@@ -92,6 +92,8 @@ def pretrain(
     steps: Steps = 8,
     warmup: Warmup = 2,
     threads: Threads = None,
+    accelerator: Annotated[str, typer.Option("--accelerator", help="cpu | cuda | auto. On a GPU, MFU is against its "
+                                             "datasheet's dense bf16 peak (bertbench.benchmarks.common.GPU_PEAK_TFLOPS).")] = "cpu",
     as_json: AsJson = False,
     quiet: Quiet = False,
     embed: Embed = None,
@@ -100,7 +102,8 @@ def pretrain(
     from bertbench.benchmarks import common, pretrain as bench_pretrain
 
     result = bench_pretrain.run(
-        model_size, vocab_size, batch_size, seq_len, precision, steps, warmup, threads, common.progress_to_stderr(quiet)
+        model_size, vocab_size, batch_size, seq_len, precision, steps, warmup, threads, common.progress_to_stderr(quiet),
+        accelerator=accelerator,
     )
     _emit(result, as_json)
     _embed(result, embed, f"bertbench bench pretrain --model-size {model_size} --batch-size {batch_size} --seq-len {seq_len}")
@@ -146,14 +149,69 @@ def data(
     synthetic_mb: Annotated[float, typer.Option("--synthetic-mb", help="Size of the synthetic corpus.")] = 2.0,
     seq_len: Annotated[int, typer.Option("--seq-len", help="max_seq_len of the instances.")] = 128,
     repeats: Annotated[int, typer.Option("--repeats", help="Timed passes (median reported).")] = 3,
+    scale: Annotated[
+        Optional[str],
+        typer.Option("--scale", help="E.g. 1,2,4: the corpus (default: the data dir's) repeated k times; build time, cache size, "
+                     "peak memory of the build and of a training start, first-batch latency, each in fresh processes."),
+    ] = None,
+    save_json: Annotated[Optional[Path], typer.Option("--save-json", help="With --scale: also write the result JSON here.")] = None,
+    render: Annotated[Optional[Path], typer.Option("--render", help="Measure nothing: print (and --embed) a --scale result saved by --save-json.")] = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
+    embed: Embed = None,
 ) -> None:
-    """Corpus → pre-training instances, in MB of text per second."""
+    """Corpus → pre-training instances, in MB of text per second; with --scale, how time and memory grow with the corpus."""
     from bertbench.benchmarks import common, data as bench_data
 
+    if render is not None:
+        _render_data_scale(render, embed, save_json)
+        return
+    if scale is not None:
+        _data_scale(scale, corpus, tokenizer, seq_len, save_json, as_json, quiet, embed)
+        return
     result = bench_data.run(corpus, synthetic_mb, seq_len, repeats, common.progress_to_stderr(quiet), tokenizer)
     _emit(result, as_json)
+
+
+def _render_data_scale(saved: Path, embed: Optional[Path], save_json: Optional[Path]) -> None:
+    from bertbench.benchmarks import data_scale
+    from bertbench.errors import BertbenchError
+    from bertbench.runtime.files import atomic_write_text
+
+    try:
+        result = data_scale.derive(json.loads(saved.read_text(encoding="utf-8")))
+        command = f"bertbench bench data --scale {','.join(map(str, result['config']['scales']))}"
+        text = data_scale.markdown(result, command)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise BertbenchError(f"{saved}: not a readable bench data --scale JSON ({type(err).__name__}: {err})") from None
+    typer.echo(text)
+    if save_json is not None:
+        atomic_write_text(save_json, json.dumps(result, indent=2) + "\n")
+    if embed is not None:
+        _embed_block(embed, "data-scale", text)
+
+
+def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], seq_len: int, save_json: Optional[Path],
+                as_json: bool, quiet: bool, embed: Optional[Path]) -> None:
+    from bertbench.benchmarks import common, data_scale
+    from bertbench.errors import BertbenchError
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.paths import default_data_dir
+
+    try:
+        scales = [int(x) for x in scale.split(",") if x.strip()]
+    except ValueError:
+        raise BertbenchError(f"--scale {scale!r}: expected comma-separated whole numbers, e.g. 1,2,4") from None
+    corpus = corpus or default_data_dir() / "corpus"
+    tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
+    result = data_scale.run(scales, corpus, tokenizer, seq_len, common.progress_to_stderr(quiet))
+    text = json.dumps(result, indent=2)
+    if save_json is not None:
+        atomic_write_text(save_json, text + "\n")
+    command = f"bertbench bench data --scale {','.join(map(str, scales))}"
+    typer.echo(text if as_json else data_scale.markdown(result, command))
+    if embed is not None:
+        _embed_block(embed, "data-scale", data_scale.markdown(result, command))
 
 
 def quality(

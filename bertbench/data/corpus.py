@@ -12,15 +12,19 @@ Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
 Paragraphs: in .txt files blocks separated by blank lines (line wraps inside are soft); in WikiExtractor
 blocks, jsonl and hub text every non-empty line. A paragraph always ends a sentence.
 
-Reading and tokenisation run through `datasets` (`Dataset.from_generator` sharded over files, then a
-batched `map`, both with `num_proc`). The result is stored as three flat numpy arrays in
-`<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
+Reading and tokenisation run one file per task over `num_proc` worker processes (default: every core),
+and each file's ids are appended to three flat .npy arrays as its task ends, in corpus order: a process
+holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
+path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and
+the whole table was concatenated in memory at the end). Progress lines come at bertbench's cadence
+(`bertbench.runtime.progress`). The arrays live in `<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
 tokenizer (vocabulary + normalisation) and the reader and splitter versions; a second run memory-maps
 them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -328,75 +332,189 @@ class TokenizedCorpus:
         (folder / "meta.json").write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _generate(shards: list[dict[str, Any]]) -> Iterator[dict[str, list[str]]]:
-    for shard in shards:
-        for sentences in iter_shard_documents(shard):
-            yield {"sentences": sentences}
+class NpyAppender:
+    """A 1-D .npy file written in pieces: a fixed-size header (its shape rewritten on `close`), then the
+    arrays as they come — so a corpus of any size is written without holding it in memory."""
+
+    HEADER_BYTES = 128  # magic, version, length, then the header dict padded with spaces (a multiple of 64)
+
+    def __init__(self, path: Path, dtype):
+        self.path, self.dtype, self.count = Path(path), np.dtype(dtype), 0
+        self._fh = open(self.path, "wb")
+        self._fh.write(self._header())
+
+    def _header(self) -> bytes:
+        text = "{'descr': %r, 'fortran_order': False, 'shape': (%d,), }" % (self.dtype.str, self.count)
+        pad = self.HEADER_BYTES - 10 - len(text) - 1
+        return b"\x93NUMPY\x01\x00" + (self.HEADER_BYTES - 10).to_bytes(2, "little") + (text + " " * pad + "\n").encode("latin1")
+
+    def append(self, values) -> None:
+        arr = np.ascontiguousarray(values, dtype=self.dtype)
+        self._fh.write(arr.tobytes())
+        self.count += len(arr)
+
+    def close(self) -> None:
+        self._fh.seek(0)
+        self._fh.write(self._header())
+        self._fh.close()
 
 
-def _tokenize(batch: dict[str, list], backend) -> dict[str, list]:
-    flat = [s for doc in batch["sentences"] for s in doc]
+def _tokenize_documents(documents: list[list[str]], backend, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(token ids, sentence lengths, document lengths in sentences) of `documents`; a sentence of only
+    control characters tokenises to nothing and is dropped, and so is a document left without sentences."""
+    flat = [s for doc in documents for s in doc]
     encode = getattr(backend, "encode_batch_fast", backend.encode_batch)  # _fast: no offsets, same ids, ~10% faster
-    ids = [e.ids for e in encode(flat, add_special_tokens=False)] if flat else []
-    out, k = [], 0
-    for doc in batch["sentences"]:
-        out.append([x for x in ids[k:k + len(doc)] if x])  # a sentence of only control characters → no ids
+    encoded = [e.ids for e in encode(flat, add_special_tokens=False)] if flat else []
+    sent_lens, doc_lens, pieces, k = [], [], [], 0
+    for doc in documents:
+        kept = [ids for ids in encoded[k:k + len(doc)] if ids]
         k += len(doc)
-    return {"input_ids": out}
+        if kept:
+            doc_lens.append(len(kept))
+            sent_lens.extend(len(ids) for ids in kept)
+            pieces.extend(kept)
+    tokens = np.fromiter(itertools.chain.from_iterable(pieces), dtype=dtype, count=sum(sent_lens))
+    return tokens, np.asarray(sent_lens, dtype=np.int64), np.asarray(doc_lens, dtype=np.int64)
 
 
-def _arrow_to_arrays(table, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    import pyarrow.compute as pc
-
-    toks, sent_lens, doc_lens = [], [], []
-    for chunk in table.column("input_ids").chunks:  # list<list<int>> per document
-        doc_lens.append(pc.list_value_length(chunk).to_numpy(zero_copy_only=False))
-        inner = chunk.flatten()
-        sent_lens.append(pc.list_value_length(inner).to_numpy(zero_copy_only=False))
-        toks.append(inner.flatten().to_numpy(zero_copy_only=False).astype(dtype))
-    doc_len = np.concatenate(doc_lens) if doc_lens else np.zeros(0, np.int64)
-    sent_len = np.concatenate(sent_lens) if sent_lens else np.zeros(0, np.int64)
-    doc_len = doc_len[doc_len > 0]  # documents whose text tokenised to nothing
-    tokens = np.concatenate(toks) if toks else np.zeros(0, dtype)
-    sent_offsets = np.concatenate([[0], np.cumsum(sent_len, dtype=np.int64)])
-    doc_offsets = np.concatenate([[0], np.cumsum(doc_len, dtype=np.int64)])
-    return tokens, sent_offsets, doc_offsets
+_WORKER: dict[str, Any] = {}
 
 
-def documents_dataset(shards: list[Shard], num_proc: int = 1, cache_dir: Optional[Path] = None):
-    """The documents as a `datasets.Dataset` with one column, `sentences` (list of strings)."""
-    import datasets
+def _init_worker(tokenizer_json: str, dtype: str) -> None:
+    from tokenizers import Tokenizer  # threads off (TOKENIZERS_PARALLELISM): one process per core already
 
-    features = datasets.Features({"sentences": datasets.List(datasets.Value("string"))})
-    shard_dicts = [s.as_dict() for s in shards]
-    key = hashlib.sha256(json.dumps(shard_dicts, sort_keys=True).encode()).hexdigest()[:16]
+    _WORKER.update(backend=Tokenizer.from_str(tokenizer_json), dtype=np.dtype(dtype))
+
+
+def _tokenize_shard(shard: dict[str, Any]):
+    """One file in a worker process: its arrays (a file is a few MB of text: bounded memory)."""
+    return _tokenize_documents(list(iter_shard_documents(shard)), _WORKER["backend"], _WORKER["dtype"])
+
+
+HUB_BATCH_DOCUMENTS = 1000  # a streamed hub dataset is tokenised in batches of this many documents
+POOL_MIN_BYTES = 4_000_000  # below this the corpus is tokenised in-process: starting workers costs more
+
+
+def default_num_proc() -> int:
+    """Every core this process may run on."""
     try:
-        return datasets.Dataset.from_generator(
-            _generate,
-            features=features,
-            gen_kwargs={"shards": shard_dicts},
-            num_proc=max(1, min(num_proc, len(shard_dicts))) if num_proc > 1 else None,
-            cache_dir=str(cache_dir) if cache_dir else None,
-            fingerprint=f"bertbench-docs-{key}-{READER_VERSION}-{SPLITTER_VERSION}",
-        )
-    except Exception as err:  # datasets wraps errors raised inside the generator
-        cause = err
-        while cause is not None and not isinstance(cause, BertbenchError):
-            cause = cause.__cause__ or cause.__context__
-        if cause is not None:
-            raise cause from None
-        raise
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _fork_pool(processes: int, tokenizer_json: str, dtype: str):
+    """Worker processes, forked (spawn would re-import the caller's main script, which a script without a
+    `__main__` guard cannot survive). TOKENIZERS_PARALLELISM is set while they fork: the tokenizers library
+    otherwise prints a warning in each child of a process that used its threads (ours, training the vocabulary)."""
+    import multiprocessing
+
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        return multiprocessing.get_context("fork").Pool(processes, initializer=_init_worker, initargs=(tokenizer_json, dtype))
+    finally:
+        if before is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
+
+def _shard_arrays(selected: list[Shard], backend, dtype, num_proc: int) -> Iterator[tuple[Shard, tuple]]:
+    """(shard, its arrays) in corpus order: local files over `num_proc` worker processes, hub datasets
+    streamed in batches in this process."""
+    local = [s for s in selected if s.kind != "hub"]
+    total = sum(os.path.getsize(s.path) for s in local)
+    pool = None
+    if num_proc > 1 and len(local) > 1 and total >= POOL_MIN_BYTES:
+        pool = _fork_pool(min(num_proc, len(local)), backend.to_str(), np.dtype(dtype).str)
+    try:
+        results = iter(pool.imap(_tokenize_shard, [s.as_dict() for s in local])) if pool else None
+        for s in selected:
+            if s.kind == "hub":
+                batch: list[list[str]] = []
+                for doc in iter_shard_documents(s.as_dict()):
+                    batch.append(doc)
+                    if len(batch) == HUB_BATCH_DOCUMENTS:
+                        yield s, _tokenize_documents(batch, backend, dtype)
+                        batch = []
+                yield s, _tokenize_documents(batch, backend, dtype)
+            elif results is not None:
+                yield s, next(results)
+            else:
+                yield s, _tokenize_documents(list(iter_shard_documents(s.as_dict())), backend, dtype)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+
+def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder: Path, echo) -> tuple[int, int, int]:
+    """Tokenise every shard into folder/{tokens,sent_offsets,doc_offsets}.npy, written as they come.
+    Returns (documents, sentences, tokens)."""
+    from bertbench.runtime.progress import Ticker, every_seconds, fmt_seconds
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok_out = NpyAppender(folder / "tokens.npy", dtype)
+    sent_out = NpyAppender(folder / "sent_offsets.npy", np.int64)
+    doc_out = NpyAppender(folder / "doc_offsets.npy", np.int64)
+    sent_out.append([0])
+    doc_out.append([0])
+    n_tokens = n_sents = 0
+    total_mb = sum(os.path.getsize(s.path) for s in selected if s.kind != "hub") / 1e6
+    done_mb, files, t0 = 0.0, 0, time.perf_counter()
+    ticker = Ticker(every_seconds() if echo else None)
+    try:
+        for shard, (tokens, sent_lens, doc_lens) in _shard_arrays(selected, tokenizer.backend, dtype, num_proc):
+            tok_out.append(tokens)
+            sent_out.append(n_tokens + np.cumsum(sent_lens))
+            doc_out.append(n_sents + np.cumsum(doc_lens))
+            n_tokens += int(sent_lens.sum())
+            n_sents += len(sent_lens)
+            if shard.kind != "hub":
+                files += 1
+                done_mb += os.path.getsize(shard.path) / 1e6
+            if ticker.due():
+                secs = time.perf_counter() - t0
+                share = done_mb / total_mb if total_mb else 0.0
+                eta = f", ETA {fmt_seconds(secs * (1 - share) / share)}" if 0 < share < 1 else ""
+                echo(f"tokenising the corpus: {files} files, {done_mb:,.0f} of {total_mb:,.0f} MB ({100 * share:.0f}%), "
+                     f"{done_mb / max(secs, 1e-9):.1f} MB/s{eta}")
+    finally:
+        for out in (tok_out, sent_out, doc_out):
+            out.close()
+    return doc_out.count - 1, n_sents, n_tokens
+
+
+def first_process() -> bool:
+    """Not a second rank of a multi-process run (those build the same cache and stay silent)."""
+    from bertbench.runtime.run_dir import RANK_VARIABLES
+
+    return all(os.environ.get(k, "0") == "0" for k in RANK_VARIABLES)
+
+
+def progress_echo(log=None):
+    """Where progress lines go: `log` if given, else stderr (stdout may carry a command's JSON); None when
+    progress is off or in a second rank."""
+    import sys
+
+    from bertbench.runtime.progress import every_seconds
+
+    if every_seconds() is None or not first_process():
+        return None
+    return log or (lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def load_tokenized_corpus(
     corpus: list[str],
     tokenizer,
     max_documents: Optional[int] = None,
-    num_proc: int = 1,
+    num_proc: int = 0,
     cache_dir: Optional[Path] = None,
     log=None,
 ) -> TokenizedCorpus:
-    """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache."""
+    """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
+    `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size."""
     shards, ignored = resolve_corpus(corpus)
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(shards, max_documents, tokenizer)
@@ -405,39 +523,16 @@ def load_tokenized_corpus(
         return TokenizedCorpus.load(final)
 
     t0 = time.perf_counter()
-    if log:
-        log(f"tokenising the corpus (first run; cached in {final})")
+    echo = progress_echo(log)
+    if echo:
+        echo(f"tokenising the corpus (first run; cached in {final})")
     selected, records = _scan(shards, max_documents)
     work = root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     try:
-        import datasets
-
-        from datasets.utils.tqdm import are_progress_bars_disabled
-
-        was_enabled = not are_progress_bars_disabled()
-        datasets.disable_progress_bars()
-        try:
-            docs = documents_dataset(selected, num_proc, work / "hf")
-            features = datasets.Features({"input_ids": datasets.List(datasets.List(datasets.Value("int32")))})
-            tokenized = docs.map(
-                _tokenize,
-                batched=True,
-                batch_size=32,
-                num_proc=num_proc if num_proc > 1 else None,
-                remove_columns=["sentences"],
-                features=features,
-                fn_kwargs={"backend": tokenizer.backend},
-                new_fingerprint=f"bertbench-tok-{key[:32]}",
-                desc="tokenising",
-            )
-        finally:
-            if was_enabled:
-                datasets.enable_progress_bars()
         dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
-        tokens, sent_offsets, doc_offsets = _arrow_to_arrays(tokenized.data.table, dtype)
-        del docs, tokenized
-        if len(doc_offsets) < 2:
+        n_docs, n_sents, n_tokens = _write_arrays(selected, tokenizer, dtype, num_proc or default_num_proc(), work, echo)
+        if n_docs < 1:
             raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
         fingerprint = hashlib.sha256(
             json.dumps(dict(sources=records, max_documents=max_documents), sort_keys=True).encode()
@@ -452,13 +547,12 @@ def load_tokenized_corpus(
             tokenizer_sha256=_tokenizer_hash(tokenizer),
             splitter_version=SPLITTER_VERSION,
             reader_version=READER_VERSION,
-            documents=len(doc_offsets) - 1,
-            sentences=len(sent_offsets) - 1,
-            tokens=int(sent_offsets[-1]),
+            documents=n_docs,
+            sentences=n_sents,
+            tokens=n_tokens,
             build_seconds=round(time.perf_counter() - t0, 2),
         )
-        shutil.rmtree(work / "hf", ignore_errors=True)
-        TokenizedCorpus(tokens, sent_offsets, doc_offsets, meta).save(work)
+        (work / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         try:
             os.replace(work, final)
         except OSError:  # another process finished the same build first: use theirs

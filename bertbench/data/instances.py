@@ -23,22 +23,29 @@ Layouts (all start with [CLS]; every instance ≤ max_seq_len tokens):
   tokens, each behind a [CLS]; no padding (the incomplete last block is dropped).
 
 Held-out data is a slice of *documents* (never of sequences), chosen by `DataConfig.seed` alone so that
-runs with different training seeds are evaluated on the same text. Instances are kept as one flat
-token array + offsets (`InstanceSet`), cheap to index and to pickle.
+runs with different training seeds are evaluated on the same text. Instances are built once per
+(corpus, split, seed, layout) into an index on disk beside the tokenised corpus (`instance_store`): segments
+into the memory-mapped token ids, read on the fly. Building streams over the documents with bounded
+memory (the only per-instance arrays held are the shuffle's, 16 bytes an instance), and a training process
+maps the index: its memory does not grow with the corpus. Instances and their order are the ones the
+in-memory builder made before (the same draws from the same generator), so batches are unchanged.
 """
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
+import os
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, trains_nsp
+from bertbench.data.instance_store import IndexWriter, InstanceSet
 from bertbench.errors import BertbenchError
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's convention for next_sentence_label
@@ -46,121 +53,48 @@ NO_LABEL = -1
 
 
 # ----------------------------------------------------------------------------------------------
-# Storage.
+# Reading the corpus' offsets while building.
 
 
-@dataclass
-class InstanceSet:
-    """Instances as flat arrays. `self[i]` → {"input_ids", "token_type_ids", "nsp_label", "index"}
-    (+ "lm_labels" when statically masked); arrays are int64 numpy, ready for the collator."""
+class _Window:
+    """Sequential reads of a memory-mapped offsets array at close to list speed: a window of it held as a
+    Python list, moved on when a read falls outside it (the layouts walk documents in order). Random reads
+    (NSP's other document) go to the array itself, so they never move the window."""
 
-    input_ids: np.ndarray  # (total,) all instances back to back
-    offsets: np.ndarray  # (n + 1,) int64
-    type_start: np.ndarray  # (n,) first position with token type 1 (= length when there is no segment B)
-    nsp_labels: np.ndarray  # (n,) int8: 0 IsNext, 1 NotNext, -1 no NSP
-    doc_a: np.ndarray  # (n,) int32 document of the first token after [CLS] (provenance, tests)
-    doc_b: np.ndarray  # (n,) int32 document of segment B, -1 without one
-    lm_labels: Optional[np.ndarray] = None  # (total,) static masking: original id at selected positions, -100 elsewhere
+    SIZE = 1 << 16
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
+    def __init__(self, arr: np.ndarray):
+        self.arr, self.lo, self.buf = arr, 0, []
 
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        i = int(i)
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        i %= len(self)
-        lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
-        ids = self.input_ids[lo:hi].astype(np.int64)
-        types = np.zeros(hi - lo, dtype=np.int64)
-        types[int(self.type_start[i]):] = 1
-        item = {"input_ids": ids, "token_type_ids": types, "nsp_label": int(self.nsp_labels[i]), "index": i}
-        if self.lm_labels is not None:
-            item["lm_labels"] = self.lm_labels[lo:hi].astype(np.int64)
-        return item
-
-    def take(self, indices: np.ndarray) -> "InstanceSet":
-        """A new set of the given instances, in that order (copies)."""
-        indices = np.asarray(indices, dtype=np.int64)
-        lens = self.lengths[indices]
-        starts = self.offsets[:-1][indices]
-        idx = _ranges(starts, lens)
-        return InstanceSet(
-            input_ids=self.input_ids[idx],
-            offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
-            type_start=self.type_start[indices],
-            nsp_labels=self.nsp_labels[indices],
-            doc_a=self.doc_a[indices],
-            doc_b=self.doc_b[indices],
-            lm_labels=None if self.lm_labels is None else self.lm_labels[idx],
-        )
-
-    @staticmethod
-    def concat(sets: list["InstanceSet"]) -> "InstanceSet":
-        lens = np.concatenate([s.lengths for s in sets])
-        labels = [s.lm_labels for s in sets]
-        return InstanceSet(
-            input_ids=np.concatenate([s.input_ids for s in sets]),
-            offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
-            type_start=np.concatenate([s.type_start for s in sets]),
-            nsp_labels=np.concatenate([s.nsp_labels for s in sets]),
-            doc_a=np.concatenate([s.doc_a for s in sets]),
-            doc_b=np.concatenate([s.doc_b for s in sets]),
-            lm_labels=None if any(x is None for x in labels) else np.concatenate(labels),
-        )
+    def __getitem__(self, i: int) -> int:
+        j = i - self.lo
+        if 0 <= j < len(self.buf):
+            return self.buf[j]
+        self.lo = max(0, i - 8)
+        self.buf = self.arr[self.lo:self.lo + self.SIZE].tolist()
+        return self.buf[i - self.lo]
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s + n) for each (s, n), without a Python loop."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    out_start = np.cumsum(lengths) - lengths
-    return np.repeat(np.asarray(starts, dtype=np.int64) - out_start, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+class _Offsets:
+    """The corpus' sentence (`so`) and document (`do`) offsets: windows for the walk, arrays for random reads."""
+
+    def __init__(self, corpus):
+        self.so_all, self.do_all = corpus.sent_offsets, corpus.doc_offsets
+        self.so, self.do = _Window(self.so_all), _Window(self.do_all)
 
 
-class _Builder:
-    """Collects instances as lists of segments (start, length) into `src` = corpus tokens + [CLS], [SEP]."""
+def _with_progress(docs: list[int], echo, what: str):
+    """`docs`, with a progress line every so often (nothing when `echo` is None)."""
+    from bertbench.runtime.progress import Ticker, every_seconds, fmt_seconds
 
-    def __init__(self, tokens: np.ndarray, cls_id: int, sep_id: int):
-        self.src = np.concatenate([np.asarray(tokens), np.array([cls_id, sep_id], dtype=tokens.dtype)])
-        self.CLS, self.SEP = len(tokens), len(tokens) + 1  # positions of the two specials in src
-        self.seg_start: list[int] = []
-        self.seg_len: list[int] = []
-        self.n_segs: list[int] = []
-        self.type_start: list[int] = []
-        self.labels: list[int] = []
-        self.doc_a: list[int] = []
-        self.doc_b: list[int] = []
-
-    def add(self, segments: list[tuple[int, int]], type_start: Optional[int], label: int, doc_a: int, doc_b: int = -1) -> None:
-        for s, n in segments:
-            self.seg_start.append(s)
-            self.seg_len.append(n)
-        self.n_segs.append(len(segments))
-        total = sum(n for _, n in segments)
-        self.type_start.append(total if type_start is None else type_start)
-        self.labels.append(label)
-        self.doc_a.append(doc_a)
-        self.doc_b.append(doc_b)
-
-    def build(self, order: Optional[np.ndarray] = None) -> InstanceSet:
-        seg_len = np.asarray(self.seg_len, dtype=np.int64)
-        n_segs = np.asarray(self.n_segs, dtype=np.int64)
-        flat = self.src[_ranges(np.asarray(self.seg_start, dtype=np.int64), seg_len)]
-        first_seg = np.cumsum(n_segs) - n_segs
-        inst_len = np.add.reduceat(seg_len, first_seg) if len(n_segs) else np.zeros(0, np.int64)
-        out = InstanceSet(
-            input_ids=flat,
-            offsets=np.concatenate([[0], np.cumsum(inst_len)]).astype(np.int64),
-            type_start=np.asarray(self.type_start, dtype=np.int32),
-            nsp_labels=np.asarray(self.labels, dtype=np.int8),
-            doc_a=np.asarray(self.doc_a, dtype=np.int32),
-            doc_b=np.asarray(self.doc_b, dtype=np.int32),
-        )
-        return out if order is None else out.take(order)
+    ticker = Ticker(every_seconds() if echo else None)
+    t0, n = time.perf_counter(), len(docs)
+    for k, d in enumerate(docs):
+        if ticker.due():
+            secs = time.perf_counter() - t0
+            eta = f", ETA {fmt_seconds(secs * (n - k) / k)}" if k else ""
+            echo(f"building {what} instances: {k:,}/{n:,} documents ({100 * k / n:.0f}%){eta}")
+        yield d
 
 
 # ----------------------------------------------------------------------------------------------
@@ -193,12 +127,14 @@ def _truncate_pair(a: tuple[int, int], b: tuple[int, int], max_tokens: int, rng:
     return cut(a, cut_a), cut(b, cut_b)
 
 
-def nsp_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random, b: _Builder) -> None:
+def nsp_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random, b: IndexWriter,
+                  walk=iter) -> None:
     max_tokens = max_seq_len - 3
+    so, do, so_all, do_all = v.so, v.do, v.so_all, v.do_all
     n_docs = len(docs)
     if n_docs < 2:
         raise BertbenchError("next-sentence prediction needs at least 2 documents in each split")
-    for pos, d in enumerate(docs):
+    for pos, d in enumerate(walk(docs)):
         s_end = do[d + 1]
         chunk_start = i = do[d]
         cur = 0
@@ -213,12 +149,14 @@ def nsp_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: flo
                     label = NOT_NEXT
                     k = rng.randrange(n_docs - 1)
                     other = docs[k + 1 if k >= pos else k]
-                    o_begin, o_end = do[other], do[other + 1]
+                    o_begin, o_end = int(do_all[other]), int(do_all[other + 1])
                     start = rng.randint(o_begin, o_end - 1)
                     want = target - (seg_a[1] - seg_a[0])
-                    # sentences from `start` until `want` tokens are reached (at least one)
-                    stop = bisect.bisect_left(so, so[start] + want, start + 1, o_end)
-                    seg_b = (so[start], so[stop])
+                    # sentences from `start` until `want` tokens are reached (at least one): bisect_left over
+                    # so[start + 1:o_end], read from the array (a random document: the window stays put)
+                    b_begin = int(so_all[start])
+                    stop = start + 1 + int(np.searchsorted(so_all[start + 1:o_end], b_begin + want, "left"))
+                    seg_b = (b_begin, int(so_all[stop]))
                     doc_b = other
                     i = a_end - 1  # put the unused sentences back
                 else:
@@ -236,9 +174,11 @@ def nsp_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: flo
             i += 1
 
 
-def chunk_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random, b: _Builder) -> None:
+def chunk_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random, b: IndexWriter,
+                    walk=iter) -> None:
     max_tokens = max_seq_len - 2
-    for d in docs:
+    so, do = v.so, v.do
+    for d in walk(docs):
         t, t_end = so[do[d]], so[do[d + 1]]
         while t < t_end:
             n = min(_target(rng, max_tokens, short_seq_prob), t_end - t)
@@ -246,8 +186,10 @@ def chunk_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: f
             t += n
 
 
-def full_sentence_instances(so, do, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random, b: _Builder) -> None:
+def full_sentence_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob: float, rng: random.Random,
+                            b: IndexWriter, walk=iter) -> None:
     max_tokens = max_seq_len - 2
+    so, do = v.so, v.do
     segs: list[tuple[int, int]] = []
     used, first_doc = 0, -1
     target = _target(rng, max_tokens, short_seq_prob)
@@ -259,7 +201,7 @@ def full_sentence_instances(so, do, docs: list[int], max_seq_len: int, short_seq
         segs, used, first_doc = [], 0, -1
         target = _target(rng, max_tokens, short_seq_prob)
 
-    for d in docs:
+    for d in walk(docs):
         first = True
         for j in range(do[d], do[d + 1]):
             t, t_end = so[j], so[j + 1]
@@ -283,16 +225,19 @@ def full_sentence_instances(so, do, docs: list[int], max_seq_len: int, short_seq
     flush()
 
 
-def causal_blocks(so, do, docs: list[int], max_seq_len: int, b: _Builder) -> None:
+def causal_blocks(v: _Offsets, docs: list[int], max_seq_len: int, b: IndexWriter, walk=iter) -> None:
     """Blocks of `[CLS]` + max_seq_len − 1 tokens of the stream `doc [SEP] doc [SEP] …`; no padding."""
     width = max_seq_len - 1
-    pieces = []
-    for d in docs:
-        pieces.append((so[do[d]], so[do[d + 1]] - so[do[d]], d))
-        pieces.append((b.SEP, 1, d))
+    so, do = v.so, v.do
+
+    def pieces():
+        for d in walk(docs):
+            yield so[do[d]], so[do[d + 1]] - so[do[d]], d
+            yield b.SEP, 1, d
+
     segs: list[tuple[int, int]] = []
     used, first_doc = 0, -1
-    for start, n, d in pieces:
+    for start, n, d in pieces():
         while n:
             if first_doc < 0:
                 first_doc = d
@@ -354,23 +299,73 @@ def _fingerprint_objective(data_cfg, objective: str) -> dict[str, Any]:
                 objective="clm" if is_causal(objective) else "mlm")
 
 
-def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: random.Random, cls_id: int, sep_id: int) -> InstanceSet:
-    so = corpus.sent_offsets.tolist()
-    do = corpus.doc_offsets.tolist()
-    docs_list = [int(d) for d in docs]
-    b = _Builder(np.asarray(corpus.tokens), cls_id, sep_id)
+INDEX_VERSION = "1"  # bump when a layout's output can change: it is part of every index's cache key
+
+
+def _layout(data_cfg, objective: str) -> dict[str, Any]:
+    """What decides the instances' layout (not the masking, which is drawn later)."""
     if is_causal(objective):
-        causal_blocks(so, do, docs_list, data_cfg.max_seq_len, b)
-        return b.build()
-    if trains_nsp(objective):
-        nsp_instances(so, do, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b)
-    elif data_cfg.full_sentences:
-        full_sentence_instances(so, do, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b)
-    else:
-        chunk_instances(so, do, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b)
-    n = len(b.n_segs)
-    order = np.array(rng.sample(range(n), n), dtype=np.int64) if n else None  # the original shuffles instances
-    return b.build(order)
+        return dict(layout="causal", max_seq_len=data_cfg.max_seq_len)
+    kind = "nsp" if trains_nsp(objective) else "full_sentences" if data_cfg.full_sentences else "chunks"
+    return dict(layout=kind, max_seq_len=data_cfg.max_seq_len, short_seq_prob=data_cfg.short_seq_prob)
+
+
+def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: random.Random, cls_id: int, sep_id: int,
+                   folder=None, copies: int = 1, echo=None, what: str = "") -> InstanceSet:
+    """Build the instances of `docs` (`copies` times over, each copy paired and shuffled anew, as the
+    original's dupe_factor) into an index: in `folder` on disk, or in memory when None (small sets)."""
+    from bertbench.data.corpus import NpyAppender
+    from bertbench.data.instance_store import IndexWriter, _MemorySink, sample_order
+
+    v = _Offsets(corpus)
+    docs_list = [int(d) for d in docs]
+    b = IndexWriter(corpus.num_tokens, folder)
+    walk = (lambda ds: _with_progress(ds, echo, what)) if echo else iter
+    causal = is_causal(objective)
+    orders = None if causal else NpyAppender(folder / "order.npy", np.int64) if folder is not None else _MemorySink(np.int64)
+    for _ in range(copies):
+        first = b.count
+        if causal:
+            causal_blocks(v, docs_list, data_cfg.max_seq_len, b, walk)
+            continue
+        layout = nsp_instances if trains_nsp(objective) else full_sentence_instances if data_cfg.full_sentences else chunk_instances
+        layout(v, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b, walk)
+        orders.append(first + sample_order(rng, b.count - first))  # the original shuffles its instances
+    arrays = b.close()
+    if orders is not None:
+        orders.close()
+    if folder is not None:
+        return InstanceSet.open(folder, corpus.tokens, cls_id, sep_id)
+    return InstanceSet(corpus.tokens, cls_id, sep_id, arrays, None if orders is None else orders.array())
+
+
+def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
+                     what: str, echo=None) -> InstanceSet:
+    """The instances of `docs`, from their index beside the tokenised corpus, built there on first use."""
+    from bertbench.data.instance_store import publish, write_meta
+
+    key = hashlib.sha256(json.dumps(dict(
+        corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(docs, dtype=np.int64).tobytes()).hexdigest(),
+        rng=rng_label, copies=copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
+    ), sort_keys=True).encode()).hexdigest()
+    final = Path(corpus.path) / "instances" / f"{what}-{key[:20]}"
+    if not (final / "meta.json").is_file():
+        t0 = time.perf_counter()
+        work = final.parent / f".tmp-{final.name}-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            built = make_instances(corpus, docs, data_cfg, objective, random.Random(rng_label), cls_id, sep_id,
+                                   folder=work, copies=copies, echo=echo, what=what)
+            lengths, labels = built.arrays["length"], built.arrays["nsp_labels"]
+            write_meta(work, dict(instances=len(built), documents=len(docs), copies=copies, rng=rng_label,
+                                  mean_length=float(np.mean(lengths)) if len(built) else 0.0,
+                                  isnext_share=float(np.mean(labels == IS_NEXT)) if len(built) else None,
+                                  build_seconds=round(time.perf_counter() - t0, 2), **_layout(data_cfg, objective)))
+            del built
+            publish(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return InstanceSet.open(final, corpus.tokens, cls_id, sep_id)
 
 
 def build_pretraining_data(
@@ -386,7 +381,7 @@ def build_pretraining_data(
     `seed` drives the training instances (sentence pairing, short targets, static masks); None means
     `data_cfg.seed`. The held-out split and held-out instances always use `data_cfg.seed`.
     """
-    from bertbench.data.corpus import load_tokenized_corpus
+    from bertbench.data.corpus import load_tokenized_corpus, progress_echo
 
     check_objective(objective)
     check_full_sentences(data_cfg, objective)
@@ -400,20 +395,22 @@ def build_pretraining_data(
     cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
     static = is_masked(objective) and data_cfg.masking == "static"
     copies = data_cfg.dupe_factor if static else 1
-    rng = random.Random(f"train-{seed}")
-    train = [make_instances(corpus, train_docs, data_cfg, objective, rng, cls_id, sep_id) for _ in range(copies)]
-    train = train[0] if copies == 1 else InstanceSet.concat(train)
-    heldout = make_instances(corpus, heldout_docs, data_cfg, objective, random.Random(f"heldout-{data_cfg.seed}"), cls_id, sep_id)
-    if static:
-        from bertbench.data.masking import TokenTables, mask_instance_set
+    echo = progress_echo(log)
+    train = cached_instances(corpus, train_docs, data_cfg, objective, f"train-{seed}", copies, cls_id, sep_id, "train", echo)
+    heldout = cached_instances(corpus, heldout_docs, data_cfg, objective, f"heldout-{data_cfg.seed}", 1, cls_id, sep_id,
+                               "heldout", echo)
+    if static:  # each instance keeps one mask, drawn from (seed, its index) whenever it is read
+        from bertbench.data.masking import StaticMasks, TokenTables
 
         tables = TokenTables.from_tokenizer(tokenizer)
-        train = mask_instance_set(train, tables, data_cfg, seed=seed)
-        heldout = mask_instance_set(heldout, tables, data_cfg, seed=data_cfg.seed)
+        train.static_mask = StaticMasks(tables, data_cfg, seed)
+        heldout.static_mask = StaticMasks(tables, data_cfg, data_cfg.seed)
     fingerprint = hashlib.sha256(
         json.dumps(
             dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],
-                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed),
+                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed,
+                 # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
+                 **({"static_masks": "per-instance"} if static else {})),
             sort_keys=True,
         ).encode()
     ).hexdigest()
@@ -425,10 +422,14 @@ def build_pretraining_data(
         tokens=corpus.num_tokens,
         train_instances=len(train),
         heldout_instances=len(heldout),
-        mean_length=float(train.lengths.mean()) if len(train) else 0.0,
-        isnext_share=float((train.nsp_labels == IS_NEXT).mean()) if trains_nsp(objective) and len(train) else None,
+        mean_length=_index_meta(train)["mean_length"],
+        isnext_share=_index_meta(train)["isnext_share"] if trains_nsp(objective) else None,
         corpus_seconds=round(t_corpus, 3),
         instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
         cache=str(corpus.path),
     )
     return PretrainingData(train, heldout, train_docs, heldout_docs, stats, fingerprint, corpus)
+
+
+def _index_meta(instances: InstanceSet) -> dict[str, Any]:
+    return json.loads((instances.folder / "meta.json").read_text(encoding="utf-8"))

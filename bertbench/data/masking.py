@@ -222,22 +222,18 @@ def make_collator(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optiona
     return MaskingCollator.from_config(data_cfg, tokenizer, seed, nsp=trains_nsp(objective))
 
 
-def mask_instance_set(instances, tables: TokenTables, params: DataConfig, seed: int, chunk: int = 256):
-    """Static masking: mask every instance once (the same `mask_tokens`), store ids and labels."""
-    from dataclasses import replace
+class StaticMasks:
+    """Static masking (`masking: static`) without a masked copy of the data: instance i's mask is drawn by
+    the same `mask_tokens` from a generator seeded by (seed, i), so it is the same every time it is read.
+    With `dupe_factor` copies, each copy's instances have indices, and so masks, of their own."""
 
-    g = torch.Generator().manual_seed(seed)
-    new_ids = np.empty_like(instances.input_ids)
-    labels = np.empty(len(instances.input_ids), dtype=np.int32)
-    for lo in range(0, len(instances), chunk):
-        hi = min(lo + chunk, len(instances))
-        batch = pad_batch([instances[i] for i in range(lo, hi)], tables.pad_id, multiple=1)
-        masked, lab = mask_tokens(batch["input_ids"], tables, params, g)
-        valid = batch["attention_mask"].bool()
-        a, b = instances.offsets[lo], instances.offsets[hi]
-        new_ids[a:b] = masked[valid].numpy()
-        labels[a:b] = lab[valid].numpy()
-    return replace(instances, input_ids=new_ids, lm_labels=labels)
+    def __init__(self, tables: TokenTables, params: DataConfig, seed: int):
+        self.tables, self.params, self.seed = tables, params, seed
+
+    def __call__(self, index: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        g = torch.Generator().manual_seed(batch_seed(self.seed, 0, [index]))
+        masked, labels = mask_tokens(torch.from_numpy(ids)[None], self.tables, self.params, g)  # (1, T)
+        return masked[0].numpy(), labels[0].numpy()
 
 
 def masking_counts(original: torch.Tensor, masked: torch.Tensor, labels: torch.Tensor, tables: TokenTables) -> dict[str, int]:

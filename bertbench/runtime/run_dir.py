@@ -30,8 +30,14 @@ def prepare_run_dir(out_dir: Path, flag: str = "--out") -> None:
         raise BertbenchError(f"{flag} {out_dir}: the folder is not writable")
 
 
+# Where the launchers put a process's rank: Lightning's own launcher (LOCAL_RANK, NODE_RANK), torchrun (RANK,
+# LOCAL_RANK, GROUP_RANK for the node) and SLURM's srun (SLURM_PROCID).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
+
+
 def _is_spawned_rank() -> bool:
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    """Not the first process of a multi-process run: another rank of the run that holds the folder."""
+    return any(os.environ.get(k, "0") != "0" for k in RANK_VARIABLES)
 
 
 @contextlib.contextmanager

@@ -313,9 +313,10 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
         )
 
 
-# What may change when a run is resumed: how often it evaluates, logs and checkpoints, and loader workers.
-# None of them changes a training step, so the resumed run stays bit-identical to an uninterrupted one.
-RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers")
+# What may change when a run is resumed: how often it evaluates, logs and checkpoints, loader workers and
+# the processes that tokenise the corpus (the same arrays whatever their number; its default became
+# "every core"). None of them changes a training step, so the resumed run stays bit-identical.
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", "data.num_proc")
 
 
 def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:

@@ -1,0 +1,242 @@
+"""`bench data --scale 1,2,4`: does a process's memory grow with the corpus? The corpus repeated k times
+(a temporary folder of k sub-folders of symbolic links to its files: no text is copied), and for each k,
+three fresh processes, one after the other, each measured from outside (wall time, and peak resident
+memory from `os.wait4`: the largest of the process and the workers it waited for):
+
+- build         tokenise the corpus into a fresh cache and build the NSP instance index (the cold path)
+- first batch   open the cache, the index, the batch dataset; collate batch 0 (a warm start's data path)
+- train start   `bertbench pretrain --max-steps 1` on the warm cache (imports, model, Lightning, one step)
+
+plus the cache's size on disk. An extrapolation to the paper's corpus (16 GB of text) on a 32-core node is
+fitted to the measured points: a line in corpus size per quantity. The tokenisation rate per core is the
+measured rate over the cores used (a shared machine makes it a lower bound); instance building is one
+process, so its rate does not grow with cores.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.errors import BertbenchError
+
+PAPER_CORPUS_MB = 16_000  # BooksCorpus + English Wikipedia, 3.3 B words: about 16 GB of text
+NODE_CORES = 32
+MODEL_SIZE = "tiny"
+
+
+def repeated_corpus(corpus: Path, k: int, folder: Path) -> Path:
+    """`folder` holding k sub-folders of links to every file of `corpus` (hidden and other files included:
+    the reader ignores what it ignores in the original too)."""
+    files = [p for p in sorted(corpus.rglob("*")) if p.is_file()]
+    for i in range(k):
+        for p in files:
+            link = folder / f"copy{i}" / p.relative_to(corpus)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(p.resolve())
+    return folder
+
+
+def _measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """Run `cmd`; its wall time, peak RSS (MB) and the last stdout line parsed as JSON when it is JSON."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out_fh, tempfile.TemporaryFile("w+") as err_fh:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_fh, stderr=err_fh, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage (RUSAGE_CHILDREN would mix them)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out_fh.seek(0)
+        err_fh.seek(0)
+        out, err = out_fh.read(), err_fh.read()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = (err or out or "").strip().splitlines()[-3:]
+        raise BertbenchError(f"bench data --scale: {' '.join(cmd[:4])} … failed: {' | '.join(tail)}")
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    result = json.loads(lines[-1]) if lines else {}
+    return {"wall_seconds": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), **result}
+
+
+def _du_mb(folder: Path) -> float:
+    return round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6, 1)
+
+
+def _probe(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    return _measured([sys.executable, "-m", "bertbench.benchmarks.data_scale", *args], env, cwd)
+
+
+def measure(k: int, corpus: Path, tokenizer: Path, seq_len: int, tmp: Path, progress: Optional[Callable[[str], None]]) -> dict[str, Any]:
+    from bertbench.benchmarks.data import corpus_bytes
+
+    source = repeated_corpus(corpus, k, tmp / f"corpus-x{k}")
+    cache = tmp / f"cache-x{k}"
+    env = {**os.environ, "BERTBENCH_CACHE_DIR": str(cache), "BERTBENCH_PROGRESS": "0",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    common = ["--corpus", str(source), "--tokenizer", str(tokenizer), "--seq-len", str(seq_len)]
+    build = _probe(["build", *common], env, tmp)
+    if progress:
+        progress(f"x{k}: build {build['wall_seconds']:.0f} s, peak {build['peak_rss_mb']:.0f} MB")
+    first = _probe(["first-batch", *common], env, tmp)
+    train = _measured([sys.executable, "-m", "bertbench.cli", "pretrain", "--model-size", MODEL_SIZE, "--tokenizer", str(tokenizer),
+                       "--corpus", str(source), "--max-seq-len", str(seq_len), "--max-steps", "1", "--batch-size", "32",
+                       "--eval-every", "0", "--out", str(tmp / f"run-x{k}")], env, tmp)
+    if progress:
+        progress(f"x{k}: first batch {first['first_batch_seconds']:.2f} s (peak {first['peak_rss_mb']:.0f} MB), "
+                 f"training start {train['wall_seconds']:.0f} s (peak {train['peak_rss_mb']:.0f} MB)")
+    return {
+        "scale": k,
+        "corpus_mb": round(corpus_bytes(source) / 1e6, 1),
+        "build": build,
+        "cache_mb": _du_mb(cache),
+        "first_batch": first,
+        "train_start": {"wall_seconds": train["wall_seconds"], "peak_rss_mb": train["peak_rss_mb"]},
+    }
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares line y = a + b·x (b = 0 from one point). A falling line is noise, not a process that
+    needs less memory for more text: it is taken as flat (b = 0, a = the mean)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+    b = max(b, 0.0)
+    return my - b * mx, b
+
+
+def extrapolate(points: list[dict[str, Any]], cores_used: int, corpus_mb: float = PAPER_CORPUS_MB,
+                node_cores: int = NODE_CORES) -> dict[str, Any]:
+    """Each quantity's fitted line, read at `corpus_mb` of text on `node_cores` cores."""
+    mb = [p["corpus_mb"] for p in points]
+
+    def at(ys: list[float]) -> float:
+        a, b = _fit(mb, ys)
+        return a + b * corpus_mb
+
+    tokenise_h = at([p["build"]["corpus_seconds"] for p in points]) * cores_used / node_cores / 3600
+    instances_h = at([p["build"]["instance_seconds"] for p in points]) / 3600
+    return {
+        "corpus_mb": round(corpus_mb, 1),
+        "node_cores": node_cores,
+        "cores_measured": cores_used,
+        "build_hours": round(tokenise_h + instances_h, 2),
+        "tokenise_hours": round(tokenise_h, 2),
+        "instance_index_hours": round(instances_h, 2),
+        "cache_gb": round(at([p["cache_mb"] for p in points]) / 1000, 1),
+        "build_peak_rss_mb": round(at([p["build"]["peak_rss_mb"] for p in points])),
+        "train_start_peak_rss_mb": round(at([p["train_start"]["peak_rss_mb"] for p in points])),
+        "first_batch_peak_rss_mb": round(at([p["first_batch"]["peak_rss_mb"] for p in points])),
+    }
+
+
+def run(scales: list[int], corpus: Path, tokenizer: Path, seq_len: int = 128,
+        progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    from bertbench.benchmarks import common
+    from bertbench.data.corpus import default_num_proc
+
+    if not scales or min(scales) < 1:
+        raise BertbenchError(f"--scale {','.join(map(str, scales))}: expected whole numbers ≥ 1, e.g. 1,2,4")
+    if not corpus.is_dir():
+        raise BertbenchError(f"{corpus}: expected the corpus folder")
+    points = []
+    with tempfile.TemporaryDirectory(prefix="bertbench-scale-") as tmp:
+        for k in scales:
+            points.append(measure(k, corpus, tokenizer, seq_len, Path(tmp), progress))
+    base = points[0]
+    for p in points:  # growth against the smallest corpus measured
+        p["growth"] = {
+            "build_peak_rss": round(p["build"]["peak_rss_mb"] / base["build"]["peak_rss_mb"] - 1, 3),
+            "train_start_peak_rss": round(p["train_start"]["peak_rss_mb"] / base["train_start"]["peak_rss_mb"] - 1, 3),
+            "first_batch_peak_rss": round(p["first_batch"]["peak_rss_mb"] / base["first_batch"]["peak_rss_mb"] - 1, 3),
+        }
+    return derive({
+        "benchmark": "data-scale",
+        "machine": common.machine(),
+        "config": {"corpus": str(corpus), "scales": scales, "max_seq_len": seq_len, "objective": "mlm+nsp",
+                   "model_size": MODEL_SIZE, "tokenizer": str(tokenizer), "num_proc": default_num_proc()},
+        "points": points,
+    })
+
+
+def derive(result: dict[str, Any]) -> dict[str, Any]:
+    """The fitted readings, from the measured points (so `--render` of a saved result applies today's fit)."""
+    points, cores = result["points"], result["config"]["num_proc"]
+    return {
+        **result,
+        "extrapolation": extrapolate(points, cores),
+        # the issue's question (16x the shared corpus) read off the same lines, on this machine's cores
+        "at_16x": extrapolate(points, cores, corpus_mb=16 * points[0]["corpus_mb"] / points[0]["scale"], node_cores=cores),
+    }
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    m, ex = result["machine"], result["extrapolation"]
+    lines = [f"_Generated by `{command}` on {m['hardware']}, {result['config']['num_proc']} tokenising processes, "
+             f"{m['code']}; do not edit between the markers._", "",
+             "| corpus | build | cache | build peak RSS | first batch | its peak RSS | training start peak RSS |",
+             "|---|---|---|---|---|---|---|"]
+    for p in result["points"]:
+        g = p["growth"]
+        lines.append(
+            f"| {p['scale']}× ({p['corpus_mb']:,.0f} MB) | {p['build']['wall_seconds']:.0f} s | {p['cache_mb']:,.0f} MB | "
+            f"{p['build']['peak_rss_mb']:,.0f} MB ({100 * g['build_peak_rss']:+.0f}%) | {p['first_batch']['first_batch_seconds']:.2f} s | "
+            f"{p['first_batch']['peak_rss_mb']:,.0f} MB ({100 * g['first_batch_peak_rss']:+.0f}%) | "
+            f"{p['train_start']['peak_rss_mb']:,.0f} MB ({100 * g['train_start_peak_rss']:+.0f}%) |")
+    if "at_16x" in result:
+        x16, base = result["at_16x"], result["points"][0]
+        lines += ["", f"Read off lines through these points at 16× ({x16['corpus_mb']:,.0f} MB; not measured): peak RSS "
+                  f"{x16['build_peak_rss_mb']:,} MB building ({100 * (x16['build_peak_rss_mb'] / base['build']['peak_rss_mb'] - 1):+.0f}%), "
+                  f"{x16['first_batch_peak_rss_mb']:,} MB at the first batch ({100 * (x16['first_batch_peak_rss_mb'] / base['first_batch']['peak_rss_mb'] - 1):+.0f}%), "
+                  f"{x16['train_start_peak_rss_mb']:,} MB at training start ({100 * (x16['train_start_peak_rss_mb'] / base['train_start']['peak_rss_mb'] - 1):+.0f}%); "
+                  f"a falling line is read as flat (noise)."]
+    lines += ["", f"Extrapolated (a line through these points) to the paper's corpus, {ex['corpus_mb'] / 1000:.0f} GB of text, "
+              f"on a {ex['node_cores']}-core node: build {ex['build_hours']:.1f} h (tokenising {ex['tokenise_hours']:.1f} h "
+              f"over {ex['node_cores']} processes, at this machine's rate per core; the instance index {ex['instance_index_hours']:.1f} h "
+              f"in one process), cache {ex['cache_gb']:.0f} GB, peak RSS {ex['build_peak_rss_mb']:,} MB building, "
+              f"{ex['train_start_peak_rss_mb']:,} MB at training start per process."]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# The probes, each run in a fresh process: `python -m bertbench.benchmarks.data_scale build|first-batch …`
+
+
+def _probe_main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="data_scale")
+    parser.add_argument("what", choices=("build", "first-batch"))
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--seq-len", type=int, default=128)
+    args = parser.parse_args(argv)
+
+    from bertbench.config import DataConfig, PretrainConfig
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.model.tokenizer import WordPieceTokenizer
+
+    pcfg = PretrainConfig()  # the seed and objective `bertbench pretrain` uses: the train-start run finds this index
+    tok = WordPieceTokenizer.load(Path(args.tokenizer))
+    cfg = DataConfig(corpus=[args.corpus], max_seq_len=args.seq_len)
+    t0 = time.perf_counter()
+    data = build_pretraining_data(cfg, tok, objective=pcfg.objective, seed=pcfg.seed)
+    out = {"corpus_seconds": data.stats["corpus_seconds"], "instance_seconds": data.stats["instance_seconds"],
+           "train_instances": data.stats["train_instances"], "tokens": data.stats["tokens"]}
+    if args.what == "first-batch":
+        from bertbench.data.masking import make_collator
+        from bertbench.training.batches import StepBatchDataset
+
+        batches = StepBatchDataset(data.train, make_collator(cfg, tok, pcfg.objective, seed=pcfg.seed), 32, pcfg.seed)
+        batch = batches[0]
+        out["first_batch_seconds"] = round(time.perf_counter() - t0, 3)
+        out["batch_shape"] = list(batch["input_ids"].shape)
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    _probe_main(sys.argv[1:])

@@ -1,0 +1,107 @@
+"""Data that lives on disk: the corpus tokenised over worker processes into the same arrays, the instance
+index built once beside it and memory-mapped (a pickled set carries no data), the builder's shuffle equal to
+the one `random.sample` drew before, progress lines in bertbench's shapes, and the scale benchmark's parts."""
+from __future__ import annotations
+
+import pickle
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertbench.config import DataConfig
+from bertbench.data import corpus as corpus_mod
+from bertbench.data.corpus import NpyAppender
+from bertbench.data.instance_store import sample_order
+from bertbench.data.instances import build_pretraining_data
+from bertbench.model.tokenizer import WordPieceTokenizer
+
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
+MIXED = [str(CORPUS / "jsonl"), str(CORPUS / "txt"), str(CORPUS / "wiki")]
+
+
+@pytest.fixture(scope="module")
+def tok() -> WordPieceTokenizer:
+    return WordPieceTokenizer.from_vocab(CORPUS / "vocab.txt")
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 6, 7, 100, 4097])
+def test_the_shuffle_is_the_one_random_sample_draws(n):
+    a, b = random.Random(f"train-{n}"), random.Random(f"train-{n}")
+    assert sample_order(a, n).tolist() == b.sample(range(n), n)
+    assert a.random() == b.random()  # and it leaves the generator where sample left it
+
+
+def test_npy_appender_writes_a_npy_file_in_pieces(tmp_path):
+    out = NpyAppender(tmp_path / "x.npy", np.int32)
+    out.append([1, 2, 3])
+    out.append(np.arange(4, 1000))
+    out.close()
+    assert np.array_equal(np.load(tmp_path / "x.npy"), np.arange(1, 1000, dtype=np.int32))
+    assert np.load(tmp_path / "x.npy", mmap_mode="r").dtype == np.int32
+
+
+def test_worker_processes_tokenise_into_the_same_arrays(tok, tmp_path, monkeypatch):
+    alone = corpus_mod.load_tokenized_corpus(MIXED, tok, num_proc=1, cache_dir=tmp_path / "a")
+    monkeypatch.setattr(corpus_mod, "POOL_MIN_BYTES", 0)  # the fixture is small: use the pool anyway
+    pooled = corpus_mod.load_tokenized_corpus(MIXED, tok, num_proc=2, cache_dir=tmp_path / "b")
+    for k in ("tokens", "sent_offsets", "doc_offsets"):
+        assert np.array_equal(getattr(alone, k), getattr(pooled, k)), k
+    assert alone.fingerprint == pooled.fingerprint and alone.path.name == pooled.path.name
+
+
+def test_the_index_is_built_once_and_a_pickled_set_carries_no_data(tok, tmp_path, monkeypatch):
+    from bertbench.data import instances
+
+    cfg = DataConfig(corpus=MIXED, max_seq_len=32)
+    first = build_pretraining_data(cfg, tok, cache_dir=tmp_path)
+    folders = sorted(p.name for p in (first.corpus.path / "instances").iterdir())
+    assert [f.split("-")[0] for f in folders] == ["heldout", "train"]
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("rebuilt an index that is on disk")
+
+    monkeypatch.setattr(instances, "make_instances", no_build)
+    again = build_pretraining_data(cfg, tok, cache_dir=tmp_path)
+    assert np.array_equal(again.train.input_ids, first.train.input_ids)
+    assert isinstance(again.train.arrays["seg_start"], np.memmap) and isinstance(again.train.tokens, np.memmap)
+    blob = pickle.dumps(again.train)  # what a DataLoader worker receives: paths, not arrays
+    assert len(blob) < 4000, len(blob)
+    clone = pickle.loads(blob)
+    for i in (0, 7, len(clone) - 1):
+        assert np.array_equal(clone[i]["input_ids"], again.train[i]["input_ids"])
+
+
+def test_progress_lines_have_bertbench_shapes(tok, tmp_path, monkeypatch, capsys):
+    from test_quiet import foreign_lines
+
+    monkeypatch.setenv("BERTBENCH_PROGRESS_SECONDS", "0")  # a line at every file and every document
+    monkeypatch.delenv("BERTBENCH_PROGRESS", raising=False)
+    build_pretraining_data(DataConfig(corpus=MIXED, max_seq_len=32), tok, cache_dir=tmp_path)
+    out = capsys.readouterr().err  # stderr: stdout may carry a command's JSON
+    assert re.search(r"^tokenising the corpus: 3 files, [\d,]+ of [\d,]+ MB \(\d+%\)", out, re.M), out
+    assert re.search(r"^building train instances: [\d,]+/10 documents \(\d+%\)", out, re.M), out
+    assert not foreign_lines(out)  # the quiet-terminal tests allow exactly these shapes
+
+
+def test_scale_benchmark_links_the_corpus_and_fits_a_line(tmp_path):
+    from bertbench.benchmarks.data_scale import PAPER_CORPUS_MB, extrapolate, repeated_corpus
+
+    folder = repeated_corpus(CORPUS / "txt", 3, tmp_path / "x3")
+    files = [p for p in folder.rglob("*") if not p.is_dir()]
+    originals = [p for p in (CORPUS / "txt").rglob("*") if p.is_file()]
+    assert len(files) == 3 * len(originals) and all(p.is_symlink() for p in files)  # links: no text copied
+
+    def point(mb, rss):
+        return {"corpus_mb": mb, "cache_mb": mb / 2, "build": {"corpus_seconds": mb, "instance_seconds": mb / 10, "peak_rss_mb": 100},
+                "first_batch": {"peak_rss_mb": 300}, "train_start": {"peak_rss_mb": rss}}
+
+    ex = extrapolate([point(100, 1000), point(200, 1010), point(400, 1030)], cores_used=2)
+    assert ex["train_start_peak_rss_mb"] == round(990 + 0.1 * PAPER_CORPUS_MB)  # 1000 MB at 100 MB, +0.1 MB per MB
+    assert ex["cache_gb"] == PAPER_CORPUS_MB / 2 / 1000 and ex["build_peak_rss_mb"] == 100
+    assert ex["tokenise_hours"] == round(PAPER_CORPUS_MB * 2 / 32 / 3600, 2)  # 1 s/MB on 2 cores, 32 cores there
+    assert ex["instance_index_hours"] == round(PAPER_CORPUS_MB / 10 / 3600, 2)  # one process: no speed-up
+    falling = extrapolate([point(100, 1080), point(200, 1010), point(400, 1040)], cores_used=2)
+    assert falling["train_start_peak_rss_mb"] == round((1080 + 1010 + 1040) / 3)  # noise read as flat, not as shrinking
