@@ -174,6 +174,25 @@ def test_folders_of_an_older_bertbench_still_count_as_finished(tmp_path):
     assert _plan(preset, tmp_path / "copy", data) == []
 
 
+def test_how_many_processes_tokenise_changes_no_pretraining_key(tmp_path):
+    """data.num_proc changes how fast the corpus is tokenised, never the arrays: a study keeps its keys on a
+    machine with more cores, and a folder written before the field existed (its dict had no num_proc) still
+    matches its legacy key."""
+    import dataclasses
+
+    from bertbench.config import PretrainConfig, to_dict
+    from bertbench.studies import keys
+
+    cfg = PretrainConfig()
+    many = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, num_proc=16))
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    cfg, many = (dataclasses.replace(c, tokenizer=str(tmp_path / "vocab.txt")) for c in (cfg, many))
+    assert keys.pretrain_key(cfg, tmp_path) == keys.pretrain_key(many, tmp_path)
+    before_the_field = to_dict(cfg)
+    del before_the_field["data"]["num_proc"]
+    assert keys.legacy_pretrain_key(many) == keys.config_hash(before_the_field)
+
+
 # --- pre-training seeds -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seeds, message", [
     ([], "expected a non-empty list"), ([1, "2"], "expected"), ([1, True], "expected"), ([1, 1], "a seed repeats"),

@@ -47,8 +47,20 @@ def _relative_to(path: str, data_dir: Path) -> str:
     return "{data_dir}/" + path[len(prefix):] if path.startswith(prefix) else path
 
 
-def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
+# Pre-training fields that change how fast the data is made, never what it is: out of every key, so that a
+# study keeps its keys on a machine with more cores (and older folders, written before the field, still match)
+_NOT_IN_PRETRAIN_KEY = ("num_proc",)  # under `data`
+
+
+def _keyed_fields(cfg: PretrainConfig) -> dict:
     fields = to_dict(cfg)
+    for name in _NOT_IN_PRETRAIN_KEY:
+        fields["data"].pop(name, None)
+    return fields
+
+
+def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
+    fields = _keyed_fields(cfg)
     fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
     fields["data"]["corpus"] = [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus]
     return config_hash(fields)
@@ -56,7 +68,7 @@ def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
 
 def legacy_pretrain_key(cfg: PretrainConfig) -> str:
     """The key (and folder-name hash) an older bertbench gave this pre-training: every field, paths as they are."""
-    return config_hash(to_dict(cfg))
+    return config_hash(_keyed_fields(cfg))
 
 
 # Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
