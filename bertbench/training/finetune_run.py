@@ -58,7 +58,7 @@ class ModelSource:
 def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
     from bertbench.checkpoint import fingerprint_checkpoint, load_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.results import migrate_pretraining
+    from bertbench.results import migrate_pretraining, pretraining_block
     from bertbench.tokenizer import WordPieceTokenizer
 
     if spec.startswith("random:"):
@@ -80,11 +80,10 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
     if ckpt.summary is not None:
         # (`nsp` is read from a summary written before the objective said everything, and migrated away)
         pre = migrate_pretraining({k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary})
-        for k in ("mask_ratio", "mask_procedure", "whole_word_mask"):  # null for a causal model
-            pre.setdefault(k, None)
-    else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
-        pre = {"objective": "mlm+nsp", "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
-               "whole_word_mask": False, "external": str(path)}
+        pre = pretraining_block(pre.get("objective"), pre)  # keys a summary lacks (a causal model's masking): null
+    else:  # a Hugging Face BERT: pre-trained with the paper's MLM+NSP; tokens, time, data and held-out unknown
+        pre = pretraining_block("mlm+nsp", {"mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
+                                            "whole_word_mask": False, "external": str(path)})
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
     cfg = dataclasses.replace(ckpt.config, dropout=PAPER_DROPOUT, attention_dropout=PAPER_DROPOUT)
