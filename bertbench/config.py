@@ -429,7 +429,8 @@ class PretrainConfig:
     grad_accum: int = 1
     max_steps: int = 1000
     # Schedule over wall-clock minutes of training instead of steps (Cramming's budget schedule): warm-up
-    # for optim.warmup_fraction of the budget, linear decay to 0 when it ends; max_steps is then no cap.
+    # for optim.warmup_fraction of the budget, linear decay to 0 when it ends. max_steps still caps the run:
+    # whichever limit is reached first ends it (`limits_text` says which apply).
     budget_minutes: Optional[float] = None
     precision: str = "auto"  # auto | 32 | bf16-mixed | 16-mixed
     eval_every: int = 200
@@ -471,6 +472,15 @@ class PretrainConfig:
         check_full_sentences(self.data, self.objective)
         check_model_size(self.model_size)
         _check_pretrain_numbers(self)
+
+
+def limits_text(cfg: "PretrainConfig") -> str:
+    """What ends a pre-training, for its start-up line: 'at step 1,000', or '10 min of training or step 20,
+    whichever comes first'."""
+    steps = f"step {cfg.max_steps:,}"
+    if cfg.budget_minutes is None:
+        return f"at {steps}"
+    return f"after {cfg.budget_minutes:g} min of training or at {steps}, whichever comes first"
 
 
 # Precision strings a pre-training accepts (bertbench's aliases and Lightning's own names).

@@ -28,6 +28,7 @@ from bertbench.config import (
     PretrainConfig,
     is_causal,
     is_masked,
+    limits_text,
     save_config,
     trains_nsp,
 )
@@ -215,7 +216,7 @@ def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], 
     import lightning as L
     import torch
 
-    last_step = None if cfg.budget_minutes else cfg.max_steps  # a budget ends on the clock, not at a step
+    last_step = cfg.max_steps  # the step cap; a budget may end the run sooner, on the clock
     from bertbench.training.finite_guard import FirstBadStep
 
     saved = {"step": start_step if start_step else None}  # the step of checkpoints/last.ckpt, for messages
@@ -594,6 +595,8 @@ def _pretrain_locked(
     start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     if resuming:
         print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # one line per run, not per process
+        print(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}", flush=True)
     save_config(cfg, out_dir / "config.yaml")
 
     accelerator = cfg.accelerator
@@ -642,11 +645,10 @@ def _pretrain_locked(
         callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
                                        lambda line: print(line, flush=True)))
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
-    # With a wall-clock budget the clock ends the run (PretrainModule), and max_steps is no cap.
-    max_steps = -1 if cfg.budget_minutes else cfg.max_steps
+    # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
     trainer = L.Trainer(
         accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
+        precision=precision, max_steps=cfg.max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
         enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
