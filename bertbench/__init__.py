@@ -4,7 +4,7 @@ Importing the package is cheap: torch is only imported when a model is actually 
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from bertbench.runtime.provenance import __version__
 
 __all__ = ["__version__", "load_checkpoint"]
 
@@ -12,7 +12,7 @@ __all__ = ["__version__", "load_checkpoint"]
 def __getattr__(name: str):
     # Lazy so that `import bertbench` (and `bertbench --help`) never pays for torch.
     if name == "load_checkpoint":
-        from bertbench.checkpoint import load_checkpoint
+        from bertbench.model.checkpoint import load_checkpoint
 
         return load_checkpoint
     raise AttributeError(f"module 'bertbench' has no attribute {name!r}")

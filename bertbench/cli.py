@@ -56,7 +56,7 @@ def _root(
 ) -> None:
     """Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers."""
     if not verbose:
-        from bertbench.quiet import silence_library_noise
+        from bertbench.runtime.quiet import silence_library_noise
 
         silence_library_noise()
 
@@ -83,7 +83,7 @@ _group(bench, "bench", "Throughput benchmarks against Hugging Face transformers 
 
 
 def main() -> None:
-    from bertbench.allocator import tune_glibc_malloc
+    from bertbench.runtime.allocator import tune_glibc_malloc
 
     tune_glibc_malloc()  # before torch allocates anything (see allocator.py)
     app()

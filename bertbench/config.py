@@ -345,7 +345,7 @@ def save_config(obj, path: Path) -> None:
     """Write the resolved config as YAML (atomically: never a half-written file)."""
     import yaml
 
-    from bertbench.io_utils import atomic_write_text
+    from bertbench.runtime.files import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(obj), sort_keys=False))
 

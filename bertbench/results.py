@@ -369,7 +369,7 @@ def write_record(path: Path, record: Record) -> Path:
     if not path.name.endswith(RECORD_SUFFIX):
         raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
     record = validate_record(record, str(path))  # an old version is written in today's form
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(path, record)
     return path
@@ -490,7 +490,7 @@ def record_filename(record: Record) -> str:
 
 # --- provenance ---------------------------------------------------------------------------------------
 
-# Metric libraries matter to a number too (scores are computed with them); bertbench.provenance lists
+# Metric libraries matter to a number too (scores are computed with them); bertbench.runtime.provenance lists
 # the training stack.
 _METRIC_LIBRARIES = ("scikit-learn", "scipy", "seqeval")
 
@@ -499,7 +499,7 @@ def provenance() -> dict[str, Any]:
     """The record's provenance keys: code_version, library_versions, hardware, date (UTC, ISO 8601)."""
     from importlib import metadata
 
-    from bertbench import provenance as prov
+    from bertbench.runtime import provenance as prov
 
     versions = prov.library_versions()
     for name in _METRIC_LIBRARIES:

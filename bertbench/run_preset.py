@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from bertbench.config import PretrainConfig, deep_merge, from_dict, is_causal, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.finetune_settings import FinetuneSettings
+from bertbench.training.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
 
 PRESETS_DIR = RECIPES_DIR / "presets"
@@ -142,7 +142,7 @@ def run_preset(
 ) -> dict[str, Any]:
     """Run every stage not already done; returns {stage: seconds} of this invocation (and, when stages ran
     side by side, the invocation's wall time under "wall")."""
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +261,7 @@ def run_preset(
     stage("report", lambda: write_report(out, preset, plots))
     if workers > 1:
         stages["wall"] = round(time.perf_counter() - t_start, 1)
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(out / "stages.json", stages)
     return stages
@@ -276,7 +276,7 @@ def run_stages_keeping_times(out: Path, jobs: list["_Stage"], workers: int, echo
     try:
         run_stages(jobs, workers, echo, stages)
     except BaseException as err:
-        from bertbench.io_utils import atomic_write_json
+        from bertbench.runtime.files import atomic_write_json
 
         n = 1 + len(list(out.glob("stages.interrupted-*.json")))
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
@@ -320,7 +320,7 @@ def _finetune_key(req) -> str:
 
 
 def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], None]] = None) -> None:
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
     from bertbench.training.finetune_run import run_finetune
 
     run_finetune(req, echo=echo or (lambda message: print(message, flush=True)))
@@ -420,7 +420,7 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
 
 def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
     """`bertbench report OUT/results --out OUT/<preset>.md --plots OUT/plots`."""
-    from bertbench.report_run import make_report
+    from bertbench.report.run import make_report
 
     path = out / f"{preset.name}.md"
     make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 PROBE = (
-    "from bertbench.allocator import tune_glibc_malloc, allocator_name; "
+    "from bertbench.runtime.allocator import tune_glibc_malloc, allocator_name; "
     "ok = tune_glibc_malloc(); print(ok, allocator_name())"
 )
 

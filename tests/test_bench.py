@@ -119,7 +119,7 @@ def test_pretrain_ablations_run_every_variant():
 
 def test_finetune_ablations_run_every_variant_and_restore_packing():
     from bertbench.benchmarks import finetune_ablations
-    from bertbench.model import Packing
+    from bertbench.model.bert import Packing
 
     before = (Packing.MIN_PADDING, Packing.BUCKETS)
     r = runner.invoke(app, ["bench", "finetune-ablations", "--model-size", "tiny", "--batch-size", "8", "--min-len", "8",

@@ -31,7 +31,7 @@ optim:
 
 @pytest.fixture(scope="module")
 def quality_result(tmp_path_factory):
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     root = tmp_path_factory.mktemp("quality")
     data_dir = root / "data"
@@ -92,7 +92,7 @@ def test_heldout_masks_are_fixed_and_the_unigram_baseline_is_counted_on_training
     from bertbench.benchmarks.quality import build_heldout
     from bertbench.config import DataConfig, PretrainConfig
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     docs = write_corpus(tmp_path / "docs", n_docs=10, seed=2)
     tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.config import ModelConfig
-from bertbench.model import BertForPreTraining
+from bertbench.model.bert import BertForPreTraining
 
 runner = CliRunner()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -22,8 +22,8 @@ def write_vocab(path, n):
 
 
 def make_ckpt(tmp_path, vocab_size=77, causal=False):
-    from bertbench.checkpoint import save_checkpoint
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.checkpoint import save_checkpoint
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     write_vocab(tmp_path / "vocab.txt", vocab_size)
     tok = WordPieceTokenizer.from_vocab(tmp_path / "vocab.txt")
@@ -76,7 +76,7 @@ def test_export_loads_in_transformers_without_warnings_and_reimports_exactly(tmp
     # and back: HF → bertbench is exact
     r = runner.invoke(app, ["convert", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "back")])
     assert r.exit_code == 0, r.output
-    from bertbench.checkpoint import load_checkpoint
+    from bertbench.model.checkpoint import load_checkpoint
 
     back = load_checkpoint(tmp_path / "back")
     for k, v in model.state_dict().items():
@@ -96,7 +96,7 @@ def test_import_hf_saved_with_tokenizer_json_only(tmp_path):
     r = runner.invoke(app, ["convert", "--from-hf", str(tmp_path / "hfmlm"), "--out", str(tmp_path / "ck")])
     assert r.exit_code == 0, r.output
     assert "bert.pooler.weight" in r.output and "nsp" not in r.output  # no NSP head in the file: none in the model
-    from bertbench.checkpoint import load_checkpoint
+    from bertbench.model.checkpoint import load_checkpoint
 
     ck = load_checkpoint(tmp_path / "ck")
     assert ck.tokenizer.vocab_size == 60 and ck.model.nsp is None

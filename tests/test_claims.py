@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from bertbench.claims import (
+from bertbench.report.tables.claims import (
     CLAIMS_PATH,
     CONTRADICTED,
     INCONCLUSIVE,
@@ -20,9 +20,9 @@ from bertbench.claims import (
     verdict,
 )
 from bertbench.errors import BertbenchError
-from bertbench.report import collect
+from bertbench.report.model import collect
 from bertbench.results import load_records
-from bertbench.stats import Interval
+from bertbench.report.stats import Interval
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 THRESHOLDS = {"about_a_point": 1.0, "much_greater": 5.0}
@@ -153,8 +153,8 @@ def test_bootstrap_over_examples_can_overrule_a_confident_t_interval(tmp_path):
     one example in 20 is too few to be sure: the bootstrap over seeds × examples straddles zero."""
     import numpy as np
 
-    from bertbench.paired import difference, side
-    from bertbench.stats import paired_bootstrap
+    from bertbench.report.tables.paired import difference, side
+    from bertbench.report.stats import paired_bootstrap
 
     base = "1" * 12 + "0" * 8  # 60%
     ahead = "1" * 13 + "0" * 7  # 65%

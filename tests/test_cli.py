@@ -50,7 +50,7 @@ def test_unknown_recipe_key_is_a_clear_error(tmp_path):
 
 def test_imports_run_downward_only():
     """Commands (Typer) sit on top: nothing below them imports bertbench.commands, so domain code never
-    depends on a CLI signature (run --preset's report stage calls report_run.make_report, not the command)."""
+    depends on a CLI signature (run --preset's report stage calls report.run.make_report, not the command)."""
     import re
     from pathlib import Path
 

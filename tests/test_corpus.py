@@ -13,7 +13,7 @@ from bertbench.config import DataConfig
 from bertbench.data.corpus import iter_documents, load_tokenized_corpus, resolve_corpus
 from bertbench.data.sentences import split_paragraphs, split_sentences
 from bertbench.errors import BertbenchError
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 

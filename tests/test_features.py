@@ -21,7 +21,7 @@ from bertbench.data.features_qa import _doc_spans
 from bertbench.data.task_readers import Answer, ChoiceExample, QAExample, TextExample, TokenExample, read_split
 from bertbench.metrics import normalize_answer, seqeval_f1, squad_v2_scores
 from bertbench.tasks import get_task, load_tasks
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
 CONLL_LABELS = get_task("conll2003").labels

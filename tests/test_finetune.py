@@ -53,10 +53,10 @@ def test_every_task_type_end_to_end_on_fixtures(tmp_path):
 
 
 def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     torch.manual_seed(0)
@@ -124,10 +124,10 @@ def test_malformed_rows_name_file_and_line(tmp_path):
 
 def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_path):
     """A CPU recipe pre-trains without dropout; its checkpoint says 0.0, and fine-tuning must still run at 0.1."""
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import PAPER_DROPOUT, ModelConfig
-    from bertbench.model import BertForPreTraining, Dropout
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining, Dropout
+    from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.finetune_run import resolve_model_source
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)

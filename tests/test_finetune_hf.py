@@ -25,10 +25,10 @@ def _invoke(*args):
 
 
 def _export_of_our_checkpoint(tmp_path: Path) -> Path:
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     torch.manual_seed(0)

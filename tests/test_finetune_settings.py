@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
-from bertbench.finetune_settings import FinetuneSettings
+from bertbench.training.finetune_settings import FinetuneSettings
 from bertbench.run_preset import FinetuneSpec, list_presets, load_preset
-from bertbench.finetune_settings import FinetuneRequest
+from bertbench.training.finetune_settings import FinetuneRequest
 
 runner = CliRunner()
 SHARED = {f.name for f in dataclasses.fields(FinetuneSettings)}
@@ -88,7 +88,7 @@ def test_a_new_field_becomes_an_option_with_its_type_default_and_list_parsing():
     import typer
 
     from bertbench.cli_options import options_from, parse_values
-    from bertbench.finetune_settings import required, setting
+    from bertbench.training.finetune_settings import required, setting
 
     @dataclasses.dataclass(kw_only=True)
     class Toy:

@@ -7,8 +7,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from bertbench.config import ModelConfig  # noqa: E402
-from bertbench.hf_compat import config_from_hf, state_dict_from_hf, state_dict_to_hf  # noqa: E402
-from bertbench.model import BertForPreTraining, Packing  # noqa: E402
+from bertbench.model.hf_compat import config_from_hf, state_dict_from_hf, state_dict_to_hf  # noqa: E402
+from bertbench.model.bert import BertForPreTraining, Packing  # noqa: E402
 
 
 def hf_model(vocab_size=99, layers=2, hidden=32, heads=4, seed=0):

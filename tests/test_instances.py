@@ -12,7 +12,7 @@ import pytest
 
 from bertbench.config import DataConfig
 from bertbench.data.instances import IS_NEXT, NOT_NEXT, build_pretraining_data
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 

@@ -21,7 +21,7 @@ from bertbench.data.masking import (
     select_positions,
 )
 from bertbench.errors import BertbenchError
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 T = 128

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from bertbench.config import ModelConfig
-from bertbench.model import SelfAttention, attention_mask_for_sdpa, dropout
+from bertbench.model.bert import SelfAttention, attention_mask_for_sdpa, dropout
 
 
 def test_dropout_keeps_one_minus_p_and_scales():
@@ -41,7 +41,7 @@ def test_explicit_cpu_attention_equals_sdpa():
 
 def test_flops_per_token_counts_the_partial_last_layer():
     from bertbench.config import ModelConfig
-    from bertbench.model import flops_per_token
+    from bertbench.model.bert import flops_per_token
 
     cfg = ModelConfig(vocab_size=1000, hidden_size=64, num_layers=3, num_heads=4, intermediate_size=256)
     H, L, I, V, T = 64, 3, 256, 1000, 32

@@ -28,7 +28,7 @@ from bertbench.config import (
     trains_nsp,
 )
 from bertbench.errors import BertbenchError
-from bertbench.model import BertForPreTraining
+from bertbench.model.bert import BertForPreTraining
 
 runner = CliRunner()
 SMALL = ModelConfig(vocab_size=61, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
@@ -149,7 +149,7 @@ def test_the_training_batches_carry_nsp_labels_only_for_mlm_nsp(tmp_path, object
     import numpy as np
 
     from bertbench.data.masking import make_collator
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]))
     tok = WordPieceTokenizer.from_vocab(tmp_path / "vocab.txt")
@@ -163,8 +163,8 @@ def test_the_training_batches_carry_nsp_labels_only_for_mlm_nsp(tmp_path, object
 
 
 def _save(tmp_path, model, run_config, name="ckpt"):
-    from bertbench.checkpoint import save_checkpoint
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.checkpoint import save_checkpoint
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
                                                   [f"w{i}" for i in range(56)]) + "\n")
@@ -176,7 +176,7 @@ def _save(tmp_path, model, run_config, name="ckpt"):
 def test_an_old_checkpoint_loads_with_the_head_its_objective_trained(tmp_path, objective, nsp):
     """Checkpoints written before the head was optional hold nsp.* for every objective; the run config says
     whether NSP was trained: the head is kept for mlm+nsp, dropped for the others."""
-    from bertbench.checkpoint import load_checkpoint
+    from bertbench.model.checkpoint import load_checkpoint
 
     torch.manual_seed(0)
     old_model = BertForPreTraining(SMALL)  # the old trainer's model: always with the head
@@ -190,7 +190,7 @@ def test_an_old_checkpoint_loads_with_the_head_its_objective_trained(tmp_path, o
 
 
 def test_a_checkpoint_without_nsp_weights_has_no_head(tmp_path):
-    from bertbench.checkpoint import load_checkpoint
+    from bertbench.model.checkpoint import load_checkpoint
 
     model = BertForPreTraining(SMALL, nsp=False)
     assert load_checkpoint(_save(tmp_path, model, {})).model.nsp is None  # no run config: the weights decide
@@ -201,7 +201,7 @@ def test_a_checkpoint_without_nsp_weights_has_no_head(tmp_path):
 
 def test_export_without_an_nsp_head_is_a_masked_lm_in_transformers(tmp_path, caplog):
     transformers = pytest.importorskip("transformers")
-    from bertbench.checkpoint import load_checkpoint
+    from bertbench.model.checkpoint import load_checkpoint
 
     torch.manual_seed(1)
     model = BertForPreTraining(SMALL, nsp=False).eval()
@@ -242,7 +242,7 @@ def test_the_same_data_keeps_its_fingerprint_across_the_objective_field(tmp_path
 
     from bertbench.config import DataConfig
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     rng = _random.Random(1)
     words = "the cat sat on a mat and dog ran far away while birds sang in trees".split()

@@ -14,8 +14,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from bertbench.config import ModelConfig  # noqa: E402
-from bertbench.hf_compat import state_dict_to_hf  # noqa: E402
-from bertbench.model import BertForPreTraining, Packing  # noqa: E402
+from bertbench.model.hf_compat import state_dict_to_hf  # noqa: E402
+from bertbench.model.bert import BertForPreTraining, Packing  # noqa: E402
 from bertbench.training.task_model import TaskModel  # noqa: E402
 
 

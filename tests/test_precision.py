@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from bertbench.config import ModelConfig, OptimConfig
-from bertbench.model import BertForPreTraining
+from bertbench.model.bert import BertForPreTraining
 from bertbench.training.optim import make_adamw
 
 STEP_TOL = 0.01  # nats, at every step

@@ -144,8 +144,8 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     from bertbench.config import DataConfig, ModelConfig
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     docs = write_corpus(tmp_path / "docs", n_docs=6, seed=3)
     tok = WordPieceTokenizer.train((p.read_text() for p in sorted(docs.glob("*.txt"))), vocab_size=120)
@@ -218,7 +218,7 @@ def test_two_phase_schedule_switches_sequence_length(tmp_path, corpus, monkeypat
 def test_module_clips_gradients_when_its_optimizer_is_fused(fused):
     """Lightning refuses to clip for a fused optimizer, so the module does it (and only then)."""
     from bertbench.config import ModelConfig, OptimConfig
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
     from bertbench.training.pretrain_module import PretrainModule
 
     model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))

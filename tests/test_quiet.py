@@ -103,8 +103,8 @@ def test_pretraining_and_finetuning_with_progress_print_our_lines_only(tmp_path,
 def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path):
     from rich.console import Console
 
-    from bertbench.report import collect
-    from bertbench.report_terminal import print_short
+    from bertbench.report.model import collect
+    from bertbench.report.render.terminal import print_short
     from bertbench.results import load_records
 
     out = tmp_path / "smoke"
@@ -125,7 +125,7 @@ def test_verbose_shows_the_library_notices(tmp_path, corpus):
 
 
 def test_progress_lines_keep_a_steady_cadence():
-    from bertbench.progress import Ticker, progress_line
+    from bertbench.runtime.progress import Ticker, progress_line
 
     now = [0.0]
     ticker = Ticker(30.0, clock=lambda: now[0])

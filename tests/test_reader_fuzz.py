@@ -117,7 +117,7 @@ def test_corpus_reader_bytes(blob):
 @given(body=st.one_of(format_like, st.lists(st.sampled_from(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b",
                                                             "", " ", "a"]), max_size=12).map("\n".join)))
 def test_vocab_reader(body):
-    from bertbench.tokenizer import read_vocab_file
+    from bertbench.model.tokenizer import read_vocab_file
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "vocab.txt"

@@ -20,17 +20,17 @@ from typer.testing import CliRunner
 
 from bertbench.errors import BertbenchError
 from bertbench.reference import PAPER_NUMBERS_PATH, SPLITS, load_paper_numbers
-from bertbench.report import (
+from bertbench.report.build import build_report
+from bertbench.report.model import (
     GENERATED_MARKER,
-    build_report,
     collect,
     fmt_stats,
     long_rows,
     main_table,
-    render_markdown,
     seed_stats,
     table5,
 )
+from bertbench.report.render.markdown import render_markdown
 from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, write_record
 
 TESTS = Path(__file__).resolve().parent
@@ -281,7 +281,8 @@ def test_long_rows_hold_ours_and_the_papers(fixture_records):
 
 
 def _cli(args: list[str], monkeypatch=None, registry: bool = True):
-    from bertbench import cli, report_run
+    from bertbench import cli
+    from bertbench.report import run as report_run
 
     if not registry:  # the fixture holds an rte v2 record the real registry (rte v1) rejects
         monkeypatch.setattr(report_run, "_known_task_versions", lambda warn: None)
@@ -334,7 +335,7 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
     assert "![figure 5 sst2.v1.dev.accuracy](plots/figure5.sst2.v1.dev.accuracy.png)" in text
     assert "no paper number is shown here" in text
     # a plot drawn again is the same bytes (the markdown's regeneration is checked by the golden CLI test)
-    from bertbench.report_plots import plot_figure5, plot_task
+    from bertbench.report.render.plots import plot_figure5, plot_task
 
     data = collect(load_records([RECORDS]))
     row = next(r for r in data.rows if r.task == "sst2")
@@ -346,7 +347,7 @@ def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
 def test_archived_records_keep_their_curve(tmp_path, fixture_records):
     """A run folder that is gone (an absolute run_dir on another machine): the metrics.csv kept with the
     committed records, at RECORDS/pretrain/NAME, draws the curve; without it there is none."""
-    from bertbench.report_plots import find_metrics_csv
+    from bertbench.report.render.plots import find_metrics_csv
 
     rec = _template(fixture_records)
     rec["model"]["pretraining"]["run_dir"] = "/gone/elsewhere/runs/cpu-quick/pretrain/mlm_nsp-abc"
@@ -430,7 +431,7 @@ def _rows_on_one_line(text: str, table) -> None:
 def test_terminal_table_fits_100_columns_and_nothing_wraps(fixture_records, monkeypatch):
     from rich.console import Console
 
-    from bertbench.report_terminal import render_short, short_table
+    from bertbench.report.render.terminal import render_short, short_table
 
     table = short_table(collect(fixture_records))
     assert table.labels[-2:] == ("BERT-Tiny (Turc et al.)", "BERT-Mini (Turc et al.)")  # the paper's models of our sizes
@@ -450,7 +451,7 @@ def test_terminal_table_fits_100_columns_and_nothing_wraps(fixture_records, monk
 
 
 def test_cli_import_stays_light():
-    code = ("import sys, bertbench.cli, bertbench.commands.report, bertbench.report, bertbench.report_run, bertbench.results\n"
+    code = ("import sys, bertbench.cli, bertbench.commands.report, bertbench.report.build, bertbench.report.render.markdown, bertbench.report.run, bertbench.results\n"
             "heavy = [m for m in ('torch', 'pandas', 'matplotlib', 'lightning', 'transformers') if m in sys.modules]\n"
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -494,7 +495,7 @@ def test_degenerate_cells_are_marked(fixture_records):
 
 
 def test_figure5_table_lists_every_checkpoint_with_its_tokens(fixture_records):
-    from bertbench.report_figure5 import figure5_table
+    from bertbench.report.tables.figure5 import figure5_table
 
     table = figure5_table(collect(fixture_records))
     assert table.header == ("Variant", "Pre-training tokens", "sst2 (accuracy)")
@@ -520,7 +521,7 @@ def test_checkpoints_of_one_run_are_a_series_not_columns(fixture_records):
 
 
 def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
-    from bertbench.report_protocol import protocol_table
+    from bertbench.report.tables.protocol import protocol_table
 
     t = _template(fixture_records)
     selection = {"on": "train-slice", "rule": "r", "grid": [5e-5, 1e-4], "scores": {"5e-05": 60.0, "0.0001": 62.5},

@@ -27,7 +27,7 @@ MAX_STEPS = 10
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from bertbench.data.corpus import iter_documents
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     base = tmp_path_factory.mktemp("faults")
     corpus = write_corpus(base / "docs")

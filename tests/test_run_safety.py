@@ -62,7 +62,7 @@ def test_first_bad_step_names_the_first_non_finite_step():
 def test_damaged_or_non_finite_weights_are_refused(tmp_path):
     from safetensors.torch import save_file
 
-    from bertbench.checkpoint import read_safetensors
+    from bertbench.model.checkpoint import read_safetensors
 
     good = tmp_path / "w.safetensors"
     save_file({"a": torch.ones(64, 64)}, str(good))
@@ -79,7 +79,7 @@ def test_damaged_or_non_finite_weights_are_refused(tmp_path):
 
 
 def test_run_folder_lock_refuses_a_second_process(tmp_path):
-    from bertbench.run_dir import lock_run_dir
+    from bertbench.runtime.run_dir import lock_run_dir
 
     with lock_run_dir(tmp_path):
         with pytest.raises(BertbenchError, match="in use by process"):  # a second flock on a new descriptor

@@ -1,4 +1,4 @@
-"""bertbench.stats against textbook references: scipy's t-interval and a paired bootstrap done by hand."""
+"""bertbench.report.stats against textbook references: scipy's t-interval and a paired bootstrap done by hand."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from bertbench.stats import (
+from bertbench.report.stats import (
     PAIRED_BOOTSTRAP,
     PAIRED_T_OVER_SEEDS,
     T_OVER_SEEDS,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertbench.config import ModelConfig
-from bertbench.model import BertModel
+from bertbench.model.bert import BertModel
 from bertbench.training.finetune_loop import FinetuneHParams, pad_collate, train
 from bertbench.training.task_model import FeatureBasedConfig, TaskModel
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bertbench.errors import BertbenchError
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 
 
 def first_lines(path: Path, n: int) -> list[str]:
@@ -50,7 +50,7 @@ def test_train_save_reload(tmp_path):
     text = "The quick brown fox jumps over the lazy dog. Café naïve résumé!\n\n" * 50
     (docs / "a.txt").write_text(text + "Pack my box with five dozen liquor jugs.\n" * 30)
     (docs / "b.txt").write_text("Sphinx of black quartz, judge my vow.\n" * 40)
-    from bertbench.tokenizer import iter_texts_for_training
+    from bertbench.model.tokenizer import iter_texts_for_training
 
     tok = WordPieceTokenizer.train(iter_texts_for_training(sorted(docs.glob("*.txt"))), vocab_size=200)
     assert tok.convert_ids_to_tokens(range(5)) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -91,7 +91,7 @@ def test_bad_vocab_is_a_clear_error(tmp_path):
 _TRAIN_SCRIPT = """
 import random, sys
 from pathlib import Path
-from bertbench.tokenizer import WordPieceTokenizer
+from bertbench.model.tokenizer import WordPieceTokenizer
 rng = random.Random(7)
 letters = "abcdefghijklmnopqrstuvwxyzéèàçñøß"
 words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
@@ -121,7 +121,7 @@ def test_trained_vocab_is_byte_identical_in_every_process(tmp_path):
 
 def test_trained_vocab_has_one_canonical_order():
     """[PAD] [UNK] [CLS] [SEP] [MASK], the alphabet (most frequent first), sorted "##c", then merges."""
-    from bertbench.tokenizer import SPECIAL_TOKENS, train_vocab
+    from bertbench.model.tokenizer import SPECIAL_TOKENS, train_vocab
 
     lines = ["the cat sat on the mat", "the dog ate the hat", "a cat and a dog"] * 20
     vocab = train_vocab(lines, vocab_size=60, limit_alphabet=None)

@@ -88,7 +88,7 @@ def patch(model, dropout: str = "torch", attention: str = "sdpa") -> None:
     import torch.nn as nn
     import torch.nn.functional as F
 
-    from bertbench.model import SelfAttention
+    from bertbench.model.bert import SelfAttention
 
     drop = fast_dropout if dropout == "fast" else (lambda x, p, training=True: F.dropout(x, p, training))
     for m in model.modules():
@@ -158,7 +158,7 @@ def _optimizer(model, kind: str):
 
 
 def build(cfg: ModelConfig, base_state: dict, batches: list, name: str, spec: dict[str, Any]) -> common.Side:
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
 
     model = BertForPreTraining(dataclasses.replace(cfg, **spec.get("cfg", {}))).train()
     model.load_state_dict(base_state)
@@ -176,7 +176,7 @@ def build(cfg: ModelConfig, base_state: dict, batches: list, name: str, spec: di
 
 
 def _setup(model_size: str, batch_size: int, seq_len: int, n: int):
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
 
     cfg = ModelConfig.from_size(model_size)
     torch.manual_seed(0)
@@ -235,7 +235,7 @@ def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warm
 def run_allocator(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int, repeats: int) -> dict[str, Any]:
     """The default step in fresh processes, in rotating order: plain glibc malloc, glibc as the CLI tunes it
     (allocator.py), and tcmalloc preloaded where it is installed. Each process reports the allocator it ran."""
-    from bertbench.allocator import DISABLE_ENV
+    from bertbench.runtime.allocator import DISABLE_ENV
 
     found = common.tcmalloc_library()
     # through the CLI's entry point, which tunes glibc malloc before torch loads (unless told not to)

@@ -26,7 +26,7 @@ PRECISION_LABEL = {"32-true": "fp32", "bf16-mixed": "bf16"}
 
 def parse_precision(precision: str) -> str:
     """auto | 32 | bf16-mixed (and the aliases fp32, bf16) → '32-true' or 'bf16-mixed' on this CPU."""
-    from bertbench.provenance import resolve_precision
+    from bertbench.runtime.provenance import resolve_precision
 
     resolved = resolve_precision(precision, "cpu")
     if resolved not in PRECISION_LABEL:
@@ -38,7 +38,7 @@ def parse_precision(precision: str) -> str:
 # Machine facts.
 
 
-from bertbench.allocator import allocator_name, tcmalloc_preloaded  # noqa: E402  (re-exported)
+from bertbench.runtime.allocator import allocator_name, tcmalloc_preloaded  # noqa: E402  (re-exported)
 
 
 def tcmalloc_library() -> Optional[str]:
@@ -72,7 +72,7 @@ def set_threads(threads: Optional[int]) -> int:
 def machine() -> dict[str, Any]:
     import torch
 
-    from bertbench.provenance import code_version, hardware, library_versions
+    from bertbench.runtime.provenance import code_version, hardware, library_versions
 
     versions = library_versions()
     return {

@@ -45,7 +45,7 @@ def write_synthetic_corpus(folder: Path, megabytes: float, seed: int = 0, doc_kb
 
 
 def synthetic_tokenizer(words: list[str], folder: Path):
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     chars = list(string.ascii_lowercase + string.digits + string.punctuation)
     vocab = SPECIAL + chars + [f"##{c}" for c in string.ascii_lowercase] + words
@@ -69,7 +69,7 @@ def run(
 ) -> dict[str, Any]:
     from bertbench.config import DataConfig
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     if repeats < 1:
         raise BertbenchError(f"--repeats {repeats}: expected at least 1")

@@ -71,7 +71,7 @@ def build_hf_classifier(cfg: ModelConfig, pretraining_state: dict, head_state: d
     """BertForSequenceClassification (SDPA) with our encoder's weights (from a BertForPreTraining state) and head's."""
     from transformers import BertForSequenceClassification
 
-    from bertbench.hf_compat import state_dict_to_hf
+    from bertbench.model.hf_compat import state_dict_to_hf
 
     hf_cfg = hf_config(cfg)
     hf_cfg.num_labels = 2
@@ -107,7 +107,7 @@ def build_sides(
     transformers-max_length on random batches of the same pool."""
     import torch
 
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
     from bertbench.training.finetune_loop import pad_collate
     from bertbench.training.task_model import TaskModel
 

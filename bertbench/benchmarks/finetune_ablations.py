@@ -22,7 +22,7 @@ from bertbench.errors import BertbenchError
 from bertbench.benchmarks import finetune as ft
 from bertbench.benchmarks.pretrain import train_step
 from bertbench.config import ModelConfig
-from bertbench.model import Packing
+from bertbench.model.bert import Packing
 
 
 @contextlib.contextmanager
@@ -79,7 +79,7 @@ def build(base, batches: list[dict], tokens: list[int], name: str, spec: dict[st
 
 def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, precision: str, steps: int, warmup: int,
                  only: list[str]) -> dict[str, Any]:
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
     from bertbench.training.finetune_loop import pad_collate
     from bertbench.training.task_model import TaskModel
 

@@ -56,7 +56,7 @@ def predicted_share(seq_len: int) -> float:
 def hf_config(cfg: ModelConfig):
     from transformers import BertConfig
 
-    from bertbench.hf_compat import config_to_hf
+    from bertbench.model.hf_compat import config_to_hf
 
     return BertConfig(**config_to_hf(cfg))
 
@@ -65,7 +65,7 @@ def build_hf_pretraining(cfg: ModelConfig, ours_state: dict):
     """transformers' BertForPreTraining (SDPA attention) holding the same weights as our model."""
     from transformers import BertForPreTraining
 
-    from bertbench.hf_compat import state_dict_to_hf
+    from bertbench.model.hf_compat import state_dict_to_hf
 
     model = BertForPreTraining._from_config(hf_config(cfg), attn_implementation="sdpa")
     model.load_state_dict(state_dict_to_hf(ours_state, cfg))
@@ -117,7 +117,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     """bertbench at its default precision, fp32 and bf16 (deduplicated); transformers at fp32 and bf16."""
     import torch
 
-    from bertbench.model import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining
     from bertbench.training.optim import make_adamw
 
     torch.manual_seed(seed)
@@ -173,7 +173,7 @@ def run(
     progress: Optional[Callable[[str], None]] = None,
 ) -> dict[str, Any]:
     from bertbench.errors import BertbenchError
-    from bertbench.model import flops_per_token
+    from bertbench.model.bert import flops_per_token
 
     default = common.parse_precision(precision)
     cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)

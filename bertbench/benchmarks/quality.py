@@ -217,8 +217,8 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
     from transformers import BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling
 
     from bertbench.benchmarks.pretrain import hf_adamw, hf_config
-    from bertbench.model import BertForPreTraining
-    from bertbench.provenance import resolve_precision
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.runtime.provenance import resolve_precision
     from bertbench.training.pretrain_module import linear_warmup_decay
     from bertbench.training.pretrain_run import model_config_for
 
@@ -301,7 +301,7 @@ def run(
     pair (ours, hf) first, side by side in two processes of `pair_threads` threads each (so three 25-minute
     sides take two slots of the clock, not three), then ours-recipe here."""
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.pretrain_run import load_or_train_tokenizer
 
     if not minutes > 0:

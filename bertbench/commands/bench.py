@@ -179,7 +179,7 @@ def quality(
     """Held-out MLM accuracy after the same training minutes: bertbench vs the Hugging Face stack, same tokenizer."""
     from bertbench.benchmarks import common, quality as bench_quality
     from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text
+    from bertbench.runtime.files import atomic_write_text
     from bertbench.paths import default_data_dir
 
     if render is not None:
@@ -351,7 +351,7 @@ def _allocator_markdown(result: dict[str, Any], command: str) -> str:
 
 def _embed_block(target: Path, name: str, body: str) -> None:
     from bertbench.errors import BertbenchError
-    from bertbench.io_utils import atomic_write_text, replace_marked_block
+    from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
     if not target.is_file():
         raise BertbenchError(f"{target}: no such file to embed the table in")

@@ -22,7 +22,7 @@ def convert(
         raise BertbenchError(f"--out {out}: is a file, not a folder")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise BertbenchError(f"--out {out}: the folder is not empty; choose another, or pass --force to replace its files")
-    from bertbench.checkpoint import check_checkpoint_dir, import_hf, load_checkpoint, save_checkpoint
+    from bertbench.model.checkpoint import check_checkpoint_dir, import_hf, load_checkpoint, save_checkpoint
 
     if from_hf is not None:
         ckpt = import_hf(from_hf)
@@ -30,7 +30,7 @@ def convert(
         note = f" (not in the file, left at fresh init: {', '.join(ckpt.missing_heads)})" if ckpt.missing_heads else ""
         typer.echo(f"imported {from_hf} → {out}{note}")
     else:
-        from bertbench.hf_compat import write_hf_dir
+        from bertbench.model.hf_compat import write_hf_dir
 
         check_checkpoint_dir(to_hf)
         ckpt = load_checkpoint(to_hf)

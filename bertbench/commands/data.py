@@ -171,7 +171,7 @@ def inspect(
     """Documents, sentences, instances and masking statistics of a corpus, with the flags of pretrain."""
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
     cfg = DataConfig(

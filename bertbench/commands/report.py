@@ -39,7 +39,7 @@ def report(
 ) -> None:
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
-    from bertbench.report_run import make_report
+    from bertbench.report.run import make_report
 
     make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide,
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

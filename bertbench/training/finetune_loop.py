@@ -156,7 +156,7 @@ def train(
 
     Raises NonFiniteError at the end of the epoch in which the loss or gradient norm first became NaN/inf."""
     from bertbench.errors import BertbenchError
-    from bertbench.progress import Ticker, every_seconds, progress_line
+    from bertbench.runtime.progress import Ticker, every_seconds, progress_line
     from bertbench.training.finite_guard import FirstBadStep
 
     if len(train_features) == 0:  # else `while step < total` below would never advance

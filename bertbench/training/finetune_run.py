@@ -19,7 +19,7 @@ import numpy as np
 
 from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
-from bertbench.finetune_settings import FinetuneRequest
+from bertbench.training.finetune_settings import FinetuneRequest
 
 PRETRAINING_KEYS = (
     "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
@@ -45,8 +45,8 @@ class ModelSource:
     def backbone(self, seed: int):
         import torch
 
-        from bertbench.checkpoint import fit_nsp_weights
-        from bertbench.model import BertForPreTraining
+        from bertbench.model.checkpoint import fit_nsp_weights
+        from bertbench.model.bert import BertForPreTraining
 
         torch.manual_seed(seed)  # random:<size>: each seed is its own initialisation
         model = BertForPreTraining(self.config, nsp=False)  # the encoder is what fine-tunes; an NSP head is not needed
@@ -56,10 +56,10 @@ class ModelSource:
 
 
 def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
-    from bertbench.checkpoint import fingerprint_checkpoint, load_checkpoint
+    from bertbench.model.checkpoint import fingerprint_checkpoint, load_checkpoint
     from bertbench.config import ModelConfig
     from bertbench.results import migrate_pretraining, pretraining_block
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     if spec.startswith("random:"):
         size = spec.split(":", 1)[1]
@@ -204,9 +204,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
 
     from bertbench.data.features import build_features
     from bertbench.data.task_readers import data_fingerprint, read_split
-    from bertbench.io_utils import atomic_write_json, atomic_write_text
+    from bertbench.runtime.files import atomic_write_json, atomic_write_text
     from bertbench.paths import default_data_dir
-    from bertbench.provenance import resolve_precision
+    from bertbench.runtime.provenance import resolve_precision
     from bertbench.results import SCHEMA_VERSION, provenance, record_filename, write_record
     from bertbench.tasks import load_tasks, resolve_task_names
     from bertbench.training.finetune_loop import FinetuneHParams, predict, train
@@ -225,7 +225,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         raise BertbenchError(f"--precision {req.precision}: fine-tuning runs bf16-mixed, 32-true or auto")
     bf16 = precision == "bf16-mixed"
     out = Path(req.out)
-    from bertbench.run_dir import prepare_run_dir
+    from bertbench.runtime.run_dir import prepare_run_dir
 
     prepare_run_dir(out)  # a file, an unwritable folder: said now, not after the training
     written: list[Path] = []

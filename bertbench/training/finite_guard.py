@@ -1,4 +1,5 @@
-"""Stop at the first non-finite loss or gradient norm, and never save or load non-finite weights.
+"""Stop at the first non-finite loss or gradient norm (and checkpoints refuse non-finite weights:
+`model.checkpoint.check_finite_weights`).
 
 The check stays on the device: `FirstBadStep` keeps the first step whose loss or gradient norm was NaN/inf
 in a tensor (no host sync per step) and is read back where a sync happens anyway — before a metrics row,
@@ -52,12 +53,3 @@ class FirstBadStep:
                 f"{where}: the training {what} became NaN/inf at step {step}; stopped{kept}. "
                 "Lower the learning rate or add warm-up"
             )
-
-
-def check_finite_weights(state_dict: dict, where: str) -> None:
-    """Refuse weights holding NaN/inf (a diverged run's, or a file with damaged tensor data)."""
-    bad = [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-    if bad:
-        raise BertbenchError(
-            f"{where}: {len(bad)} weight tensor(s) hold NaN/inf (first: {bad[0]}); the file is damaged or the run diverged"
-        )

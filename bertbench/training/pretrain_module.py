@@ -21,7 +21,7 @@ import torch
 
 from bertbench.config import OptimConfig
 from bertbench.data import IGNORE_INDEX
-from bertbench.model import BertForPreTraining
+from bertbench.model.bert import BertForPreTraining
 from bertbench.training.optim import make_adamw
 
 
@@ -226,7 +226,7 @@ def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> Non
     `checkpoint.fit_nsp_weights`; the optimiser state by position: AdamW numbers the parameters group after
     group in `param_groups` order, so the numbers of the head's parameters are those in the same model with
     the head (built on the meta device: no memory, no random draws)."""
-    from bertbench.checkpoint import NSP_PREFIX, fit_nsp_weights
+    from bertbench.model.checkpoint import NSP_PREFIX, fit_nsp_weights
     from bertbench.training.optim import param_group_names
 
     weights = checkpoint.get("state_dict") or {}

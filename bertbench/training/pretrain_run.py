@@ -54,7 +54,7 @@ def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool =
     """The run's tokenizer. The copy in RUN/tokenizer is reused only by a resumed run (its checkpoint was
     trained with it and its config was checked unchanged); a fresh run in a folder that a failed run left
     behind builds its own, so a stale tokenizer (other corpus, other size) is never silently reused."""
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     saved = out_dir / "tokenizer"
     if resuming and (saved / "vocab.txt").is_file():
@@ -396,7 +396,7 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
 def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path) -> dict[str, Any]:
     """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
-    from bertbench.provenance import code_version, hardware
+    from bertbench.runtime.provenance import code_version, hardware
 
     mlm = is_masked(cfg.objective)
     return {
@@ -433,9 +433,9 @@ def _snapshot_callback(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: 
             tokens = run_log.tokens_seen(trainer)
             if not trainer.is_global_zero:
                 return
-            from bertbench.checkpoint import save_checkpoint
+            from bertbench.model.checkpoint import save_checkpoint
             from bertbench.config import to_dict
-            from bertbench.provenance import now_iso
+            from bertbench.runtime.provenance import now_iso
 
             with pl_module.clock_paused():  # not training time, as a checkpoint write
                 heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
@@ -465,7 +465,7 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
 
 def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
     """Every optimiser step's lr: step, training seconds before it, lr (the schedule as it really ran)."""
-    from bertbench.io_utils import atomic_write_text
+    from bertbench.runtime.files import atomic_write_text
 
     lines = ["step,training_seconds,lr"] + [f"{s},{t:.4f},{lr:.6g}" for s, t, lr in trace]
     atomic_write_text(path, "\n".join(lines) + "\n")
@@ -513,7 +513,7 @@ def pretrain(
 
     One process per run folder (a lock); SIGINT/SIGTERM checkpoint at the next step boundary and raise
     `Interrupted` (see stop_signals)."""
-    from bertbench.run_dir import lock_run_dir, prepare_run_dir
+    from bertbench.runtime.run_dir import lock_run_dir, prepare_run_dir
     from bertbench.training.stop_signals import StopSignals
 
     out_dir = Path(out_dir)
@@ -574,9 +574,9 @@ def _pretrain_locked(
 
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
-    from bertbench.model import BertForPreTraining
-    from bertbench.progress import every_seconds
-    from bertbench.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.runtime.progress import every_seconds
+    from bertbench.runtime.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
     from bertbench.training.stop_signals import Interrupted
@@ -705,9 +705,9 @@ def _pretrain_locked(
         "library_versions": library_versions(),
         "date": now_iso(),
     }
-    from bertbench.checkpoint import save_checkpoint
+    from bertbench.model.checkpoint import save_checkpoint
     from bertbench.config import to_dict
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
     write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)

@@ -1,11 +1,11 @@
-"""Pre-training's progress as plain lines, for output that is not a terminal (see `bertbench.progress`)."""
+"""Pre-training's progress as plain lines, for output that is not a terminal (see `bertbench.runtime.progress`)."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 import lightning as L
 
-from bertbench.progress import Ticker, progress_line
+from bertbench.runtime.progress import Ticker, progress_line
 
 
 class ProgressLines(L.Callback):

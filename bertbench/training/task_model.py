@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bertbench.model import (
+from bertbench.model.bert import (
     IGNORE_INDEX, BertModel, EncoderOutput, MultipleChoiceHead, SequenceHead, SpanHead, TokenHead, init_head,
 )
 

@@ -192,7 +192,7 @@ def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     head) and `AutoTokenizer.from_pretrained` load."""
     from safetensors.torch import save_file
 
-    from bertbench.io_utils import atomic_write_json
+    from bertbench.runtime.files import atomic_write_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -161,7 +161,7 @@ def _learn_merges(
     from tokenizers import Tokenizer, pre_tokenizers, trainers
     from tokenizers.models import WordPiece
 
-    from bertbench.quiet import library_progress_bars
+    from bertbench.runtime.quiet import library_progress_bars
 
     tok = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -262,7 +262,7 @@ class WordPieceTokenizer:
         return cls(_build(dict(vocab), lowercase, strip_accents), lowercase, strip_accents)
 
     def save(self, folder: Path) -> None:
-        from bertbench.io_utils import atomic_write_json, atomic_write_text
+        from bertbench.runtime.files import atomic_write_json, atomic_write_text
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)

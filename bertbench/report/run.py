@@ -22,8 +22,9 @@ def _known_task_versions(warn: Callable[[str], None]) -> Optional[dict[str, int]
 
 def _write_index(folder: Path, warn: Callable[[str], None]) -> Optional[Path]:
     """Regenerate `folder/README.md` listing the generated reports in it; a hand-written README is left alone."""
-    from bertbench.io_utils import atomic_write_text
-    from bertbench.report import GENERATED_MARKER, render_index
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.report.model import GENERATED_MARKER
+    from bertbench.report.render.markdown import render_index
 
     index = folder / "README.md"
     if index.exists() and not index.read_text(encoding="utf-8").startswith(GENERATED_MARKER):
@@ -43,7 +44,7 @@ def _write_index(folder: Path, warn: Callable[[str], None]) -> Optional[Path]:
 
 def _check_replaceable(out: Path, force: bool) -> None:
     """--out may replace an earlier generated report (its first line is the marker), never another file."""
-    from bertbench.report import GENERATED_MARKER
+    from bertbench.report.model import GENERATED_MARKER
 
     if out.is_dir():
         raise BertbenchError(f"--out {out}: is a folder; give a file name such as {out / 'report.md'}")
@@ -71,8 +72,11 @@ def make_report(
     """The report of the records under `results`: each output that is asked for, then the terminal tables."""
     from rich.console import Console
 
-    from bertbench.io_utils import atomic_write_bytes, atomic_write_text
-    from bertbench.report import build_report, collect, long_rows, render_markdown, render_rich
+    from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
+    from bertbench.report.build import build_report
+    from bertbench.report.model import collect, long_rows
+    from bertbench.report.render.markdown import render_markdown
+    from bertbench.report.render.terminal import render_rich
     from bertbench.results import RECORD_SUFFIX, load_records
 
     if out is not None and out.name == "README.md":
@@ -85,7 +89,7 @@ def make_report(
     data = collect(records)
     figures = None
     if plots is not None:
-        from bertbench.report_plots import make_figures
+        from bertbench.report.render.plots import make_figures
 
         figures = make_figures(data, plots, link_base=out.parent if out is not None else plots)
         echo(f"wrote plots to {plots}")
@@ -96,7 +100,7 @@ def make_report(
         index = _write_index(out.parent, warn)
         echo(f"wrote {out}" + (f" and {index}" if index else ""))
     if embed is not None:
-        from bertbench.report import embed_block
+        from bertbench.report.render.markdown import embed_block
 
         if not embed.is_file():
             raise BertbenchError(f"{embed}: no such file to embed the table in")
@@ -122,7 +126,7 @@ def make_report(
         for table in render_rich(rep):
             console.print(table)
     else:
-        from bertbench.report_terminal import print_short
+        from bertbench.report.render.terminal import print_short
 
         print_short(data, out)
 

@@ -1,7 +1,7 @@
 """The results table for the terminal: our variants beside the paper's model of our size, in 100 columns.
 
 The markdown report holds every paper column, interval and note, and `bertbench report --wide` prints
-those tables on the terminal. This one is the glance at the end of a run: a row per variant (its label on
+those tables on the terminal (`render_rich`). This one is the glance at the end of a run: a row per variant (its label on
 one line with its numbers), a row per paper model of the sizes we ran, a column per row of the main
 table. Columns that do not fit the width continue in another table that repeats the row labels, so no
 cell ever wraps.
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bertbench.report import (
+from bertbench.report.build import Report
+from bertbench.report.model import (
     DEFAULT_APPROACH,
     MISSING,
     PaperColumnSpec,
@@ -169,3 +170,20 @@ def print_short(data: ReportData, report_file: Optional[Path] = None, console=No
 
 
 __all__ = ["TERMINAL_WIDTH", "ShortTable", "closest_paper_columns", "fmt_short", "print_short", "render_short", "short_table"]
+
+
+def render_rich(report: Report) -> list:
+    """The tables as `rich.table.Table`s, for the terminal."""
+    from rich.table import Table as RichTable
+
+    out = []
+    for table in report.tables:
+        if not table.rows:
+            continue
+        rich_table = RichTable(title=table.title, show_lines=False)
+        for name in table.header:
+            rich_table.add_column(name, overflow="fold")
+        for row in table.rows:
+            rich_table.add_row(*row)
+        out.append(rich_table)
+    return out

@@ -7,9 +7,11 @@ import platform
 import subprocess
 from pathlib import Path
 
-from bertbench import __version__
+# The package's version (pyproject.toml says the same); here, at the bottom, so that `bertbench.__version__`
+# re-exports it and nothing below the package's front door imports the front door (which loads checkpoints).
+__version__ = "0.1.0"
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]  # the checkout (git's working tree)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,6 +1,6 @@
 """The paper's qualitative claims (reference/claims.yaml) judged on our records: the claims table.
 
-Each claim compares two variants (a − b, paired by seed: `bertbench.paired`) and gets a verdict from
+Each claim compares two variants (a − b, paired by seed: `bertbench.report.tables.paired`) and gets a verdict from
 where the 95% paired t-interval [lo, hi] lies against the claim's threshold (the rules are in
 claims.yaml's header, with the thresholds; `verdict()` applies them):
 - reproduced: the whole interval is on the claim's side;
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.paired import Difference, difference, fmt_difference, gain_side, side
+from bertbench.report.tables.paired import Difference, difference, fmt_difference, gain_side, side
 from bertbench.reference import PaperNumbers, load_paper_numbers
-from bertbench.report import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant
-from bertbench.stats import BOOTSTRAP_RESAMPLES, Interval, fmt_interval
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant
+from bertbench.report.stats import BOOTSTRAP_RESAMPLES, Interval, fmt_interval
 
-CLAIMS_PATH = Path(__file__).resolve().parent / "reference" / "claims.yaml"
+CLAIMS_PATH = Path(__file__).resolve().parents[2] / "reference" / "claims.yaml"
 SCHEMA = 1
 TESTS = ("greater", "not_worse", "much_greater", "equivalent")
 CHECKPOINTS = ("last", "first", "gain")

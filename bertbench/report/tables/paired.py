@@ -2,7 +2,7 @@
 
 A `Side` is one variant's per-seed score on one paper task (or the per-seed mean over several, as
 the GLUE-5 average); `difference(a, b)` pairs two sides by seed and gives the mean of a − b with
-its paired 95% t-interval over seeds (`bertbench.stats`). Pairing needs the same report row (task,
+its paired 95% t-interval over seeds (`bertbench.report.stats`). Pairing needs the same report row (task,
 task version, eval split): a variant evaluated on another split or task version is never paired.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from bertbench.report import (
+from bertbench.report.model import (
     DEFAULT_APPROACH,
     MISSING,
     ReportData,
@@ -23,7 +23,7 @@ from bertbench.report import (
     is_degenerate,
     seed_stats,
 )
-from bertbench.stats import Interval, fmt_interval, paired_bootstrap, paired_differences, paired_t_interval
+from bertbench.report.stats import Interval, fmt_interval, paired_bootstrap, paired_differences, paired_t_interval
 
 
 @dataclass(frozen=True)

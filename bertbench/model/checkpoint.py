@@ -42,9 +42,7 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
     import yaml
     from safetensors.torch import save_file
 
-    from bertbench.io_utils import atomic_write_json, atomic_write_text
-    from bertbench.training.finite_guard import check_finite_weights
-
+    from bertbench.runtime.files import atomic_write_json, atomic_write_text
     folder = Path(folder)
     sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     check_finite_weights(sd, f"{folder}: refusing to save weights")  # never a NaN checkpoint
@@ -79,8 +77,8 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     """Load a bertbench checkpoint folder (or a Hugging Face BERT folder, converted on the fly)."""
     import torch
 
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     folder = Path(path)
     if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model_config.json").is_file():
@@ -142,12 +140,21 @@ def load_weights(model, state_dict: dict, mismatch: str):
         raise BertbenchError(f"{mismatch} ({detail})") from None
 
 
+def check_finite_weights(state_dict: dict, where: str) -> None:
+    """Refuse weights holding NaN/inf (a diverged run's, or a file with damaged tensor data)."""
+    import torch
+
+    bad = [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise BertbenchError(
+            f"{where}: {len(bad)} weight tensor(s) hold NaN/inf (first: {bad[0]}); the file is damaged or the run diverged"
+        )
+
+
 def read_safetensors(path: Path, device: str = "cpu") -> dict:
     """Tensors of a .safetensors file, or one line: truncated, corrupt, or holding NaN/inf weights."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
-
-    from bertbench.training.finite_guard import check_finite_weights
 
     try:
         sd = load_file(str(path), device=device)
@@ -160,9 +167,9 @@ def read_safetensors(path: Path, device: str = "cpu") -> dict:
 def import_hf(hf_dir: Path) -> Checkpoint:
     """An HF BERT folder → an in-memory Checkpoint. An NSP head (`cls.seq_relationship`) absent from the file
     is absent from the model; the pooler and LM head absent from the file stay at their init."""
-    from bertbench.hf_compat import read_hf_dir, state_dict_from_hf
-    from bertbench.model import BertForPreTraining
-    from bertbench.tokenizer import WordPieceTokenizer
+    from bertbench.model.hf_compat import read_hf_dir, state_dict_from_hf
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.tokenizer import WordPieceTokenizer
 
     hf_dir = Path(hf_dir)
     cfg, hf_sd = read_hf_dir(hf_dir)

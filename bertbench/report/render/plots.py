@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.report import Figures, ReportData, RowKey, Variant, paper_columns, paper_number_for, seed_stats
+from bertbench.report.build import Figures
+from bertbench.report.model import ReportData, RowKey, Variant, paper_columns, paper_number_for, seed_stats
 
 CURVE_COLUMNS = ("eval_mlm_loss", "eval_clm_loss")
 CURVES_FILE = "pretraining_curves.png"
@@ -170,7 +171,7 @@ def plot_curves(data: ReportData, path: Path) -> tuple[bool, dict[str, str]]:
 
 def plot_figure5(data: ReportData, row: RowKey, path: Path) -> bool:
     """Dev score (mean, 95% t-interval error bars) against pre-training tokens, one line per series."""
-    from bertbench.report_figure5 import series
+    from bertbench.report.tables.figure5 import series
 
     lines = []
     for label, checkpoints in series(data):
@@ -215,7 +216,7 @@ def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
         path = plots_dir / f"{row_name(row)}.png"
         if plot_task(data, row, path):
             task_plots[row_name(row)] = link(path)
-    from bertbench.report_figure5 import rows_with_points
+    from bertbench.report.tables.figure5 import rows_with_points
 
     figure5 = {}
     for row in rows_with_points(data):

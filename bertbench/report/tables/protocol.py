@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from bertbench.report import DEFAULT_APPROACH, MISSING, ReportData, Table
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table
 
 PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
 

@@ -1,8 +1,11 @@
-"""Result records -> the report: tables beside the paper's numbers, as markdown, rich tables or long rows.
+"""Result records -> the report's data model (`ReportData`, `Table`, `Variant`, `RowKey`, `Cell`, formatting),
+the result tables built straight on it (main table, Tables 5, 6 and 8, provenance) and the long rows.
 
-Pure and deterministic: the same records give the same bytes (stable ordering, fixed decimals, no
-dates or absolute paths). Reading records is `bertbench.results`' job, plots are `report_plots`',
-writing files is the command's.
+The bottom of `bertbench.report`: it imports no other report module but the statistics. The tables that
+build on it are in `report.tables`, the whole report in `report.build`, the markdown, terminal and plots
+in `report.render`. Pure and deterministic: the same records give the same bytes (stable ordering, fixed
+decimals, no dates or absolute paths). Reading records is `bertbench.results`' job, writing files is
+`report.run`'s.
 
 How numbers are grouped (the decisions a reader of a report needs):
 - A column ("variant") is `results.variant_label(record)`; two different checkpoints with the same
@@ -10,7 +13,7 @@ How numbers are grouped (the decisions a reader of a report needs):
 - A row is (task, task version, eval kind, fine-tuning approach, primary metric): records of
   different task versions land in separate rows and are never averaged.
 - A cell summarises the seeds of one fine-tuning setting: "mean [95% t-interval over seeds] (n=k)"
-  (`bertbench.stats`); one seed has no interval and says so. A cell with a degenerate seed (one
+  (`bertbench.report.stats`); one seed has no interval and says so. A cell with a degenerate seed (one
   predicted class, or one value, for every example: the record's `extra.degenerate`) is marked ⊘.
   When a cell has several settings (e.g. a learning-rate sweep), the one with the best mean is shown
   and marked ‡: chosen on the evaluation split itself, like the paper's choice on dev (optimistic).
@@ -28,8 +31,8 @@ from typing import Any, Optional
 
 from bertbench.config import MODEL_SIZES, is_masked
 from bertbench.errors import BertbenchError
-from bertbench.progress import fmt_seconds
-from bertbench.stats import Interval, fmt_interval, t_interval
+from bertbench.runtime.progress import fmt_seconds
+from bertbench.report.stats import Interval, fmt_interval, t_interval
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
     LoadedRecord,
@@ -694,108 +697,6 @@ def provenance_table(data: ReportData) -> Table:
     return Table("provenance", "Provenance", header, tuple(rows), notes)
 
 
-# --- the whole report ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Figures:
-    """Plots made beside the report, as paths relative to the markdown file."""
-
-    task_plots: Mapping[str, str] = field(default_factory=dict)  # row label -> png
-    curves_plot: Optional[str] = None
-    curve_notes: Mapping[str, str] = field(default_factory=dict)  # variant label -> what happened
-    figure5_plots: Mapping[str, str] = field(default_factory=dict)  # row name -> png (score against tokens)
-
-
-@dataclass(frozen=True)
-class Report:
-    title: str
-    summary: str
-    tables: tuple[Table, ...]
-    figures: Optional[Figures] = None
-
-
-def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None) -> Report:
-    tasks = sorted({r.task for r in data.rows})
-    summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
-               f"({', '.join(tasks) or 'none'}).")
-    from bertbench.claims import claims_table  # these build on this module
-    from bertbench.paired import differences_table
-    from bertbench.report_protocol import protocol_table
-
-    from bertbench.report_figure5 import figure5_table, series
-
-    figure5 = (figure5_table(data),) if series(data) else ()
-    tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
-              table8(data), *figure5, protocol_table(data), provenance_table(data))
-    return Report(title, summary, tables, figures)
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(table: Table) -> list[str]:
-    lines = ["| " + " | ".join(_md_escape(h) for h in table.header) + " |",
-             "|" + "|".join("---" for _ in table.header) + "|"]
-    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in table.rows]
-    return lines
-
-
-def render_markdown(report: Report) -> str:
-    """The report as markdown; the first line marks the file as generated."""
-    out = [GENERATED_MARKER, f"# {report.title}", "", report.summary, ""]
-    for table in report.tables:
-        out += [f"## {table.title}", ""]
-        out += _md_table(table) if table.rows else ["(no rows)"]
-        if table.notes:
-            out += ["", *(f"- {note}" for note in table.notes)]
-        out.append("")
-    figures = report.figures
-    if figures is not None:
-        if figures.task_plots:
-            out += ["## Plots per task", "",
-                    "Bars: our means over seeds (error bars: 95% t-interval; none for one seed) beside the paper's numbers.", ""]
-            out += [f"![{name}]({path})" for name, path in sorted(figures.task_plots.items())]
-            out.append("")
-        if figures.figure5_plots:
-            out += ["## Figure 5 plots", "",
-                    "Our dev score (mean, 95% t-interval over seeds) against the pre-training tokens of the checkpoint "
-                    "fine-tuned; the paper's claim is stated in words under the Figure 5 table above.", ""]
-            out += [f"![figure 5 {name}]({path})" for name, path in sorted(figures.figure5_plots.items())]
-            out.append("")
-        out += ["## Pre-training curves", ""]
-        if figures.curves_plot:
-            out += [f"![pre-training curves]({figures.curves_plot})", ""]
-        out += [f"- {label}: {note}" for label, note in figures.curve_notes.items()]
-        out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
-def render_index(entries: Sequence[tuple[str, str]]) -> str:
-    """The folder's README.md: the generated reports in it, as (file name, title) pairs."""
-    out = [GENERATED_MARKER, "# Reports", "", "Generated by `bertbench report`; regenerate rather than edit.", ""]
-    out += [f"- [{title}]({name})" for name, title in sorted(entries)]
-    return "\n".join(out) + "\n"
-
-
-def render_rich(report: Report) -> list:
-    """The tables as `rich.table.Table`s, for the terminal."""
-    from rich.table import Table as RichTable
-
-    out = []
-    for table in report.tables:
-        if not table.rows:
-            continue
-        rich_table = RichTable(title=table.title, show_lines=False)
-        for name in table.header:
-            rich_table.add_column(name, overflow="fold")
-        for row in table.rows:
-            rich_table.add_row(*row)
-        out.append(rich_table)
-    return out
-
-
 def long_rows(data: ReportData) -> list[dict[str, Any]]:
     """One row per (variant, row, metric) of ours and per paper number shown: the CSV/JSON content."""
     out: list[dict[str, Any]] = []
@@ -836,23 +737,7 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "Cell", "Figures", "GENERATED_MARKER", "Report", "ReportData", "RowKey", "Stats", "Table", "Variant",
-    "build_report", "collect", "fmt_stats", "is_degenerate", "long_rows", "main_table", "paper_columns", "paper_number_for",
-    "provenance_table", "render_index",
-    "render_markdown", "render_rich", "seed_stats", "table5", "table6", "table8",
+    "Cell", "GENERATED_MARKER", "ReportData", "RowKey", "Stats", "Table", "Variant",
+    "collect", "fmt_stats", "is_degenerate", "long_rows", "main_table", "paper_columns", "paper_number_for",
+    "provenance_table", "seed_stats", "table5", "table6", "table8",
 ]
-
-
-def embed_block(document: str, report: Report, name: str, where: str = "document") -> str:
-    """Replace the block between `<!-- bertbench report: begin NAME -->` and `<!-- bertbench report: end NAME -->`
-    in `document` with the report's main table, so a README can show a generated table without anyone typing it."""
-    from bertbench.io_utils import replace_marked_block
-
-    main = report.tables[0]
-    body = [f"_Generated by `bertbench report` from {report.title}; do not edit between the markers._", ""]
-    body += _md_table(main)
-    if main.notes:
-        body += ["", *(f"- {note}" for note in main.notes)]
-    return replace_marked_block(
-        document, f"<!-- bertbench report: begin {name} -->", f"<!-- bertbench report: end {name} -->", "\n".join(body), where
-    )

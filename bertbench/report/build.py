@@ -1,0 +1,41 @@
+"""The whole report: every table of `report.model` and `report.tables`, in the order a reader meets them,
+plus the plots made beside it (`Figures`). What the renderers (`report.render`) turn into text."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional
+
+from bertbench.report.model import ReportData, Table, main_table, provenance_table, table5, table6, table8
+from bertbench.report.tables.claims import claims_table
+from bertbench.report.tables.figure5 import figure5_table, series
+from bertbench.report.tables.paired import differences_table
+from bertbench.report.tables.protocol import protocol_table
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Plots made beside the report, as paths relative to the markdown file."""
+
+    task_plots: Mapping[str, str] = field(default_factory=dict)  # row label -> png
+    curves_plot: Optional[str] = None
+    curve_notes: Mapping[str, str] = field(default_factory=dict)  # variant label -> what happened
+    figure5_plots: Mapping[str, str] = field(default_factory=dict)  # row name -> png (score against tokens)
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    summary: str
+    tables: tuple[Table, ...]
+    figures: Optional[Figures] = None
+
+
+def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None) -> Report:
+    tasks = sorted({r.task for r in data.rows})
+    summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
+               f"({', '.join(tasks) or 'none'}).")
+    figure5 = (figure5_table(data),) if series(data) else ()
+    tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
+              table8(data), *figure5, protocol_table(data), provenance_table(data))
+    return Report(title, summary, tables, figures)

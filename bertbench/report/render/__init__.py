@@ -1,0 +1,1 @@
+"""The report turned into something to read: markdown files, terminal tables, plots."""
