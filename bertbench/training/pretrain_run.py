@@ -595,7 +595,7 @@ def _pretrain_locked(
     start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     if resuming:
         print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # one line per run, not per process
+    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
         print(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}", flush=True)
     save_config(cfg, out_dir / "config.yaml")
 
