@@ -140,8 +140,8 @@ def run_preset(
     preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
     workers: Optional[int] = None,
 ) -> dict[str, Any]:
-    """Run every stage not already done; returns {stage: seconds} of this invocation (and, when stages ran
-    side by side, the invocation's wall time under "wall")."""
+    """Run every stage not already done; returns {stage: seconds} of this invocation, and its wall time
+    under "wall"."""
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     out = Path(out)
@@ -259,8 +259,7 @@ def run_preset(
 
     # 4. the report
     stage("report", lambda: write_report(out, preset, plots))
-    if workers > 1:
-        stages["wall"] = round(time.perf_counter() - t_start, 1)
+    stages["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
     from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(out / "stages.json", stages)
@@ -323,14 +322,20 @@ def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], 
     from bertbench.runtime.files import atomic_write_json
     from bertbench.training.finetune_run import run_finetune
 
-    run_finetune(req, echo=echo or (lambda message: print(message, flush=True)))
+    from bertbench.runtime.progress import say
+
+    run_finetune(req, echo=echo or say)
     atomic_write_json(marker, {"key": key})
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, quiet: bool) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    if quiet:  # a spawned worker starts with Python's defaults: silence what the main process silenced
+        from bertbench.runtime.quiet import silence_library_noise
+
+        silence_library_noise()
 
 
 def _timed(fn: Callable[..., None], *args: Any, **kwargs: Any) -> float:
@@ -378,11 +383,13 @@ def run_stages(jobs: list[_Stage], workers: int, echo: Callable[[str], None], st
 
     import torch
 
+    from bertbench.runtime.quiet import is_quiet
+
     threads = max(1, torch.get_num_threads() // workers)
     echo(f"{workers} stages at a time, {threads} thread(s) each")
     # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads,))
+                               initializer=_init_worker, initargs=(threads, is_quiet()))
     running: dict = {}
     # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -62,12 +62,34 @@ def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool =
     if cfg.tokenizer and cfg.tokenizer != "train":
         tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
     else:
-        from bertbench.data.corpus import iter_documents
-
-        sentences = (s for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents) for s in doc)
-        tok = WordPieceTokenizer.train(sentences, vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase)
+        tok = _train_tokenizer(cfg)
     tok.save(saved)
     return tok
+
+
+def _train_tokenizer(cfg: PretrainConfig):
+    """WordPiece trained on the corpus, with a progress line every so often: reading and counting the words,
+    then the trainer's merges (a minute on cpu-quick's corpus, silent otherwise)."""
+    from bertbench.data.corpus import iter_documents
+    from bertbench.model.tokenizer import WordPieceTokenizer
+    from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
+    read = {"sentences": 0, "done": False}
+
+    def sentences():
+        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents):
+            for sentence in doc:
+                read["sentences"] += 1
+                yield sentence
+        read["done"] = True
+
+    def status() -> str:
+        if read["done"]:
+            return f"learning {cfg.tokenizer_vocab_size:,} pieces from {read['sentences']:,} sentences"
+        return f"{read['sentences']:,} sentences read"
+
+    with Heartbeat(every_seconds(), say, "pretrain: training the tokenizer", status):
+        return WordPieceTokenizer.train(sentences(), vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase)
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int) -> ModelConfig:
@@ -167,41 +189,46 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
         standard = fixed_batches(replace(cfg.data, **STANDARD_MASKING))
     bf16 = precision.startswith("bf16")
 
+    def score(model, batches):
+        device = next(model.parameters()).device
+        loss_sum = correct = count = nsp_correct = nsp_count = 0.0
+        for b in batches:
+            b = {k: v.to(device) for k, v in b.items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                out = model(
+                    input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
+                    attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
+                )
+            n = out.lm_targets.numel()
+            loss_sum += float(out.lm_loss) * n
+            correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
+            count += n
+            if "nsp_labels" in b:
+                nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
+                nsp_count += b["nsp_labels"].numel()
+        return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
+
+    def evaluate(model) -> dict[str, float]:
+        loss, acc, nsp_acc = score(model, own)
+        if is_causal(cfg.objective):
+            return {"clm_loss": loss, "clm_accuracy": acc}
+        result = {"mlm_loss": loss, "mlm_accuracy": acc}
+        if standard is not None:
+            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(model, standard)
+        else:
+            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
+        if nsp_acc is not None:
+            result["nsp_accuracy"] = nsp_acc
+        return result
+
     @torch.no_grad()
     def run(model) -> dict[str, float]:
+        from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
         was_training = model.training
         model.eval()
-        device = next(model.parameters()).device
-
-        def score(batches):
-            loss_sum = correct = count = nsp_correct = nsp_count = 0.0
-            for b in batches:
-                b = {k: v.to(device) for k, v in b.items()}
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                    out = model(
-                        input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
-                        attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
-                    )
-                n = out.lm_targets.numel()
-                loss_sum += float(out.lm_loss) * n
-                correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
-                count += n
-                if "nsp_labels" in b:
-                    nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
-                    nsp_count += b["nsp_labels"].numel()
-            return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
-
-        loss, acc, nsp_acc = score(own)
-        if is_causal(cfg.objective):
-            result = {"clm_loss": loss, "clm_accuracy": acc}
-        else:
-            result = {"mlm_loss": loss, "mlm_accuracy": acc}
-            if standard is not None:
-                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(standard)
-            else:
-                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
-            if nsp_acc is not None:
-                result["nsp_accuracy"] = nsp_acc
+        with Heartbeat(every_seconds(), say, "pretrain: held-out evaluation"):
+            result = evaluate(model)
         model.train(was_training)
         return result
 
@@ -575,7 +602,7 @@ def _pretrain_locked(
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import make_collator
     from bertbench.model.bert import BertForPreTraining
-    from bertbench.runtime.progress import every_seconds
+    from bertbench.runtime.progress import Heartbeat, every_seconds, say
     from bertbench.runtime.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
     from bertbench.training.batches import StepBatchDataset, StepSampler
     from bertbench.training.pretrain_module import PretrainModule, perplexity
@@ -596,7 +623,7 @@ def _pretrain_locked(
     if resuming:
         print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
     if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
-        print(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}", flush=True)
+        say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
     save_config(cfg, out_dir / "config.yaml")
 
     accelerator = cfg.accelerator
@@ -615,7 +642,8 @@ def _pretrain_locked(
     t_start = time.perf_counter()
     tokenizer = load_or_train_tokenizer(cfg, out_dir, resuming=resuming)
     plan = phase_plan(cfg)
-    datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
+    with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
+        datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
     prep_seconds = time.perf_counter() - t_start
 
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
@@ -643,7 +671,7 @@ def _pretrain_locked(
         from bertbench.training.progress_lines import ProgressLines
 
         callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
-                                       lambda line: print(line, flush=True)))
+                                       say))
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
     trainer = L.Trainer(
