@@ -430,6 +430,6 @@ def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
     from bertbench.report.run import make_report
 
     path = out / f"{preset.name}.md"
-    make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
+    make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None, index=True,
                 warn=lambda message: print(message, file=sys.stderr))
     return path
