@@ -143,3 +143,14 @@ def test_progress_lines_keep_a_steady_cadence():
     assert progress_line(120, 450, 120 / 450, 60.0, "4,100 tok/s") == "step 120/450 (27%), 4,100 tok/s, ETA 2.8 min"
     assert progress_line(450, 450, 1.0, 200.0) == "step 450/450 (100%)"
     assert progress_line(12, None, 0.5, 600.0) == "step 12 (50%), ETA 10.0 min"  # a wall-clock budget
+
+
+def test_the_terminal_progress_bar_names_the_run_not_an_epoch_count():
+    """Issue 25 item 7: Lightning's bar read 'Epoch 0/-2' (max_epochs -1 for a run counted in steps)."""
+    import lightning as L
+
+    from bertbench.training.progress_lines import StepProgressBar
+
+    bar = StepProgressBar(leave=True)
+    L.Trainer(max_steps=30, max_epochs=-1, callbacks=[bar], logger=False, enable_checkpointing=False)
+    assert bar._get_train_description(0) == "pretrain"

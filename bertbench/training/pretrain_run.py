@@ -664,9 +664,9 @@ def _pretrain_locked(
     every = every_seconds()
     progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
-        from lightning.pytorch.callbacks import RichProgressBar
+        from bertbench.training.progress_lines import StepProgressBar
 
-        callbacks.append(RichProgressBar(leave=True))
+        callbacks.append(StepProgressBar(leave=True))
     elif every is not None:
         from bertbench.training.progress_lines import ProgressLines
 
