@@ -140,3 +140,21 @@ def test_fine_tuning_uses_the_papers_dropout_whatever_the_pre_training_used(tmp_
     rates = {m.p for m in encoder.modules() if isinstance(m, Dropout)}
     assert rates == {PAPER_DROPOUT}
     assert all(layer.attn.attn_dropout == PAPER_DROPOUT for layer in encoder.layers)
+
+
+def test_a_task_skipped_for_its_train_file_names_its_devsplit_variant(tmp_path):
+    """Issue 25 item 14: `--tasks glue` said `skip qnli: no local data` and left out qnli_devsplit unsaid."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DATA / "glue" / "QNLI", data / "glue" / "QNLI")
+    (data / "glue" / "QNLI" / "train.tsv").unlink()
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "qnli",
+                            "--data-dir", str(data), "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "o")])
+    assert "skip qnli: no local data" in r.output
+    assert "qnli_devsplit (trained and evaluated on a split of the dev file) can run: add it to --tasks" in r.output
+    both = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks",
+                               "qnli,qnli_devsplit", "--data-dir", str(data), "--max-steps", "1", "--seeds", "1",
+                               "--out", str(tmp_path / "o2"), "--precision", "32"])
+    assert both.exit_code == 0, both.output
+    assert "skip qnli: no local data" in both.output and "can run" not in both.output  # asked for already

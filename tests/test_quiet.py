@@ -15,7 +15,7 @@ import pytest
 from tests.test_pretrain import write_corpus
 
 FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
-_RUN = r"\S+ seed \d+ lr \S+"  # a fine-tuning run: 'rte seed 1 lr 5e-05'
+_RUN = r"\S+ seed \d+ lr \S+"  # a fine-tuning run: 'rte seed 1 lr 5e-5'
 _ETA = r"(, ETA [\d.]+ (s|min|h))?"
 # Every line bertbench prints in these runs, as a pattern matched against the whole line; a line that
 # matches none (a library's banner, warning, progress bar or empty line) fails the tests.
@@ -99,7 +99,7 @@ def test_pretraining_and_finetuning_with_progress_print_our_lines_only(tmp_path,
                     progress=True)
     assert ft.returncode == 0, ft.stderr
     assert not foreign_lines(ft.stderr + ft.stdout)
-    assert re.search(r"^rte seed 1 lr 5e-05: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
+    assert re.search(r"^rte seed 1 lr 5e-5: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
 
 
 @pytest.mark.integration
@@ -154,3 +154,32 @@ def test_the_terminal_progress_bar_names_the_run_not_an_epoch_count():
     bar = StepProgressBar(leave=True)
     L.Trainer(max_steps=30, max_epochs=-1, callbacks=[bar], logger=False, enable_checkpointing=False)
     assert bar._get_train_description(0) == "pretrain"
+
+
+_COMPILE_WITH_A_GRAPH_BREAK = """
+import sys
+from bertbench.runtime.quiet import silence_compiler_notices, silence_library_noise
+if sys.argv[1] == "quiet":
+    silence_library_noise()
+import torch
+silence_compiler_notices()
+f = torch.compile(lambda x: x + 1 if (x * 2).sum().item() > 0 else x - 1)
+f(torch.ones(3))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["quiet", "verbose"])
+def test_compile_graph_breaks_are_shown_with_verbose_only(mode):
+    """Issue 25 item 12: `bench ablations --compile` printed 18 lines of torch/_dynamo graph-break warnings."""
+    r = subprocess.run([sys.executable, "-c", _COMPILE_WITH_A_GRAPH_BREAK, mode], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert ("Graph break" in r.stderr) == (mode == "verbose"), r.stderr
+
+
+def test_learning_rates_are_written_one_way():
+    """Issue 25 item 14: '5e-05' and '0.0001' in one table."""
+    from bertbench.runtime.progress import fmt_lr
+
+    assert [fmt_lr(x) for x in (5e-5, 1e-4, 3e-4, 2.5e-5, 2e-3)] == ["5e-5", "1e-4", "3e-4", "2.5e-5", "2e-3"]

@@ -542,7 +542,7 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
     recs = [_make(t, "sst2", s, {"accuracy": 80.0}, "accuracy", finetune=finetune,
                   extra={"last_epoch_loss_drop": drop}) for s, drop in ((1, 0.01), (2, 0.08))]
     (row,) = protocol_table(collect(recs)).rows
-    assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
+    assert row[4:8] == ("5e-5, 1e-4", "1e-4", "train-slice", "62.5")  # one notation (was '5e-05, 0.0001')
     assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling
     assert row[3] == f"{t['finetune']['epochs']:g}"
     assert not any("early stopping" in note for note in protocol_table(collect(recs)).notes)

@@ -64,6 +64,13 @@ class Ticker:
 MIN_HEARTBEAT_SECONDS = 0.2
 
 
+def fmt_lr(lr: float) -> str:
+    """A learning rate the way papers write it, the same way everywhere: '5e-5', '1e-4', '2.5e-5' (Python's
+    `:g` gave '5e-05' beside '0.0001' in one table)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
 class Heartbeat:
     """`with Heartbeat(every, echo, "tokenizer", status):` a line `label: status() (N s)` every `every` seconds
     while the block runs (never when `every` is None). The lines come from a background thread, so that the
@@ -108,4 +115,4 @@ def progress_line(step: int, total: Optional[int], done: float, seconds: float, 
     return ", ".join(parts)
 
 
-__all__ = ["DEFAULT_EVERY_SECONDS", "Heartbeat", "Ticker", "every_seconds", "fmt_seconds", "progress_line", "say"]
+__all__ = ["DEFAULT_EVERY_SECONDS", "Heartbeat", "Ticker", "every_seconds", "fmt_lr", "fmt_seconds", "progress_line", "say"]

@@ -35,6 +35,18 @@ def silence_library_noise() -> None:
         warnings.filterwarnings("ignore", message=pattern)
 
 
+# torch.compile's notices of graph breaks (a dozen lines each: where, and which setting would capture the
+# op). They are warnings of torch's own logger tree, whose levels torch sets when it is imported: so this is set
+# after the import, where a command compiles (`silence_compiler_notices`).
+COMPILER_LOGGER = "torch._dynamo"
+
+
+def silence_compiler_notices() -> None:
+    """Call after importing torch, before compiling: the compiler's warnings (graph breaks) go unless --verbose."""
+    if _silenced:
+        logging.getLogger(COMPILER_LOGGER).setLevel(logging.ERROR)
+
+
 def is_quiet() -> bool:
     """Whether this process silenced the libraries (a worker process it starts should do the same)."""
     return _silenced
