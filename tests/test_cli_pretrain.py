@@ -91,3 +91,11 @@ def test_old_flags_are_aliases_and_booleans_are_flags(monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "200")  # rich's width: no flag name cut short
     help_text = runner.invoke(app, ["pretrain", "--help"]).output
     assert "<bool>" not in help_text and "--no-whole-word-mask" in help_text, help_text
+
+
+def test_held_out_accuracies_are_printed_as_percentages():
+    """Issue 25 item 6: 'mlm_accuracy 0.372' meant 0.37% and read as 37%."""
+    from bertbench.commands.pretrain import heldout_text
+
+    assert heldout_text({"mlm_loss": 5.2104, "mlm_accuracy": 0.372, "nsp_accuracy": 48.309, "clm_ppl": None}) == (
+        "mlm_loss 5.210, mlm_accuracy 0.4%, nsp_accuracy 48.3%")
