@@ -18,6 +18,13 @@ One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout 
      "hardware": "...", "date": "2026-12-02T...", "predictions_file": "rte.seed1.predictions.tsv",
      "extra": {...}}                                                         # optional, free-form
 
+One writer, one reader, for each output of a run: a result record is `ResultRecord`, written only by
+`write_record` (grid points that lost a selection too, as `*.grid.json`) and read only by `read_record`
+(`load_records` reads through it), which owns every migration of older records; a pre-training summary is
+`PretrainSummary`, written only by `write_summary` and read only by `read_summary`, which owns every
+migration of older summaries. Neither file holds an absolute path (`portable_path`). A new top-level key is a
+field of `ResultRecord` and an entry of `_TOP` or `_TOP_OPTIONAL` (a test checks that the two agree).
+
 Rules a writer must know:
 - Every key shown must be present. May be null: `wall_seconds`, `hardware`, `predictions_file`,
   `finetune.max_steps`, `finetune.max_train_examples`, `finetune.epochs`; in `pretraining`
@@ -38,6 +45,10 @@ Rules a writer must know:
 - Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
   and named the paper-masking scores `*_std`. It is still read: `migrate_record` turns it into version 2
   on read (mlm + nsp → "mlm+nsp", mlm alone → "mlm", clm → "clm"); files on disk are never rewritten.
+- `pretrain_seed` (optional, top level): the seed of the pre-training behind the model, an integer, or null
+  (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
+- `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
+  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`); committed older records keep theirs.
 - `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
@@ -58,7 +69,8 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypedDict, Union
 
@@ -78,6 +90,7 @@ SCHEMA_VERSION = 2
 LEGACY_HELDOUT_KEYS = {"mlm_loss_std": "mlm_loss_paper_masking", "mlm_accuracy_std": "mlm_accuracy_paper_masking",
                        "mlm_ppl_std": "mlm_ppl_paper_masking"}
 RECORD_SUFFIX = ".record.json"
+GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported
 EVAL_KINDS = ("dev", "devsplit", "test")
 
 class SplitInfo(TypedDict):
@@ -110,6 +123,8 @@ class ModelInfo(TypedDict):
 
 
 class FinetuneInfo(TypedDict, total=False):
+    """`finetune`: the first seven keys are required (`_FINETUNE`), the rest are what `bertbench finetune` writes."""
+
     lr: float
     epochs: Optional[float]
     batch_size: int
@@ -117,10 +132,37 @@ class FinetuneInfo(TypedDict, total=False):
     max_steps: Optional[int]
     max_train_examples: Optional[int]
     precision: str
+    max_eval_examples: Optional[int]
+    approach: str  # "fine-tuning" | "feature-based"
+    grid: str  # "none" | "heldout" | "paper"
+    steps: int  # optimiser steps of the model the record scores
+    warmup_fraction: float
+    weight_decay: float
+    batching: str  # "length-grouped" | "random"
+    selected_epoch: int  # with epoch selection only
+    steps_trained: int  # with epoch selection only: every epoch's steps
+    selection: dict[str, Any]  # with a grid only: how the lr (and epoch) was chosen
 
 
-class Record(TypedDict, total=False):
-    schema_version: int
+# A record in its file form (`ResultRecord.to_json()`, validated): what readers, the report first, work with.
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    """A validated record and the file it came from (for error messages and provenance)."""
+
+    path: Path
+    data: Record
+
+
+@dataclass
+class ResultRecord:
+    """One result record as `bertbench finetune` makes it. `write_record` is its one writer; `read_record` its
+    one reader, which also reads every older form (version 1's `nsp`, the `*_std` held-out keys).
+    `pretrain_seed` (optional): the seed of the pre-training behind the model; None (written as absent) means
+    unknown, one pre-training seed."""
+
     task: str
     task_version: int
     task_type: str
@@ -135,16 +177,44 @@ class Record(TypedDict, total=False):
     library_versions: dict[str, str]
     hardware: Optional[str]
     date: str
-    predictions_file: Optional[str]
-    extra: dict[str, Any]
+    predictions_file: Optional[str] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    pretrain_seed: Optional[int] = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as its file holds it (`pretrain_seed` only when known)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if out["pretrain_seed"] is None:
+            del out["pretrain_seed"]
+        return out
 
 
-@dataclass(frozen=True)
-class LoadedRecord:
-    """A validated record and the file it came from (for error messages and provenance)."""
+def _without_machine_paths(obj: dict) -> dict:
+    """The record's paths as `portable_path` keeps them: model.source, pretraining.run_dir and .external."""
+    model = obj.get("model")
+    if not isinstance(model, dict):
+        return obj
+    model = dict(model)
+    if isinstance(model.get("source"), str):
+        model["source"] = portable_path(model["source"], keep=3)
+    if isinstance(model.get("pretraining"), dict):
+        pre = dict(model["pretraining"])
+        for key in ("run_dir", "external"):
+            if isinstance(pre.get(key), str):
+                pre[key] = portable_path(pre[key])
+        model["pretraining"] = pre
+    return {**obj, "model": model}
 
-    path: Path
-    data: Record
+
+def portable_path(path: Optional[str], keep: int = 2) -> Optional[str]:
+    """A path as a record or summary keeps it: never absolute (that would name this machine's folders). A
+    relative path stays; an absolute one keeps its last `keep` parts, e.g. a study's `pretrain/NAME`, which is
+    where the report looks for a run's curves above the records (report.render.plots.find_metrics_csv)."""
+    if path is None:
+        return None
+    p = Path(path)
+    return p.as_posix() if not p.is_absolute() else Path(*p.parts[-keep:]).as_posix()
 
 
 # --- validation -----------------------------------------------------------------------------------
@@ -158,7 +228,7 @@ _TOP = {  # key -> (kind, nullable)
     "library_versions": (_DICT, False), "hardware": (_STR, True), "date": (_STR, False),
     "predictions_file": (_STR, True),
 }
-_TOP_OPTIONAL = {"extra": (_DICT, False)}
+_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True)}
 _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
           "train_size": (_INT, False), "eval_size": (_INT, False)}
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
@@ -205,8 +275,8 @@ def _check_section(
                 problems.append(f"{prefix}{key} is null")
         elif not _is(obj[key], kind):
             problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
-    for key, (kind, _) in optional.items():
-        if key in obj and not _is(obj[key], kind):
+    for key, (kind, nullable) in optional.items():
+        if key in obj and not (obj[key] is None and nullable) and not _is(obj[key], kind):
             problems.append(f"{prefix}{key} must be {kind}, got {obj[key]!r}")
     if strict:
         known = set(spec) | set(optional)
@@ -363,15 +433,18 @@ def validate_record(
 # --- reading and writing --------------------------------------------------------------------------
 
 
-def write_record(path: Path, record: Record) -> Path:
-    """Validate, then write atomically (a reader never sees half a record). Returns the path."""
+def write_record(path: Path, record: Union[ResultRecord, Mapping[str, Any]]) -> Path:
+    """The one writer of result records (and of the grid points that lost a selection, `*.grid.json`, which
+    the report does not read): validate, then write atomically (a reader never sees half a record). A mapping
+    is taken in its file form (tests, fixtures); an old version is written in today's form. Returns the path."""
     path = Path(path)
-    if not path.name.endswith(RECORD_SUFFIX):
+    if not path.name.endswith((RECORD_SUFFIX, GRID_SUFFIX)):
         raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
-    record = validate_record(record, str(path))  # an old version is written in today's form
+    obj = _without_machine_paths(record.to_json() if isinstance(record, ResultRecord) else dict(record))
+    obj = validate_record(obj, str(path))
     from bertbench.runtime.files import atomic_write_json
 
-    atomic_write_json(path, record)
+    atomic_write_json(path, obj)
     return path
 
 
@@ -488,6 +561,100 @@ def record_filename(record: Record) -> str:
     return f"{record['task']}.{record['split']['eval']}.seed{record['seed']}.{digest}{RECORD_SUFFIX}"
 
 
+# --- pre-training summaries (summary.json) ---------------------------------------------------------------
+
+# What only a finished run's summary holds; a Figure 5 snapshot's (`snapshot: true`) has none of them.
+_FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds", "tokens_per_second",
+               "final_train_loss", "data", "library_versions")
+
+
+@dataclass
+class PretrainSummary:
+    """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
+    model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
+    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader turns every
+    older form into this one (`nsp` + objective → the objective, `*_std` held-out keys, a machine path in
+    `data.cache` or `run_dir`), and a key it does not know is left out. None: unknown (an older summary)."""
+
+    objective: str
+    full_sentences: Optional[bool] = None
+    mask_ratio: Optional[float] = None
+    mask_procedure: Optional[list[float]] = None
+    whole_word_mask: Optional[bool] = None
+    masking: Optional[str] = None
+    model_size: Optional[str] = None
+    model_config: Optional[dict[str, Any]] = None
+    parameters: Optional[int] = None
+    max_seq_len: Optional[int] = None
+    data_fingerprint: Optional[str] = None
+    precision: Optional[str] = None
+    code_version: Optional[str] = None
+    hardware: Optional[str] = None
+    run_dir: Optional[str] = None  # the run folder's last two parts (portable_path), e.g. pretrain/mlm_nsp-ab12
+    steps: Optional[int] = None
+    tokens_seen: Optional[int] = None
+    wall_seconds: Optional[float] = None
+    heldout: Optional[dict[str, Optional[float]]] = None
+    date: Optional[str] = None
+    batch_size: Optional[int] = None
+    loss_tokens: Optional[int] = None
+    schedule: Optional[dict[str, Any]] = None
+    preprocessing_seconds: Optional[float] = None
+    tokens_per_second: Optional[float] = None
+    final_train_loss: Optional[float] = None
+    data: Optional[dict[str, Any]] = None  # the data's statistics; `cache` is the cache folder's name only
+    library_versions: Optional[dict[str, str]] = None
+    snapshot: bool = False  # a Figure 5 snapshot's summary (mid-run), not the run's
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content: no machine path (`run_dir` as `portable_path` keeps it, `data.cache` as the cache
+        folder's name, which is its content key); a snapshot's without the finished run's keys."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["run_dir"] = portable_path(out["run_dir"])
+        if isinstance(out["data"], dict) and isinstance(out["data"].get("cache"), str):
+            out["data"] = {**out["data"], "cache": Path(out["data"]["cache"]).name}
+        for key in (_FINAL_ONLY if self.snapshot else ("snapshot",)):
+            del out[key]
+        return out
+
+    def pretraining_info(self) -> dict[str, Any]:
+        """The `model.pretraining` block a fine-tuning record copies from this summary (keys it lacks: null)."""
+        return {key: getattr(self, key) for key in PRETRAINING_KEYS}
+
+
+# The summary's keys a fine-tuning record copies into `model.pretraining`.
+PRETRAINING_KEYS = (
+    "objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
+    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
+)
+
+
+def write_summary(path: Path, summary: PretrainSummary) -> Path:
+    """The one writer of `summary.json` files: atomically (a finished run is one whose summary.json exists)."""
+    from bertbench.runtime.files import atomic_write_json
+
+    atomic_write_json(Path(path), summary.to_json())
+    return Path(path)
+
+
+def read_summary(path: Path) -> PretrainSummary:
+    """The one reader of `summary.json` files, every older form included; a bad file is one line naming it."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise BertbenchError(f"{path}: cannot read the pre-training summary ({err.strerror or err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BertbenchError(f"{path}: not a pre-training summary (corrupt JSON: {err})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("objective"), str):
+        raise BertbenchError(f"{path}: not a pre-training summary (no objective)")
+    obj = migrate_pretraining(obj)  # `nsp` and `*_std` keys of a summary written before the objective said all
+    if obj["objective"] not in OBJECTIVES:
+        raise BertbenchError(f"{path}: objective {obj['objective']!r} is not one of {', '.join(OBJECTIVES)}")
+    known = {f.name for f in dataclasses.fields(PretrainSummary)}
+    return PretrainSummary(**{k: v for k, v in obj.items() if k in known})
+
+
 # --- provenance ---------------------------------------------------------------------------------------
 
 # Metric libraries matter to a number too (scores are computed with them); bertbench.runtime.provenance lists
@@ -512,7 +679,8 @@ def provenance() -> dict[str, Any]:
 
 
 __all__ = [
-    "EVAL_KINDS", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "GRID_SUFFIX", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "ResultRecord", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure", "migrate_pretraining", "migrate_record",
     "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
     "validate_record", "variant_label", "write_record",

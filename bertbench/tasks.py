@@ -235,8 +235,18 @@ def _problems(t: TaskSpec) -> list[str]:
         p.append(did_you_mean(t.eval_kind, EVAL_KINDS, "eval_kind"))
     if t.version < 0:
         p.append(f"version {t.version}: expected a non-negative integer")
+    p += _label_problems(t)
+    p += _metric_problems(t)
+    p += _column_problems(t)
+    p += _source_problems(t)
+    p += _devsplit_problems(t)
+    p += _hparam_problems(t)
+    return p
 
-    # labels
+
+def _label_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its labels."""
+    p: list[str] = []
     if t.type in ("regression", "span_qa"):
         if t.labels:
             p.append(f"labels: a {t.type} task has no label list (got {t.labels})")
@@ -260,8 +270,12 @@ def _problems(t: TaskSpec) -> list[str]:
         for ty in sorted(types):
             if f"B-{ty}" not in t.labels or f"I-{ty}" not in t.labels:
                 p.append(f"labels: entity type {ty!r} needs both B-{ty} and I-{ty}")
+    return p
 
-    # metrics
+
+def _metric_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its metrics."""
+    p: list[str] = []
     if not t.metrics:
         p.append("metrics: at least one metric (the primary one first)")
     known = _metric_names()
@@ -271,8 +285,12 @@ def _problems(t: TaskSpec) -> list[str]:
             p.append(did_you_mean(m, known, "metric"))
         elif m in typed and m not in METRICS_FOR_TYPE[t.type]:
             p.append(f"metric {m!r} does not fit a {t.type} task (use one of {sorted(METRICS_FOR_TYPE[t.type])})")
+    return p
 
-    # columns
+
+def _column_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its columns."""
+    p: list[str] = []
     need = REQUIRED_COLUMNS[t.type]
     for name, cols in (("inputs", t.inputs), ("hub.columns", t.hub.columns if t.hub else None)):
         if cols is None:
@@ -282,8 +300,12 @@ def _problems(t: TaskSpec) -> list[str]:
             p.append(f"{name}: a {t.type} task needs columns for {missing}")
     if t.type == "multiple_choice" and t.inputs.endings and len(t.inputs.endings) != len(t.labels):
         p.append(f"inputs.endings: {len(t.inputs.endings)} ending columns for {len(t.labels)} labels")
+    return p
 
-    # sources and splits
+
+def _source_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its sources and splits."""
+    p: list[str] = []
     if t.local is None and t.hub is None:
         p.append("a task needs a local source, a hub source, or both")
     if t.local is not None:
@@ -314,8 +336,12 @@ def _problems(t: TaskSpec) -> list[str]:
             p.append(f"splits.{role}: {name!r} is not a split of any source")
     if t.splits.train is None and t.eval_kind != "devsplit":
         p.append("splits.train: a task needs a training split")
+    return p
 
-    # devsplit
+
+def _devsplit_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its devsplit."""
+    p: list[str] = []
     if (t.devsplit is not None) != (t.eval_kind == "devsplit"):
         p.append("devsplit: give a devsplit block exactly when eval_kind is 'devsplit'")
     if t.devsplit is not None:
@@ -326,8 +352,12 @@ def _problems(t: TaskSpec) -> list[str]:
             p.append(f"devsplit.eval_fraction {t.devsplit.eval_fraction}: expected a value in (0, 1)")
         if t.devsplit.group_by not in GROUP_FIELDS[t.type]:
             p.append(did_you_mean(t.devsplit.group_by, GROUP_FIELDS[t.type], f"devsplit.group_by for {t.type}"))
+    return p
 
-    # hyper-parameters
+
+def _hparam_problems(t: TaskSpec) -> list[str]:
+    """The task's problems with its hyper-parameters."""
+    p: list[str] = []
     h = t.hparams
     if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < MIN_SEQ_LEN or not h.learning_rates:
         p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= {MIN_SEQ_LEN} and a learning rate (got {h})")

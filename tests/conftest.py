@@ -15,6 +15,15 @@ SHARED_DATA = Path(os.environ.get("BERTBENCH_DATA_DIR", ROOT.parent / "shared" /
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def absolute_paths(value, where: str = "") -> list[str]:
+    """Every string in a JSON value that is an absolute path (a machine's folder), with where it sits."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in absolute_paths(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in absolute_paths(v, f"{where}[{i}]")]
+    return [f"{where}: {value}"] if isinstance(value, str) and Path(value).is_absolute() else []
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

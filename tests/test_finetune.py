@@ -65,7 +65,8 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
     # objective + nsp in the summary; its records are today's version, without an NSP head or key
     summary = {"objective": "clm", "nsp": False, "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
                "code_version": "test", "hardware": "cpu", "run_dir": str(tmp_path), "heldout": {"clm_loss": 3.0}}
-    save_checkpoint(tmp_path / "ckpt", model, tok, run_config={}, summary=summary)
+    save_checkpoint(tmp_path / "ckpt", model, tok, run_config={})
+    (tmp_path / "ckpt" / "summary.json").write_text(json.dumps(summary))  # the old form, as such a file holds it
     out = tmp_path / "out"
     finetune("--model", str(tmp_path / "ckpt"), "--tasks", "rte,conll2003", "--data-dir", str(FIXTURE_DATA),
              "--max-steps", "2", "--seeds", "1,2", "--out", str(out), "--precision", "32")
@@ -75,6 +76,9 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
         pre = rec.data["model"]["pretraining"]
         assert pre["objective"] == "clm" and pre["tokens_seen"] == 1234 and "nsp" not in pre
         assert json.loads(rec.path.read_text())["schema_version"] == 2
+        # no machine path in the file: the run folder and the model keep their last parts only
+        assert pre["run_dir"] == Path(*tmp_path.parts[-2:]).as_posix() and str(tmp_path) not in rec.path.read_text()
+        assert rec.data["model"]["source"] == Path(*(tmp_path / "ckpt").parts[-3:]).as_posix()
         assert rec.data["model"]["fingerprint"].startswith("sha256:")
     assert sorted(r.data["seed"] for r in records if r.data["task"] == "rte") == [1, 2]
 

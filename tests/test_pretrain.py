@@ -4,9 +4,11 @@ from __future__ import annotations
 import csv
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import absolute_paths
 from typer.testing import CliRunner
 
 from bertbench.cli import app
@@ -79,7 +81,9 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     ck = bertbench.load_checkpoint(out / "checkpoint")
     assert ck.config.causal == (objective == "clm")
     assert ck.model.has_nsp == nsp and any(k.startswith("nsp.") for k in ck.model.state_dict()) == nsp
-    assert ck.summary["steps"] == 10
+    assert ck.summary.steps == 10 and ck.summary.to_json() == summary  # results.read_summary gives the file back
+    assert absolute_paths(summary) == [] and absolute_paths(json.loads((out / "checkpoint" / "summary.json").read_text())) == []
+    assert summary["run_dir"] == Path(*out.parts[-2:]).as_posix() and "/" not in summary["data"]["cache"]
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, corpus, monkeypatch):

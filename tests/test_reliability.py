@@ -92,7 +92,7 @@ def test_full_disk_keeps_the_last_good_checkpoint(tmp_path):
     import sys
 
     from bertbench.errors import BertbenchError
-    from bertbench.training.pretrain_run import save_lightning_checkpoint
+    from bertbench.training.callbacks import save_lightning_checkpoint
     from conftest import FIXTURES, ROOT
 
     class FullDisk:

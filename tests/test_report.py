@@ -51,6 +51,13 @@ def _golden(name: str, text: str) -> None:
 # --- paper numbers --------------------------------------------------------------------------------
 
 
+def test_paper_numbers_say_the_objective_in_todays_form():
+    from bertbench.config import OBJECTIVES
+
+    configs = [dict(n.config) for n in load_paper_numbers().numbers if "objective" in n.config]
+    assert len(configs) == 20 and all(c["objective"] in OBJECTIVES and "nsp" not in c for c in configs)
+
+
 def test_paper_numbers_load_and_keep_their_splits():
     paper = load_paper_numbers()
     assert {n.split for n in paper.numbers} <= set(SPLITS)
@@ -108,6 +115,8 @@ def _broken_yaml(tmp_path: Path, mutate) -> Path:
         (lambda d: d["numbers"][0].update(valeu=1), "unknown key(s) valeu"),
         (lambda d: d["numbers"].append(dict(d["numbers"][0])), "duplicate"),
         (lambda d: d["task_aliases"].update(foo="nope"), "task_aliases.foo"),
+        (lambda d: d["numbers"][0].update(config={"objective": "mlm", "nsp": True}), "config.objective must be one of"),
+        (lambda d: d["numbers"][0].update(config={"objective": "mlm_nsp"}), "config.objective must be one of"),
     ],
 )
 def test_paper_numbers_schema_check(tmp_path, mutate, message):

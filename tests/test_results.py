@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import absolute_paths
 
 from bertbench.errors import BertbenchError
 from bertbench.results import (
@@ -337,3 +338,79 @@ def test_fixture_records_are_valid_for_the_real_task_registry():
     for r in loaded:
         if not (r.data["task"] == "rte" and r.data["task_version"] == 2):
             validate_record(r.data, str(r.path), known)
+
+
+# --- typed outputs: one writer, one reader ------------------------------------------------------------
+
+
+def test_the_record_class_is_the_schema_the_validator_checks():
+    import dataclasses
+    import typing
+
+    from bertbench.results import _FINETUNE, _TOP, _TOP_OPTIONAL, FinetuneInfo, ResultRecord
+
+    assert {f.name for f in dataclasses.fields(ResultRecord)} == set(_TOP) | set(_TOP_OPTIONAL)
+    assert set(_FINETUNE) <= set(typing.get_type_hints(FinetuneInfo))
+    written = {key for path in COMMITTED.rglob("*" + RECORD_SUFFIX) for key in read_record(path)["finetune"]}
+    assert written <= set(typing.get_type_hints(FinetuneInfo)), written - set(typing.get_type_hints(FinetuneInfo))
+
+
+def test_a_result_record_is_written_by_its_one_writer_without_machine_paths(tmp_path, rec):
+    from bertbench.results import GRID_SUFFIX, ResultRecord
+
+    rec["model"]["source"] = "/home/someone/runs/study/pretrain/mlm_nsp-ab12/checkpoint"
+    rec["model"]["pretraining"]["run_dir"] = "/home/someone/runs/study/pretrain/mlm_nsp-ab12"
+    record = ResultRecord(**{k: v for k, v in rec.items() if k != "schema_version"})
+    path = write_record(tmp_path / record_filename(rec), record)
+    text = path.read_text(encoding="utf-8")
+    assert absolute_paths(json.loads(text)) == [] and "/home/someone" not in text and "pretrain_seed" not in text
+    back = read_record(path)
+    assert back["model"]["source"] == "pretrain/mlm_nsp-ab12/checkpoint"
+    assert back["model"]["pretraining"]["run_dir"] == "pretrain/mlm_nsp-ab12"
+    grid = write_record(tmp_path / f"x{GRID_SUFFIX}", record)  # a grid point: the same writer, never reported
+    assert json.loads(grid.read_text()) == json.loads(text) and load_records([tmp_path]) != []
+
+
+@pytest.mark.parametrize("seed, ok", [(3, True), (None, True), ("3", False), (2.5, False)])
+def test_pretrain_seed_is_an_optional_integer_or_null(tmp_path, rec, seed, ok):
+    rec = {**rec, "pretrain_seed": seed}
+    if ok:
+        assert read_record(write_record(tmp_path / record_filename(rec), rec))["pretrain_seed"] == seed
+    else:
+        with pytest.raises(BertbenchError, match="pretrain_seed must be an integer"):
+            validate_record(rec)
+
+
+def test_every_committed_record_still_reads():
+    paths = sorted(COMMITTED.rglob("*" + RECORD_SUFFIX))
+    assert len(paths) > 100 and all(read_record(p)["schema_version"] == SCHEMA_VERSION for p in paths)
+
+
+def test_committed_summaries_are_in_todays_form_without_machine_paths():
+    from bertbench.results import read_summary
+
+    paths = sorted(COMMITTED.glob("*/pretrain/*/summary.json"))
+    assert len(paths) == 5
+    for path in paths:
+        on_disk = json.loads(path.read_text(encoding="utf-8"))
+        assert read_summary(path).to_json() == on_disk and absolute_paths(on_disk) == [], path
+
+
+def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
+    from bertbench.results import PretrainSummary, read_summary, write_summary
+
+    old = {"objective": "mlm", "nsp": True, "steps": 10, "tokens_seen": 1234, "run_dir": "/tmp/exp/x/pretrain/a-1",
+           "heldout": {"mlm_loss_std": 4.0, "mlm_loss": 4.1}, "data": {"cache": "/tmp/exp/cache/corpus-abc", "tokens": 5},
+           "an_unknown_key": 1}
+    path = _write_raw(tmp_path / "summary.json", old)
+    summary = read_summary(path)
+    assert summary.objective == "mlm+nsp" and summary.heldout == {"mlm_loss_paper_masking": 4.0, "mlm_loss": 4.1}
+    out = summary.to_json()
+    assert absolute_paths(out) == [] and out["data"]["cache"] == "corpus-abc" and out["run_dir"] == "pretrain/a-1"
+    assert "nsp" not in out and "an_unknown_key" not in out and "snapshot" not in out
+    snap = PretrainSummary(objective="clm", steps=4, snapshot=True, data={"tokens": 1}, batch_size=8)
+    assert snap.to_json()["snapshot"] is True and "data" not in snap.to_json() and "batch_size" not in snap.to_json()
+    assert read_summary(write_summary(tmp_path / "s.json", snap)).to_json() == snap.to_json()
+    for bad, message in (("{", "corrupt JSON"), ('{"steps": 1}', "no objective"), ('{"objective": "mlm_nsp"}', "is not one of")):
+        with pytest.raises(BertbenchError, match=message):
+            read_summary(_write_raw(tmp_path / "bad.json", bad))

@@ -2,7 +2,7 @@
 
 The uninterrupted run is the reference; an interrupted run resumed with --resume auto must give the same
 metrics.csv (timing columns aside), the same summary (timings aside) and bit-identical final weights.
-The kills come from `BERTBENCH_FAULT` (pretrain_run.fault_point): the process sends itself SIGKILL at a
+The kills come from `BERTBENCH_FAULT` (runtime.faults.fault_point): the process sends itself SIGKILL at a
 named point, which is a real `kill -9` at a moment that is the same on every machine.
 """
 from __future__ import annotations

@@ -156,24 +156,9 @@ class Probe:
 
 
 def probe_callback(probe: Probe):
-    import lightning as L
+    from bertbench.training.callbacks import QualityProbe
 
-    class QualityProbe(L.Callback):
-        def __init__(self):
-            self.tokens = 0
-
-        def on_train_start(self, trainer, pl_module):
-            with pl_module.clock_paused():
-                probe.record(pl_module.model, 0.0, 0, 0)
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            self.tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
-            t = pl_module.training_seconds()
-            if probe.due(t) or pl_module.budget_spent():
-                with pl_module.clock_paused():
-                    probe.record(pl_module.model, t, self.tokens, trainer.global_step)
-
-    return QualityProbe()
+    return QualityProbe(probe)
 
 
 def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: str) -> dict[str, Any]:

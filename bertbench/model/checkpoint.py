@@ -32,12 +32,12 @@ class Checkpoint:
     tokenizer: Any  # bertbench.tokenizer.WordPieceTokenizer
     config: ModelConfig
     run_config: dict = field(default_factory=dict)
-    summary: Optional[dict] = None
+    summary: Optional[Any] = None  # bertbench.results.PretrainSummary
     path: Optional[Path] = None
     missing_heads: list[str] = field(default_factory=list)
 
 
-def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] = None, summary: Optional[dict] = None) -> None:
+def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] = None, summary=None) -> None:
     """Write the folder; each file goes in atomically, weights last-but-one and config last."""
     import yaml
     from safetensors.torch import save_file
@@ -50,7 +50,9 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
     tokenizer.save(folder)
     atomic_write_text(folder / "run_config.yaml", yaml.safe_dump(run_config or {}, sort_keys=False))
     if summary is not None:
-        atomic_write_json(folder / "summary.json", summary)
+        from bertbench.results import write_summary
+
+        write_summary(folder / "summary.json", summary)  # a results.PretrainSummary
     else:  # another model's summary must not stay beside these weights (it would be read as their provenance)
         (folder / "summary.json").unlink(missing_ok=True)
     tmp = folder / ".model.safetensors.tmp"
@@ -104,7 +106,9 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
         )
     model.to(device).eval()
     tokenizer = WordPieceTokenizer.load(folder)
-    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else None
+    from bertbench.results import read_summary
+
+    summary = read_summary(folder / "summary.json") if (folder / "summary.json").is_file() else None
     return Checkpoint(model, tokenizer, cfg, run_config, summary, folder)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from bertbench.config import MODEL_SIZES, load_yaml
+from bertbench.config import MODEL_SIZES, OBJECTIVES, load_yaml
 from bertbench.errors import BertbenchError
 
 PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"
@@ -246,8 +246,13 @@ def _parse_number(
         problems.append(f"{where}: uncertain must be true or false")
     if not isinstance(raw.get("note", ""), str):
         problems.append(f"{where}: note must be a string")
-    if not isinstance(raw.get("config", {}), dict):
+    config = raw.get("config", {})
+    if not isinstance(config, dict):
         problems.append(f"{where}: config must be a mapping")
+    elif "nsp" in config or ("objective" in config and config["objective"] not in OBJECTIVES):
+        # the config's form is ours (config.OBJECTIVES), not the one before the objective said everything
+        problems.append(f"{where}: config.objective must be one of {', '.join(OBJECTIVES)} (no nsp key), "
+                        f"got {dict(config)}")
     if len(problems) > before:
         return None
     return PaperNumber(

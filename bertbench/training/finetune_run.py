@@ -22,12 +22,6 @@ from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest
 
-PRETRAINING_KEYS = (
-    "objective", "nsp", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
-    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
-)
-
-
 # ----------------------------------------------------------------------------------------------
 # Model sources
 
@@ -59,7 +53,6 @@ class ModelSource:
 def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
     from bertbench.model.checkpoint import fingerprint_checkpoint, load_checkpoint
     from bertbench.config import ModelConfig
-    from bertbench.results import migrate_pretraining, pretraining_block
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     if spec.startswith("random:"):
@@ -79,10 +72,10 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
-        # (`nsp` is read from a summary written before the objective said everything, and migrated away)
-        pre = migrate_pretraining({k: ckpt.summary.get(k) for k in PRETRAINING_KEYS if k in ckpt.summary})
-        pre = pretraining_block(pre.get("objective"), pre)  # keys a summary lacks (a causal model's masking): null
+        pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
     else:  # a Hugging Face BERT: pre-trained with the paper's MLM+NSP; tokens, time, data and held-out unknown
+        from bertbench.results import pretraining_block
+
         pre = pretraining_block("mlm+nsp", {"mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
                                             "whole_word_mask": False, "external": str(path)})
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
@@ -212,16 +205,11 @@ def _devsplit_hint(name: str, tasks: dict, selected: list[str], data_dir: Path, 
 def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> list[Path]:
     import torch
 
-    from bertbench.data.features import build_features
-    from bertbench.data.task_readers import data_fingerprint, read_split
-    from bertbench.runtime.files import atomic_write_json, atomic_write_text
     from bertbench.paths import default_data_dir
     from bertbench.runtime.provenance import resolve_precision
-    from bertbench.results import SCHEMA_VERSION, provenance, record_filename, write_record
+    from bertbench.runtime.run_dir import prepare_run_dir
     from bertbench.tasks import load_tasks, resolve_task_names
-    from bertbench.training.finetune_loop import FinetuneHParams, predict, train
-    from bertbench.training.selection import select_lr, selection_record, split_heldout
-    from bertbench.training.task_model import FeatureBasedConfig, TaskModel
+    from bertbench.training.selection import select_lr
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
     if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
@@ -233,10 +221,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     precision = resolve_precision(req.precision, device.type)
     if precision not in ("bf16-mixed", "32-true"):  # the loop has autocast for bf16 and no fp16 grad scaler
         raise BertbenchError(f"--precision {req.precision}: fine-tuning runs bf16-mixed, 32-true or auto")
-    bf16 = precision == "bf16-mixed"
     out = Path(req.out)
-    from bertbench.runtime.run_dir import prepare_run_dir
-
     prepare_run_dir(out)  # a file, an unwritable folder: said now, not after the training
     written: list[Path] = []
     ran = 0
@@ -250,159 +235,241 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
             echo(f"skip {name}: feature-based fine-tuning is for token classification (NER)")
             continue
         t_task = time.perf_counter()
-        try:
-            train_ex = read_split(task, "train", data_dir, req.source)
-            eval_ex = read_split(task, "eval", data_dir, req.source)
-        except BertbenchError as err:
-            if len(names) > 1 and "hub" in str(err).lower():
-                echo(f"skip {name}: {err}")
-                continue
-            raise
-        heldout_ex: list = []
-        if req.grid == "heldout":  # cut before any cap: the same slice whatever the budget
-            train_ex, heldout_ex = split_heldout(train_ex)
-        cap = _train_cap(req, task.name)
-        train_ex = _subsample(train_ex, cap)
-        eval_ex = _subsample(eval_ex, req.max_eval_examples)
-        for split, examples in (("train", train_ex), ("eval", eval_ex)):
-            if not examples:  # a header-only file or --max-*-examples 0: the loop would have no batch to run
-                cap = req.max_train_examples if split == "train" else req.max_eval_examples
-                why = f"--max-{split}-examples {cap}" if cap is not None and cap <= 0 else "the file holds no examples"
-                raise BertbenchError(f"{name}: no {split} examples ({why})")
-        h = task.hparams
-        max_seq_len = req.max_seq_len or h.max_seq_len
-        if max_seq_len > source.config.max_position_embeddings:
-            max_seq_len = source.config.max_position_embeddings
-        train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
-        eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
-        heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
-        if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
-            train_f = [f for f in train_f if "start_positions" in f]
-        if req.grid == "none":
-            lrs = [req.lr if req.lr is not None else h.learning_rates[0]]
-        else:
-            lrs = list(req.lrs or h.learning_rates)
-        seeds = req.seeds or list(task.seeds)
-        fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
-        # Every run's candidates: the model after each epoch with `select_epoch`, else after the last one.
-        # A candidate is keyed (lr, epoch); its selection score is on the held-out slice (or dev, grid paper).
-        runs: dict[tuple[float, int], _Run] = {}  # (lr, seed) → the run
-        selection_scores: dict[tuple[float, int], list[float]] = {}
-        degenerate: set[tuple[float, int]] = set()  # some seed predicted one class for every selection example
-        for lr in lrs:
-            for seed in seeds:
-                hp = FinetuneHParams(
-                    lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
-                    batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
-                    warmup_fraction=h.warmup_proportion, max_steps=req.max_steps,
-                )
-                model = TaskModel(
-                    source.backbone(seed), task.type, task.num_labels,
-                    FeatureBasedConfig() if req.feature_based else None,
-                )
-
-                def candidate(entry: dict, outputs=None, model=model, hp=hp) -> tuple[Scored, Scored]:
-                    """Score the model as it is now: (on the selection set, on dev); the entry notes both."""
-                    if outputs is None:
-                        outputs = predict(model, eval_f, hp.eval_batch_size, device, bf16)
-                    scored = score(task, eval_ex, eval_f, outputs, source.tokenizer)
-                    selected_on = scored
-                    if heldout_f:  # the selection score: the same model on the slice held out of train
-                        held = predict(model, heldout_f, hp.eval_batch_size, device, bf16)
-                        selected_on = score(task, heldout_ex, heldout_f, held, source.tokenizer)
-                    if req.select_epoch:
-                        entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
-                        entry["eval_score"] = scored.metrics[_primary(task, scored.metrics)]
-                    return selected_on, scored
-
-                by_epoch: dict[int, tuple[Scored, Scored, int]] = {}  # epoch → (selection set, dev, steps by then)
-
-                def keep(entry: dict, outputs, by_epoch=by_epoch, candidate=candidate) -> None:
-                    by_epoch[entry["epoch"]] = (*candidate(entry, outputs), entry["step"])
-
-                t0 = time.perf_counter()
-                res = train(model, train_f, eval_f, hp, seed, device, bf16,
-                            progress=lambda line, run=f"{task.name} seed {seed} lr {fmt_lr(lr)}": echo(f"{run}: {line}"),
-                            on_epoch=keep if req.select_epoch else None)
-                if not req.select_epoch:
-                    last = res.history[-1]
-                    by_epoch[last["epoch"]] = (*candidate(last, res.eval_outputs), res.steps)
-                wall = time.perf_counter() - t0
-                for epoch, (selected_on, _, _) in by_epoch.items():
-                    selection_scores.setdefault((lr, epoch), []).append(selected_on.metrics[_primary(task, selected_on.metrics)])
-                    if selected_on.degenerate:
-                        degenerate.add((lr, epoch))
-                runs[(lr, seed)] = _Run(hp, res, wall, {e: (s, st) for e, (_, s, st) in by_epoch.items()},
-                                        model.feature_based.layers if req.feature_based else None)
-                scored = by_epoch[max(by_epoch)][1]
-                flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
-                primary = _primary(task, scored.metrics)
-                echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({wall:.0f} s){flag}")
+        job = _prepare_task(req, task, source, data_dir, device, precision, several_tasks=len(names) > 1, echo=echo)
+        if job is None:
+            continue
+        runs, selection_scores, degenerate = _train_grid(job, echo)
         best = select_lr(selection_scores, _higher_is_better(task), degenerate)
-        selection = None
-        if req.grid != "none":
-            def key(k):  # an lr grid's record speaks of lrs alone
-                return k if req.select_epoch else k[0]
-
-            selection = selection_record(req.grid, {key(k): v for k, v in selection_scores.items()}, key(best),
-                                         len(heldout_ex) or None, [key(k) for k in degenerate])
-        for (lr, seed), run in sorted(runs.items()):
-            # the selected pair's epoch; for an lr that lost, its own best epoch by the same rule
-            epoch = best[1] if lr == best[0] else select_lr(
-                {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), degenerate)[1]
-            scored, steps = run.candidates[epoch]
-            hp, res = run.hp, run.res
-            record = {
-                "schema_version": SCHEMA_VERSION,
-                "task": task.name, "task_version": task.version, "task_type": task.type,
-                "split": {"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
-                          "train_size": len(train_ex), "eval_size": len(eval_ex)},
-                "metrics": scored.metrics, "primary_metric": _primary(task, scored.metrics),
-                "model": {"source": source.source, "fingerprint": source.fingerprint,
-                          "size": source.config.size_name(), "pretraining": source.pretraining},
-                "finetune": {"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": max_seq_len,
-                             "max_steps": req.max_steps, "max_train_examples": cap,
-                             "max_eval_examples": req.max_eval_examples, "precision": precision,
-                             "approach": "feature-based" if req.feature_based else "fine-tuning",
-                             "grid": req.grid, "steps": steps,
-                             "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
-                             "batching": "length-grouped" if hp.group_by_length else "random",
-                             **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {})},
-                "seed": seed, "wall_seconds": round(run.wall, 2),
-                **provenance(),
-                "predictions_file": None,
-                "extra": {"degenerate": scored.degenerate, "history": res.history,
-                          **({"feature_layers": run.feature_layers} if req.feature_based else {}),
-                          "train_loss_by_epoch": [e["train_loss"] for e in res.history],
-                          **scored.extra,
-                          "last_epoch_loss_drop": _last_epoch_drop(res.history),
-                          "data_fingerprint": fingerprint, "final_train_loss": res.final_train_loss},
-            }
-            record["extra"]["grid_selected"] = lr == best[0] if len(lrs) > 1 else None
-            if selection is not None:
-                record["finetune"]["selection"] = selection
-            folder = out / task.name if lr == best[0] else out / "grid" / task.name
-            fname = record_filename(record)
-            stem = fname[: -len(".record.json")]
-            pred_files = []
-            for suffix, text in scored.predictions_text.items():
-                atomic_write_text(folder / f"{stem}.{suffix}", text)
-                pred_files.append(f"{stem}.{suffix}")
-            record["predictions_file"] = pred_files[0]
-            if len(pred_files) > 1:
-                record["extra"]["other_files"] = pred_files[1:]
-            if lr == best[0]:
-                written.append(write_record(folder / fname, record))
-            else:  # grid points that lost the selection: kept for inspection, not read by the report
-                atomic_write_json(folder / f"{stem}.grid.json", record)
-        best_lr = best[0]
+        paths, selection = _write_records(job, out, runs, selection_scores, degenerate, best)
+        written += paths
         ran += 1
         chosen = f" selected on {selection['on']}" if selection else ""
         at = f", epoch {best[1]}" if req.select_epoch else ""
-        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {fmt_lr(best_lr)}{at}{chosen})")
+        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {fmt_lr(best[0])}{at}{chosen})")
     if ran == 0:
         raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
     return written
+
+
+@dataclass
+class _TaskJob:
+    """One task of a `bertbench finetune`: its examples and features, read once for every (lr, seed)."""
+
+    req: FinetuneRequest
+    task: Any  # TaskSpec
+    source: ModelSource
+    device: Any  # torch.device
+    precision: str
+    train_ex: list
+    eval_ex: list
+    heldout_ex: list  # the selection slice held out of train (grid heldout), else empty
+    train_f: list
+    eval_f: list
+    heldout_f: list
+    max_seq_len: int
+    cap: Optional[int]  # the train-example cap that applied to this task
+    lrs: list[float]
+    seeds: list[int]
+    fingerprint: dict
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision == "bf16-mixed"
+
+
+def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Path, device, precision: str,
+                  several_tasks: bool, echo: Callable[[str], None]) -> Optional[_TaskJob]:
+    """Read, cut and featurise the task's splits; None when a hub task cannot be reached (skipped, said)."""
+    from bertbench.data.features import build_features
+    from bertbench.data.task_readers import data_fingerprint, read_split
+    from bertbench.training.selection import split_heldout
+
+    name = task.name
+    try:
+        train_ex = read_split(task, "train", data_dir, req.source)
+        eval_ex = read_split(task, "eval", data_dir, req.source)
+    except BertbenchError as err:
+        if several_tasks and "hub" in str(err).lower():
+            echo(f"skip {name}: {err}")
+            return None
+        raise
+    heldout_ex: list = []
+    if req.grid == "heldout":  # cut before any cap: the same slice whatever the budget
+        train_ex, heldout_ex = split_heldout(train_ex)
+    cap = _train_cap(req, task.name)
+    train_ex = _subsample(train_ex, cap)
+    eval_ex = _subsample(eval_ex, req.max_eval_examples)
+    for split, examples in (("train", train_ex), ("eval", eval_ex)):
+        if not examples:  # a header-only file or --max-*-examples 0: the loop would have no batch to run
+            cap = req.max_train_examples if split == "train" else req.max_eval_examples
+            why = f"--max-{split}-examples {cap}" if cap is not None and cap <= 0 else "the file holds no examples"
+            raise BertbenchError(f"{name}: no {split} examples ({why})")
+    h = task.hparams
+    max_seq_len = req.max_seq_len or h.max_seq_len
+    if max_seq_len > source.config.max_position_embeddings:
+        max_seq_len = source.config.max_position_embeddings
+    train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
+    eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
+    heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
+    if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
+        train_f = [f for f in train_f if "start_positions" in f]
+    if req.grid == "none":
+        lrs = [req.lr if req.lr is not None else h.learning_rates[0]]
+    else:
+        lrs = list(req.lrs or h.learning_rates)
+    seeds = req.seeds or list(task.seeds)
+    fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
+    return _TaskJob(req, task, source, device, precision, train_ex, eval_ex, heldout_ex, train_f, eval_f, heldout_f,
+                    max_seq_len, cap, lrs, seeds, fingerprint)
+
+
+def _train_grid(job: _TaskJob, echo: Callable[[str], None]):
+    """Every (lr, seed) run of the task: (runs, selection scores per (lr, epoch), degenerate candidates).
+
+    Every run's candidates: the model after each epoch with `select_epoch`, else after the last one.
+    A candidate is keyed (lr, epoch); its selection score is on the held-out slice (or dev, grid paper)."""
+    runs: dict[tuple[float, int], _Run] = {}  # (lr, seed) → the run
+    selection_scores: dict[tuple[float, int], list[float]] = {}
+    degenerate: set[tuple[float, int]] = set()  # some seed predicted one class for every selection example
+    task = job.task
+    for lr in job.lrs:
+        for seed in job.seeds:
+            run, by_epoch = _train_one(job, lr, seed, echo)
+            for epoch, (selected_on, _, _) in by_epoch.items():
+                selection_scores.setdefault((lr, epoch), []).append(selected_on.metrics[_primary(task, selected_on.metrics)])
+                if selected_on.degenerate:
+                    degenerate.add((lr, epoch))
+            runs[(lr, seed)] = run
+            scored = by_epoch[max(by_epoch)][1]
+            flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
+            primary = _primary(task, scored.metrics)
+            echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
+    return runs, selection_scores, degenerate
+
+
+def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None]):
+    """One fine-tuning: (the run, {epoch: (scored on the selection set, scored on dev, steps by then)})."""
+    from bertbench.training.finetune_loop import FinetuneHParams, predict, train
+    from bertbench.training.task_model import FeatureBasedConfig, TaskModel
+
+    req, task, source, h = job.req, job.task, job.source, job.task.hparams
+    device, bf16 = job.device, job.bf16
+    hp = FinetuneHParams(
+        lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
+        batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
+        warmup_fraction=h.warmup_proportion, max_steps=req.max_steps,
+    )
+    model = TaskModel(
+        source.backbone(seed), task.type, task.num_labels,
+        FeatureBasedConfig() if req.feature_based else None,
+    )
+
+    def candidate(entry: dict, outputs=None) -> tuple[Scored, Scored]:
+        """Score the model as it is now: (on the selection set, on dev); the entry notes both."""
+        if outputs is None:
+            outputs = predict(model, job.eval_f, hp.eval_batch_size, device, bf16)
+        scored = score(task, job.eval_ex, job.eval_f, outputs, source.tokenizer)
+        selected_on = scored
+        if job.heldout_f:  # the selection score: the same model on the slice held out of train
+            held = predict(model, job.heldout_f, hp.eval_batch_size, device, bf16)
+            selected_on = score(task, job.heldout_ex, job.heldout_f, held, source.tokenizer)
+        if req.select_epoch:
+            entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
+            entry["eval_score"] = scored.metrics[_primary(task, scored.metrics)]
+        return selected_on, scored
+
+    by_epoch: dict[int, tuple[Scored, Scored, int]] = {}  # epoch → (selection set, dev, steps by then)
+
+    def keep(entry: dict, outputs) -> None:
+        by_epoch[entry["epoch"]] = (*candidate(entry, outputs), entry["step"])
+
+    t0 = time.perf_counter()
+    res = train(model, job.train_f, job.eval_f, hp, seed, device, bf16,
+                progress=lambda line, run=f"{task.name} seed {seed} lr {fmt_lr(lr)}": echo(f"{run}: {line}"),
+                on_epoch=keep if req.select_epoch else None)
+    if not req.select_epoch:
+        last = res.history[-1]
+        by_epoch[last["epoch"]] = (*candidate(last, res.eval_outputs), res.steps)
+    wall = time.perf_counter() - t0
+    run = _Run(hp, res, wall, {e: (s, st) for e, (_, s, st) in by_epoch.items()},
+               model.feature_based.layers if req.feature_based else None)
+    return run, by_epoch
+
+
+def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict, degenerate: set,
+                   best: tuple) -> tuple[list[Path], Optional[dict]]:
+    """The selected lr's records under OUT/TASK (what the report reads), the others' under OUT/grid/TASK;
+    returns (the records written, the selection record or None)."""
+    from bertbench.results import GRID_SUFFIX, RECORD_SUFFIX, record_filename, write_record
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.training.selection import select_lr, selection_record
+
+    req, task = job.req, job.task
+    selection = None
+    if req.grid != "none":
+        def key(k):  # an lr grid's record speaks of lrs alone
+            return k if req.select_epoch else k[0]
+
+        selection = selection_record(req.grid, {key(k): v for k, v in selection_scores.items()}, key(best),
+                                     len(job.heldout_ex) or None, [key(k) for k in degenerate])
+    written = []
+    for (lr, seed), run in sorted(runs.items()):
+        # the selected pair's epoch; for an lr that lost, its own best epoch by the same rule
+        epoch = best[1] if lr == best[0] else select_lr(
+            {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), degenerate)[1]
+        record = _record(job, lr, seed, run, epoch, selection)
+        record.extra["grid_selected"] = lr == best[0] if len(job.lrs) > 1 else None
+        folder = out / task.name if lr == best[0] else out / "grid" / task.name
+        scored = run.candidates[epoch][0]
+        fname = record_filename(record.to_json())
+        stem = fname[: -len(RECORD_SUFFIX)]
+        pred_files = []
+        for suffix, text in scored.predictions_text.items():
+            atomic_write_text(folder / f"{stem}.{suffix}", text)
+            pred_files.append(f"{stem}.{suffix}")
+        record.predictions_file = pred_files[0]
+        if len(pred_files) > 1:
+            record.extra["other_files"] = pred_files[1:]
+        if lr == best[0]:
+            written.append(write_record(folder / fname, record))
+        else:  # grid points that lost the selection: kept for inspection, not read by the report
+            write_record(folder / f"{stem}{GRID_SUFFIX}", record)
+    return written, selection
+
+
+def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, selection: Optional[dict]):
+    """The result record (results.ResultRecord) of one (lr, seed) run as scored after `epoch`."""
+    from bertbench.results import ResultRecord, provenance
+
+    req, task, source = job.req, job.task, job.source
+    scored, steps = run.candidates[epoch]
+    hp, res = run.hp, run.res
+    return ResultRecord(
+        task=task.name, task_version=task.version, task_type=task.type,
+        split={"train": task.splits.train or "train", "eval": task.splits.eval, "eval_kind": task.eval_kind,
+               "train_size": len(job.train_ex), "eval_size": len(job.eval_ex)},
+        metrics=scored.metrics, primary_metric=_primary(task, scored.metrics),
+        model={"source": source.source, "fingerprint": source.fingerprint,
+               "size": source.config.size_name(), "pretraining": source.pretraining},
+        finetune={"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": job.max_seq_len,
+                     "max_steps": req.max_steps, "max_train_examples": job.cap,
+                     "max_eval_examples": req.max_eval_examples, "precision": job.precision,
+                     "approach": "feature-based" if req.feature_based else "fine-tuning",
+                     "grid": req.grid, "steps": steps,
+                     "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
+                     "batching": "length-grouped" if hp.group_by_length else "random",
+                     **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {}),
+                     **({"selection": selection} if selection is not None else {})},
+        seed=seed, wall_seconds=round(run.wall, 2),
+        **provenance(),
+        predictions_file=None,
+        extra={"degenerate": scored.degenerate, "history": res.history,
+               **({"feature_layers": run.feature_layers} if req.feature_based else {}),
+               "train_loss_by_epoch": [e["train_loss"] for e in res.history],
+               **scored.extra,
+               "last_epoch_loss_drop": _last_epoch_drop(res.history),
+               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss},
+    )
 
 
 @dataclass

@@ -10,8 +10,6 @@ Run directory:
 """
 from __future__ import annotations
 
-import csv
-import json
 import os
 import sys
 import time
@@ -32,18 +30,10 @@ from bertbench.config import (
     save_config,
     trains_nsp,
 )
-from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
+from bertbench.runtime.faults import fault_point
 
 STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
-# `*_paper_masking`: the masked LM's held-out scores at the paper's masking (15%, 80/10/10), measured apart
-# when the run masks otherwise (else the same as eval_mlm_loss/accuracy); metrics.csv files written before
-# were named `*_std` there (results.LEGACY_HELDOUT_KEYS).
-CSV_FIELDS = [
-    "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",
-    "eval_mlm_loss", "eval_mlm_accuracy", "eval_mlm_loss_paper_masking", "eval_mlm_accuracy_paper_masking",
-    "eval_nsp_accuracy", "eval_clm_loss", "elapsed_s",
-]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,178 +230,11 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 
 
 def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals, precision: str, start_step: int):
-    import lightning as L
-    import torch
+    from bertbench.training.callbacks import FiniteGuard, PeriodicCheckpoint, RunLog
 
     last_step = cfg.max_steps  # the step cap; a budget may end the run sooner, on the clock
-    from bertbench.training.finite_guard import FirstBadStep
-
-    saved = {"step": start_step if start_step else None}  # the step of checkpoints/last.ckpt, for messages
-
-    class FiniteGuard(L.Callback):
-        """Notes the first step with a non-finite loss or gradient norm (on the device, see finite_guard);
-        `check` runs before every metrics row and checkpoint, and at every step on CPU, where a sync is free."""
-
-        def __init__(self):
-            self.first_bad = FirstBadStep()
-            self._step = 0
-
-        def check(self):
-            kept = f"; checkpoints/last.ckpt (step {saved['step']}) is kept" if saved["step"] else "; no checkpoint written"
-            self.first_bad.check(str(out_dir), kept)
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
-
-        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-            if precision != "16-mixed":  # fp16's grad scaler expects inf gradients now and then and skips those steps
-                self.first_bad.note_grads(pl_module.parameters(), self._step)
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            if loss is not None:
-                self.first_bad.note_loss(loss, self._step)
-            if pl_module.device.type == "cpu":
-                self.check()
-
-    guard = FiniteGuard()
-
-    class RunLog(L.Callback):
-        """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
-
-        def __init__(self):
-            self.tokens = 0
-            self.loss_tokens = 0
-            self._tok_acc = None
-            self._loss_tok_acc = None
-            self._t0 = time.perf_counter()
-            self._tokens_at_t0 = 0
-            self.last_train_loss: Optional[float] = None
-            self._fh = None  # metrics.csv, open from on_train_start (never reached when resumed at max_steps)
-            self._last_row_step = 0
-
-        def state_dict(self):
-            self._flush_counts()
-            # last_train_loss too: a run resumed from its final checkpoint trains no step, yet its summary needs it
-            return {"tokens": self.tokens, "loss_tokens": self.loss_tokens, "last_train_loss": self.last_train_loss}
-
-        def load_state_dict(self, state):
-            self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
-            self.last_train_loss = state.get("last_train_loss")
-            self._tokens_at_t0 = self.tokens
-
-        def tokens_seen(self, trainer) -> int:
-            """Tokens trained on so far (read back from the device now)."""
-            self._flush_counts()
-            return self.tokens
-
-        def _flush_counts(self):
-            if self._tok_acc is not None:
-                self.tokens += int(self._tok_acc)
-                self.loss_tokens += int(self._loss_tok_acc)
-                self._tok_acc = self._loss_tok_acc = None
-
-        def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
-            self._t0 = time.perf_counter()
-            self._tokens_at_t0 = self.tokens
-            self._last_row_step = trainer.global_step
-            if not trainer.is_global_zero:  # one writer: the counts are global, so rank 0's rows say it all
-                return
-            path = out_dir / "metrics.csv"
-            rows = []
-            if path.is_file():  # resumed: keep the rows up to the restored step, drop any written after it
-                with open(path, newline="") as fh:
-                    rows = [r for r in csv.DictReader(fh) if int(r["step"]) <= trainer.global_step]
-            self._fh = open(path, "w", newline="")
-            self._csv = csv.DictWriter(self._fh, fieldnames=CSV_FIELDS)
-            self._csv.writeheader()
-            self._csv.writerows(rows)
-            self._fh.flush()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            # accumulate on device; read back only every log_every steps (no per-step host sync)
-            n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
-            m = (batch["lm_labels"] != IGNORE_INDEX).sum()
-            if trainer.world_size > 1:  # every count global, on every rank: ranks see different padding
-                n, m = (trainer.strategy.reduce(x, reduce_op="sum") for x in (n, m))
-            self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
-            self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
-            step = trainer.global_step
-            if (batch_idx + 1) % cfg.grad_accum:
-                return
-            if step % cfg.log_every == 0 or (cfg.eval_every and step % cfg.eval_every == 0):
-                guard.check()  # never a NaN row or a NaN eval
-            evaluated = pl_module.maybe_evaluate(step)
-            ending = trainer.should_stop or step == last_step or pl_module.budget_spent()
-            if step % cfg.log_every and not evaluated and not ending:
-                return
-            self._write_row(trainer, pl_module, step, evaluated)
-
-        def _write_row(self, trainer, pl_module, step: int, evaluated: bool, log: bool = True) -> None:
-            guard.check()
-            self._flush_counts()
-            metrics = trainer.callback_metrics
-            elapsed = time.perf_counter() - self._t0
-            tps = (self.tokens - self._tokens_at_t0) / elapsed if elapsed > 0 else 0.0
-            row = {
-                "step": step, "tokens": self.tokens, "loss_tokens": self.loss_tokens,
-                "lr": f"{trainer.optimizers[0].param_groups[0]['lr']:.6g}",
-                "train_loss": _fmt(metrics.get("train/loss")), "train_mlm_loss": _fmt(metrics.get("train/mlm_loss")),
-                "train_nsp_loss": _fmt(metrics.get("train/nsp_loss")), "tokens_per_s": f"{tps:.1f}",
-                "elapsed_s": f"{pl_module.elapsed():.1f}",
-            }
-            self.last_train_loss = float(metrics["train/loss"]) if "train/loss" in metrics else None
-            if evaluated:
-                for k, v in pl_module.last_eval.items():
-                    if f"eval_{k}" in CSV_FIELDS:
-                        row[f"eval_{k}"] = f"{v:.5f}"
-                pl_module.last_eval = {}
-            if self._fh is not None:
-                self._csv.writerow(row)
-                self._fh.flush()
-            self._last_row_step = step
-            if log:  # (Lightning allows no self.log at fit end)
-                pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
-
-        def on_fit_end(self, trainer, pl_module):
-            # the budget's stop check (the module's, after this callback's) may end a step this log let pass
-            if pl_module.budget_spent() and trainer.global_step > self._last_row_step:
-                self._write_row(trainer, pl_module, trainer.global_step, evaluated=False, log=False)
-            self._flush_counts()
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
-
-    class PeriodicCheckpoint(L.Callback):
-        """Every N steps, at `--stop-at-step` and after a SIGINT/SIGTERM: write checkpoints/last.ckpt atomically
-        (tmp file, then rename). A signal stops the run at the step boundary, right after that checkpoint."""
-
-        def __init__(self):
-            self.signal_step: Optional[int] = None  # the step a signal stopped the run at
-
-        def on_train_start(self, trainer, pl_module):
-            signals.defer()  # after Lightning's own handlers are in place (see stop_signals)
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            if (batch_idx + 1) % cfg.grad_accum:
-                return
-            step = trainer.global_step
-            signalled = signals.received is not None
-            if trainer.world_size > 1:  # a signal reaches one rank; every rank must stop at the same step
-                signalled = trainer.strategy.reduce_boolean_decision(signalled, all=False)
-            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == stop_at_step or signalled:
-                guard.check()  # never a NaN checkpoint: the last good one stays
-                with pl_module.clock_paused():  # writing a checkpoint is not training time
-                    save_lightning_checkpoint(trainer, out_dir)
-                saved["step"] = step
-            if step == stop_at_step:
-                trainer.should_stop = True  # simulated pre-emption (tests, and `--stop-at-step`)
-            if signalled:
-                self.signal_step = step
-                trainer.should_stop = True
-            fault_point("after_step", step)
-
-    return guard, RunLog(), PeriodicCheckpoint()
+    guard = FiniteGuard(out_dir, precision, saved_step=start_step if start_step else None)
+    return guard, RunLog(cfg, out_dir, guard, last_step), PeriodicCheckpoint(cfg, out_dir, guard, signals, stop_at_step)
 
 
 def snapshot_steps(cfg: PretrainConfig) -> list[int]:
@@ -446,48 +269,10 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
 
 
 def _snapshot_callback(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], run_log):
-    """snapshots/step-N at `snapshot_steps(cfg)`, before that step's periodic checkpoint (so a resume from an
-    earlier checkpoint passes the step again and rewrites the same snapshot: resume is exact)."""
-    import lightning as L
+    """snapshots/step-N at `snapshot_steps(cfg)` (training.callbacks.Snapshots)."""
+    from bertbench.training.callbacks import Snapshots
 
-    steps = set(snapshot_steps(cfg))
-
-    class Snapshots(L.Callback):
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            step = trainer.global_step
-            if (batch_idx + 1) % cfg.grad_accum or step not in steps:
-                return
-            tokens = run_log.tokens_seen(trainer)
-            if not trainer.is_global_zero:
-                return
-            from bertbench.model.checkpoint import save_checkpoint
-            from bertbench.config import to_dict
-            from bertbench.runtime.provenance import now_iso
-
-            with pl_module.clock_paused():  # not training time, as a checkpoint write
-                heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
-                summary = {**identity(), "steps": step, "tokens_seen": tokens, "wall_seconds": round(pl_module.elapsed(), 2),
-                           "heldout": heldout, "snapshot": True, "date": now_iso()}
-                save_checkpoint(out_dir / "snapshots" / f"step-{step}", pl_module.model, tokenizer,
-                                run_config=to_dict(cfg), summary=summary)
-
-    return Snapshots()
-
-
-def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
-    ckpt_dir = out_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    tmp = ckpt_dir / ".last.ckpt.tmp"
-    try:
-        trainer.save_checkpoint(tmp, weights_only=False)  # the full state (optimiser, loops, RNG): resume needs it
-    except OSError as err:  # a full disk, say: the previous last.ckpt is untouched, so the run can still resume
-        tmp.unlink(missing_ok=True)
-        raise BertbenchError(f"{ckpt_dir / 'last.ckpt'}: cannot write the checkpoint of step {trainer.global_step} "
-                             f"({err.strerror or err}); the previous one is unchanged: make room and rerun with "
-                             "--resume auto") from None
-    fault_point("before_rename", trainer.global_step)
-    if trainer.is_global_zero:
-        os.replace(tmp, ckpt_dir / "last.ckpt")
+    return Snapshots(cfg, out_dir, tokenizer, identity, run_log, snapshot_steps(cfg))
 
 
 def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
@@ -496,17 +281,6 @@ def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
 
     lines = ["step,training_seconds,lr"] + [f"{s},{t:.4f},{lr:.6g}" for s, t, lr in trace]
     atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def fault_point(name: str, step: Optional[int] = None) -> None:
-    """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
-    any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal.
-    Names: after_step:K, before_rename:K, final_eval, before_summary."""
-    want = os.environ.get("BERTBENCH_FAULT")
-    if want and want == (name if step is None else f"{name}:{step}"):
-        import signal
-
-        os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("BERTBENCH_FAULT_SIGNAL", "KILL")))
 
 
 def read_checkpoint_step(path: Path) -> int:
@@ -522,10 +296,6 @@ def read_checkpoint_step(path: Path) -> int:
             "it cannot be resumed from: delete the folder's checkpoints/ to start over, or choose another --out"
         ) from None
     return step
-
-
-def _fmt(v) -> str:
-    return "" if v is None else f"{float(v):.5f}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -596,43 +366,14 @@ def _pretrain_locked(
     cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals, extra_callbacks: tuple = ()
 ) -> dict:
     import lightning as L
-    import torch
-    from torch.utils.data import DataLoader
 
-    from bertbench.data.instances import build_pretraining_data
-    from bertbench.data.masking import make_collator
-    from bertbench.model.bert import BertForPreTraining
-    from bertbench.runtime.progress import Heartbeat, every_seconds, say
-    from bertbench.runtime.provenance import code_version, hardware, library_versions, now_iso, resolve_precision
-    from bertbench.training.batches import StepBatchDataset, StepSampler
-    from bertbench.training.pretrain_module import PretrainModule, perplexity
     from bertbench.training.stop_signals import Interrupted
 
     last_ckpt = out_dir / "checkpoints" / "last.ckpt"
-    if (out_dir / "summary.json").is_file():
-        if resume == "auto":  # nothing left to do, if it is the same run
-            check_resume_config(out_dir / "config.yaml", cfg)
-            return json.loads((out_dir / "summary.json").read_text())
-        raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
-    resuming = last_ckpt.is_file()
-    if resuming and resume != "auto":
-        raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
-    if resuming:
-        check_resume_config(out_dir / "config.yaml", cfg)
-    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
-    if resuming:
-        print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
-    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
-        say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
-    save_config(cfg, out_dir / "config.yaml")
-
-    accelerator = cfg.accelerator
-    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
-    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use auto or cpu")
-    precision = resolve_precision(cfg.precision, device_type)
-    if precision == "16-mixed" and device_type == "cpu":  # Lightning would run bf16 and we would record 16-mixed
-        raise BertbenchError(f"--precision {cfg.precision}: fp16 mixed precision needs a GPU; on CPU use bf16-mixed, 32 or auto")
+    finished, resuming, start_step = _start_or_resume(cfg, out_dir, resume, last_ckpt)
+    if finished is not None:
+        return finished
+    device_type, precision = _device_and_precision(cfg)
 
     import warnings
 
@@ -642,12 +383,90 @@ def _pretrain_locked(
     t_start = time.perf_counter()
     tokenizer = load_or_train_tokenizer(cfg, out_dir, resuming=resuming)
     plan = phase_plan(cfg)
-    with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
-        datas = [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
+    datas = _build_data(cfg, plan, tokenizer)
     prep_seconds = time.perf_counter() - t_start
 
+    model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision)
+    guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
+    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
+    callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), extra_callbacks)
+    trainer = _trainer(cfg, out_dir, precision, fused, progress_bar, callbacks)
+    loader = _loader(cfg, plan, datas, tokenizer, trainer, module, start_step, device_type)
+    # weights_only=False: our own checkpoint holds the optimiser and RNG state (said here, so Lightning needn't)
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None, weights_only=False)
+    signals.immediate()  # from here (final eval, checkpoint/, summary) a signal stops at once: last.ckpt is intact
+    if periodic.signal_step is not None:
+        raise Interrupted(signals.received or 15, periodic.signal_step, checkpointed=True)
+    if trainer.interrupted:
+        raise KeyboardInterrupt
+    if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
+        return {"stopped_at_step": trainer.global_step}
+
+    guard.check()
+    if not trainer.is_global_zero:  # the other processes of a multi-process run: rank 0 evaluates and writes
+        return {"worker_rank": trainer.global_rank}
+    summary = _final_summary(cfg, trainer, module, eval_fn, run_log, identity, prep_seconds, datas[-1])
+    _write_outputs(cfg, out_dir, module, tokenizer, summary)
+    return summary.to_json()
+
+
+def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt: Path) -> tuple[Optional[dict], bool, int]:
+    """(the summary of a run already finished, or None; resuming?; the step it resumes from). Writes config.yaml."""
+    if (out_dir / "summary.json").is_file():
+        if resume == "auto":  # nothing left to do, if it is the same run
+            check_resume_config(out_dir / "config.yaml", cfg)
+            from bertbench.results import read_summary
+
+            return read_summary(out_dir / "summary.json").to_json(), False, 0
+        raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
+    resuming = last_ckpt.is_file()
+    if resuming and resume != "auto":
+        raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
+    if resuming:
+        check_resume_config(out_dir / "config.yaml", cfg)
+    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
+    from bertbench.runtime.progress import every_seconds, say
+
+    if resuming:
+        say(f"resuming {out_dir} from its checkpoint of step {start_step}")
+    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
+        say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
+    save_config(cfg, out_dir / "config.yaml")
+    return None, resuming, start_step
+
+
+def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
+    import torch
+
+    from bertbench.runtime.provenance import resolve_precision
+
+    accelerator = cfg.accelerator
+    device_type = "cuda" if (accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()) else "cpu"
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use auto or cpu")
+    precision = resolve_precision(cfg.precision, device_type)
+    if precision == "16-mixed" and device_type == "cpu":  # Lightning would run bf16 and we would record 16-mixed
+        raise BertbenchError(f"--precision {cfg.precision}: fp16 mixed precision needs a GPU; on CPU use bf16-mixed, 32 or auto")
+    return device_type, precision
+
+
+def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
+    """One pre-training data set per phase of the plan."""
+    from bertbench.data.instances import build_pretraining_data
+
+    from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
+    with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
+        return [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
+
+
+def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precision: str):
+    """(model, its Lightning module, the held-out eval function, fused AdamW?)."""
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.training.pretrain_module import PretrainModule
+
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
-    eval_fn = make_eval_fn(cfg, datas[-1], tokenizer, device_type, precision)
+    eval_fn = make_eval_fn(cfg, data, tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
     fused = precision != "16-mixed" and "fsdp" not in str(cfg.strategy).lower()
@@ -656,8 +475,15 @@ def _pretrain_locked(
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
-    guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
-    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
+    return model, module, eval_fn, fused
+
+
+def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
+                   extra_callbacks: tuple) -> tuple[list, bool]:
+    """(the run's callbacks in their order, whether Lightning shows a progress bar)."""
+    from bertbench.runtime.progress import every_seconds, say
+
+    guard, run_log, periodic = own
     snapshots = [_snapshot_callback(cfg, out_dir, tokenizer, identity, run_log)] if snapshot_steps(cfg) else []
     # in this order: the guard's note comes before the row, the snapshot and the checkpoint
     callbacks = [guard, run_log, *snapshots, periodic, *extra_callbacks]
@@ -672,16 +498,33 @@ def _pretrain_locked(
 
         callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
                                        say))
+    return callbacks, progress_bar
+
+
+def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, progress_bar: bool, callbacks: list):
+    import lightning as L
+
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
-    trainer = L.Trainer(
-        accelerator=accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=cfg.max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
+    max_steps = cfg.max_steps
+    return L.Trainer(
+        accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+        precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
         gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
         enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
         use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
         num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
     )
+
+
+def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, start_step: int, device_type: str):
+    """This rank's batches, keyed by step across the phases (the module learns where each phase starts)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from bertbench.data.masking import make_collator
+    from bertbench.training.batches import StepBatchDataset, StepSampler
+
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
@@ -689,7 +532,7 @@ def _pretrain_locked(
     ]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
     module.attach_phases(batches, phase_seconds(cfg))
-    loader = DataLoader(
+    return DataLoader(
         batches, batch_size=None,
         sampler=StepSampler(start_step * cfg.grad_accum, (len(batches) if cfg.budget_minutes else cfg.max_steps * cfg.grad_accum)),
         num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
@@ -698,47 +541,46 @@ def _pretrain_locked(
         # draw would shift the dropout stream of a resumed run against an uninterrupted one
         generator=torch.Generator().manual_seed(cfg.seed),
     )
-    # weights_only=False: our own checkpoint holds the optimiser and RNG state (said here, so Lightning needn't)
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None, weights_only=False)
-    signals.immediate()  # from here (final eval, checkpoint/, summary) a signal stops at once: last.ckpt is intact
-    if periodic.signal_step is not None:
-        raise Interrupted(signals.received or 15, periodic.signal_step, checkpointed=True)
-    if trainer.interrupted:
-        raise KeyboardInterrupt
-    if stop_at_step is not None and trainer.global_step == stop_at_step < cfg.max_steps:
-        return {"stopped_at_step": trainer.global_step}
 
-    guard.check()
-    if not trainer.is_global_zero:  # the other processes of a multi-process run: rank 0 evaluates and writes
-        return {"worker_rank": trainer.global_rank}
+
+def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, identity: Callable[[], dict],
+                   prep_seconds: float, data):
+    """The last held-out evaluation and what the run was and reached (summary.json, a results.PretrainSummary)."""
+    from bertbench.results import PretrainSummary
+    from bertbench.runtime.provenance import library_versions, now_iso
+    from bertbench.training.pretrain_module import perplexity
+
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
     if "mlm_loss_paper_masking" in final_eval:
         final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
         final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
-    summary = {
+    return PretrainSummary(
         **identity(),
-        "steps": trainer.global_step,
-        "batch_size": cfg.batch_size * cfg.grad_accum * trainer.world_size,
-        "tokens_seen": run_log.tokens,
-        "loss_tokens": run_log.loss_tokens,
-        "wall_seconds": round(module.elapsed(), 2),
-        "schedule": module.schedule_summary(),
-        "preprocessing_seconds": round(prep_seconds, 2),
-        "tokens_per_second": round(run_log.tokens / max(1e-9, module.elapsed()), 1),
-        "final_train_loss": run_log.last_train_loss,
-        "heldout": final_eval,
-        "data": datas[-1].stats,
-        "library_versions": library_versions(),
-        "date": now_iso(),
-    }
-    from bertbench.model.checkpoint import save_checkpoint
+        steps=trainer.global_step,
+        batch_size=cfg.batch_size * cfg.grad_accum * trainer.world_size,
+        tokens_seen=run_log.tokens,
+        loss_tokens=run_log.loss_tokens,
+        wall_seconds=round(module.elapsed(), 2),
+        schedule=module.schedule_summary(),
+        preprocessing_seconds=round(prep_seconds, 2),
+        tokens_per_second=round(run_log.tokens / max(1e-9, module.elapsed()), 1),
+        final_train_loss=run_log.last_train_loss,
+        heldout=final_eval,
+        data=data.stats,
+        library_versions=library_versions(),
+        date=now_iso(),
+    )
+
+
+def _write_outputs(cfg: PretrainConfig, out_dir: Path, module, tokenizer, summary) -> None:
+    """checkpoint/, lr_schedule.csv, then summary.json last: its presence means "finished"."""
     from bertbench.config import to_dict
-    from bertbench.runtime.files import atomic_write_json
+    from bertbench.model.checkpoint import save_checkpoint
+    from bertbench.results import write_summary
 
     save_checkpoint(out_dir / "checkpoint", module.model.cpu(), tokenizer, run_config=to_dict(cfg), summary=summary)
     write_lr_trace(out_dir / "lr_schedule.csv", module.lr_trace)
     fault_point("before_summary")
-    atomic_write_json(out_dir / "summary.json", summary)  # last: its presence means "finished"
-    return summary
+    write_summary(out_dir / "summary.json", summary)  # last: its presence means "finished"
