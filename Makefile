@@ -43,7 +43,7 @@ archive:
 
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)
-	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md
+	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md --index
 
 clean:
 	rm -rf $(VENV) runs

@@ -24,6 +24,22 @@ app = typer.Typer(
 )
 
 
+def _flags_show_no_value_placeholder() -> None:
+    """Typer puts `<bool>` after an on/off flag in --help, which reads as if it took a value (`--whole-word-mask
+    true` then fails): a flag's type column stays empty, for every command at once."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_show_no_value_placeholder()
+
+
 def user_errors(fn):
     """Turn a `BertbenchError` into one red line on stderr and exit code 2 — never a traceback."""
 

@@ -66,3 +66,121 @@ def parse_values(cls, values: dict[str, Any]) -> dict[str, Any]:
                 raise BertbenchError(f"{flag} {values[name]!r}: expected comma-separated {item.__name__} values") from None
         out[name] = value
     return out
+
+
+# --- a nested config (PretrainConfig: top-level fields and the fields of its sections) -------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigOption:
+    """One option generated from one field: `param` the Python name Typer passes it as, `path` where its
+    value goes in the config (("data", "mask_ratio")), `names` its flags (the first is the field's own)."""
+
+    param: str
+    path: tuple[str, ...]
+    field: dataclasses.Field
+    hint: Any
+    names: tuple[str, ...]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _default_text(f: dataclasses.Field) -> str:
+    value = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    if isinstance(value, list):
+        return "/".join(map(str, value)) if value else "none"
+    if value is None or value == "":
+        return "none"
+    return str(value)
+
+
+def config_options(cls) -> list[ConfigOption]:
+    """An option for every field of `cls` and of its dataclass sections (`data.mask_ratio` → --mask-ratio;
+    a section's field whose name is taken by another gets the section's prefix: `data.seed` → --data-seed).
+    A field that cannot be one value on the command line must say cli=False: a new field is never skipped
+    silently (TypeError at import)."""
+    hints = typing.get_type_hints(cls)
+    leaves: list[tuple[tuple[str, ...], dataclasses.Field, Any]] = []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            section_hints = typing.get_type_hints(hints[f.name])
+            leaves += [((f.name, g.name), g, section_hints[g.name]) for g in dataclasses.fields(hints[f.name])]
+        else:
+            leaves.append(((f.name,), f, hints[f.name]))
+    counts: dict[str, int] = {}
+    for path, _, _ in leaves:
+        counts[path[-1]] = counts.get(path[-1], 0) + 1
+    options = []
+    for path, f, hint in leaves:
+        if not f.metadata.get("cli", True):
+            continue
+        param = path[-1] if counts[path[-1]] == 1 or len(path) == 1 else "_".join(path)
+        if not f.metadata.get("help"):
+            raise TypeError(f"{cls.__name__}: field {'.'.join(path)} has no help text for its option")
+        if _list_item(hint) not in (None, str) and f.metadata.get("parse") is None:
+            raise TypeError(f"{cls.__name__}: field {'.'.join(path)} needs parse= or cli=False")
+        options.append(ConfigOption(param, path, f, hint, (_flag(param), *f.metadata.get("flags", ()))))
+    return options
+
+
+def _typer_parameter(opt: ConfigOption) -> inspect.Parameter:
+    meta = opt.field.metadata
+    base = opt.hint
+    if typing.get_origin(base) in (typing.Union, types.UnionType):
+        base = next(a for a in typing.get_args(base) if a is not type(None))
+    help_text = f"{meta['help']} (default: {_default_text(opt.field)})"
+    if base is bool:  # an on/off pair: --whole-word-mask / --no-whole-word-mask
+        names = ["/".join((name, "--no-" + name[2:])) for name in opt.names]
+        option = typer.Option(*names, help=help_text, rich_help_panel=meta.get("panel"))
+        tp: Any = Optional[bool]
+    else:
+        option = typer.Option(*opt.names, help=help_text, rich_help_panel=meta.get("panel"))
+        tp = Optional[str] if meta.get("parse") else Optional[base]
+    return inspect.Parameter(opt.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[tp, option])
+
+
+def with_config_options(cls, own: Callable) -> Callable[[Callable], Callable]:
+    """Decorate `def command(**values)`: Typer sees `own`'s parameters (the command's hand-written options)
+    followed by one option per field of `cls` (`config_options`), each None unless given."""
+
+    def decorate(fn: Callable) -> Callable:
+        hints = typing.get_type_hints(own, include_extras=True)  # the Annotated options, not their strings
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+                  for p in inspect.signature(own).parameters.values()]
+        params += [_typer_parameter(opt) for opt in config_options(cls)]
+        fn.__signature__ = inspect.Signature(params, return_annotation=None)
+        fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return fn
+
+    return decorate
+
+
+def config_overrides(cls, values: dict[str, Any]) -> dict[str, Any]:
+    """The options given (not None) as a nested mapping of field values: {"max_steps": 20, "data":
+    {"mask_ratio": 0.4}}; `parse` turns a field's string into its value."""
+    out: dict[str, Any] = {}
+    for opt in config_options(cls):
+        value = values.get(opt.param)
+        if value is None:
+            continue
+        parse = opt.field.metadata.get("parse")
+        if parse is not None:
+            value = parse(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        node = out
+        for part in opt.path[:-1]:
+            node = node.setdefault(part, {})
+        node[opt.path[-1]] = value
+    return out
+
+
+def replace_nested(obj, overrides: dict[str, Any]):
+    """`obj` with `overrides` applied, section by section (each dataclass checks itself again)."""
+    changes = {}
+    for name, value in overrides.items():
+        current = getattr(obj, name)
+        changes[name] = replace_nested(current, value) if dataclasses.is_dataclass(current) else value
+    return dataclasses.replace(obj, **changes)

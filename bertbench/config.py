@@ -10,7 +10,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError, did_you_mean, unknown_key
 
@@ -34,6 +34,23 @@ OBJECTIVES = ("mlm+nsp", "mlm", "clm")
 # those, 80% are replaced by [MASK], 10% kept and 10% replaced by a random token.
 PAPER_MASK_RATIO = 0.15
 PAPER_MASK_PROCEDURE = (80, 10, 10)  # % [MASK] / same / random
+
+
+def setting(default: Any = None, help: str = "", *, panel: Optional[str] = None, cli: bool = True,
+            factory: Optional[Callable[[], Any]] = None, flags: tuple[str, ...] = (),
+            parse: Optional[Callable[[str], Any]] = None) -> Any:
+    """A config field with what the command line shows for it, declared once beside the field
+    (`bertbench.cli_options` makes the options): `help`, its `panel` in --help, `cli=False` for settings that
+    only a recipe, a preset or `--set` can give, `flags` extra names kept as aliases (`--vocab-size`), and
+    `parse` for a value written as one string (`--mask-procedure 80/10/10`)."""
+    meta = {"help": help, "panel": panel, "cli": cli, "flags": flags, "parse": parse}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def required(help: str) -> Any:
+    return field(metadata={"help": help, "panel": None, "cli": True, "flags": (), "parse": None})
 
 
 def check_objective(objective: str, name: str = "objective") -> None:
@@ -117,6 +134,15 @@ def check_mask_procedure(mask_procedure, shown: Optional[str] = None) -> list[in
         raise BertbenchError(f"mask_procedure {shown or procedure}: expected three percentages MASK/SAME/RND "
                              "summing to 100, e.g. 80/10/10")
     return procedure
+
+
+def parse_mask_procedure(text: str) -> list[int]:
+    """"80/10/10" → [80, 10, 10] (MASK / SAME / RND percentages summing to 100)."""
+    try:
+        parts = [int(p) for p in text.replace(",", "/").split("/")]
+    except ValueError:
+        parts = []
+    return check_mask_procedure(parts, repr(text))
 
 
 def check_mask_ratio(mask_ratio: float) -> None:
@@ -282,7 +308,7 @@ def apply_overrides(obj, overrides: list[str]):
             if not isinstance(node.get(p), dict):
                 raise BertbenchError(f"--set {item!r}: {p!r} is not a section")
             node = node[p]
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = yaml.load(raw, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader that reads 1e-8)
     return from_dict(type(obj), data, "--set")
 
 
@@ -365,26 +391,47 @@ def save_config(obj, path: Path) -> None:
 # Pre-training.
 
 
+# Panels of `bertbench pretrain --help`.
+MODEL_PANEL, DATA_PANEL, OPTIM_PANEL, RUN_PANEL, HW_PANEL = (
+    "Model and objective", "Data and masking", "Optimisation", "Evaluation, logging and checkpoints", "Hardware")
+
+
 @dataclass
 class DataConfig:
     """Corpus → instances → masked batches. Every ablation of the paper's pre-training data is a field."""
 
-    corpus: list[str] = field(default_factory=list)  # folders/files (.txt dir, WikiExtractor, .jsonl) or hub:NAME
-    max_seq_len: int = 128
-    short_seq_prob: float = 0.1  # share of instances with a shorter random target length (paper: 0.1)
+    corpus: list[str] = setting(
+        help="Text source: .txt folder, WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", panel=DATA_PANEL,
+        factory=list)
+    max_seq_len: int = setting(128, "Longest instance in tokens (with phases: the last phase's).", panel=DATA_PANEL)
+    short_seq_prob: float = setting(
+        0.1, "Share of instances with a shorter random target length (paper: 0.1).", panel=DATA_PANEL)
     # Whether sentence pairs (NSP) or contiguous text is built is the objective's (PretrainConfig.objective).
-    full_sentences: bool = False  # objective "mlm" only: RoBERTa-style packing of full sentences across documents
-    heldout_fraction: float = 0.02  # share of *documents* kept out for evaluation
-    min_heldout_docs: int = 1
-    max_documents: Optional[int] = None  # cap for quick runs (documents in corpus order)
-    masking: str = "dynamic"  # "dynamic": a fresh mask every time a batch is drawn; "static": fixed at preprocessing
-    dupe_factor: int = 1  # static masking: copies of the data with different masks (the original used 10)
-    mask_ratio: float = PAPER_MASK_RATIO
-    mask_procedure: list[int] = field(default_factory=lambda: list(PAPER_MASK_PROCEDURE))  # % [MASK] / same / random
-    whole_word_mask: bool = False
-    max_predictions_per_seq: Optional[int] = None  # None: no cap beyond mask_ratio (the paper used 20 at 128)
-    seed: int = 12345
-    num_proc: int = 0  # worker processes that tokenise the corpus; 0: every core (the result is the same)
+    full_sentences: bool = setting(
+        False, "With --objective mlm: RoBERTa-style packing of full sentences across documents.", panel=DATA_PANEL)
+    heldout_fraction: float = setting(
+        0.02, "Share of documents kept out for held-out evaluation.", panel=DATA_PANEL)
+    min_heldout_docs: int = setting(1, "Keep at least this many documents out for evaluation.", panel=DATA_PANEL)
+    max_documents: Optional[int] = setting(
+        None, "Use only the first N documents (quick runs; default: all).", panel=DATA_PANEL)
+    masking: str = setting(
+        "dynamic", "dynamic (a fresh mask every time a batch is drawn) or static (fixed at preprocessing, "
+        "--dupe-factor copies).", panel=DATA_PANEL)
+    dupe_factor: int = setting(
+        1, "Static masking: copies of the data with different masks (the original used 10).", panel=DATA_PANEL)
+    mask_ratio: float = setting(
+        PAPER_MASK_RATIO, f"Share of tokens selected for prediction (the paper: {PAPER_MASK_RATIO}).", panel=DATA_PANEL)
+    mask_procedure: list[int] = setting(
+        help=f"MASK/SAME/RND percentages of the selected tokens ({'/'.join(map(str, PAPER_MASK_PROCEDURE))}; "
+        "Table 8 of the paper).", panel=DATA_PANEL, factory=lambda: list(PAPER_MASK_PROCEDURE),
+        parse=parse_mask_procedure)
+    whole_word_mask: bool = setting(False, "Select whole words (every piece of a word together).", panel=DATA_PANEL)
+    max_predictions_per_seq: Optional[int] = setting(
+        None, "Cap on predicted positions per sequence (the paper used 20 at 128 tokens; default: the mask ratio "
+        "alone).", panel=DATA_PANEL)
+    seed: int = setting(12345, "Seed of the held-out split and the held-out instances.", panel=DATA_PANEL)
+    num_proc: int = setting(
+        0, "Processes that tokenise the corpus; 0: every core (the arrays are the same).", panel=DATA_PANEL)
 
     def __post_init__(self) -> None:
         check_mask_procedure(self.mask_procedure)
@@ -403,14 +450,17 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-4
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-6
-    weight_decay: float = 0.01  # not on LayerNorm weights or biases
+    lr: float = setting(1e-4, "Peak learning rate (AdamW).", panel=OPTIM_PANEL)
+    betas: list[float] = setting(help="AdamW's betas (a recipe, or --set optim.betas=[0.9,0.98]).", cli=False,
+                                 factory=lambda: [0.9, 0.999])
+    eps: float = setting(1e-6, "AdamW's epsilon.", panel=OPTIM_PANEL)
+    weight_decay: float = setting(0.01, "AdamW's weight decay (not on LayerNorm weights or biases).", panel=OPTIM_PANEL)
     # Warm-up: `warmup_steps` when set (the paper: 10,000 of 1M steps), else a share of the schedule.
-    warmup_steps: Optional[int] = None
-    warmup_fraction: float = 0.06
-    grad_clip: float = 1.0
+    warmup_steps: Optional[int] = setting(
+        None, "Warm-up steps (the paper: 10,000 of 1M; default: --warmup-fraction of the schedule).", panel=OPTIM_PANEL)
+    warmup_fraction: float = setting(
+        0.06, "Warm-up as a share of the schedule (of the steps, or of a budget's minutes).", panel=OPTIM_PANEL)
+    grad_clip: float = setting(1.0, "Clip the gradient norm at this value (0: no clipping).", panel=OPTIM_PANEL)
 
 
 @dataclass
@@ -427,36 +477,57 @@ class PhaseConfig:
 
 @dataclass
 class PretrainConfig:
-    model_size: str = "mini"
-    model: dict = field(default_factory=dict)  # overrides of ModelConfig fields
-    tokenizer: str = ""  # vocab.txt / tokenizer folder; "" or "train" trains one on the corpus
-    tokenizer_vocab_size: int = 30522
-    lowercase: bool = True
-    objective: str = "mlm+nsp"  # one of OBJECTIVES: "mlm+nsp", "mlm" (no NSP) or "clm" (left-to-right LM)
+    """A pre-training. Every field is a `bertbench pretrain` option (`bertbench.cli_options`), unless marked
+    cli=False: adding a field here adds the option, with this help."""
+
+    model_size: str = setting("mini", "Model size: " + ", ".join(MODEL_SIZES) + " (Turc et al.'s small BERTs and "
+                              "the paper's two).", panel=MODEL_PANEL)
+    model: dict = setting(help="Overrides of the model's shape and dropout (a recipe, or --set model.dropout=0.0).",
+                          cli=False, factory=dict)
+    tokenizer: str = setting(
+        "", "vocab.txt or tokenizer folder; 'train' (or empty) trains WordPiece on the corpus.", panel=MODEL_PANEL)
+    tokenizer_vocab_size: int = setting(
+        30522, "Vocabulary size when training a tokenizer.", panel=MODEL_PANEL, flags=("--vocab-size",))
+    lowercase: bool = setting(True, "Lowercase the text before tokenising (an uncased model).", panel=MODEL_PANEL)
+    objective: str = setting(
+        "mlm+nsp", "mlm+nsp (BERT: masked LM + next-sentence prediction, the default), mlm (masked LM alone on "
+        "contiguous text: the paper's 'No NSP') or clm (left-to-right LM: the paper's 'LTR & No NSP').",
+        panel=MODEL_PANEL)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    phases: list[PhaseConfig] = field(default_factory=list)
-    batch_size: int = 32
-    grad_accum: int = 1
-    max_steps: int = 1000
+    phases: list[PhaseConfig] = setting(
+        help="A multi-phase schedule, e.g. seq 128 for 90% then 512 (a recipe's `phases:` list).", cli=False,
+        factory=list)
+    batch_size: int = setting(32, "Sequences per optimiser step and device (times --grad-accum).", panel=OPTIM_PANEL)
+    grad_accum: int = setting(1, "Micro-batches accumulated into one optimiser step.", panel=OPTIM_PANEL)
+    max_steps: int = setting(
+        1000, "Optimiser steps; with --budget-minutes a cap: whichever is reached first ends the run.",
+        panel=OPTIM_PANEL)
     # Schedule over wall-clock minutes of training instead of steps (Cramming's budget schedule): warm-up
-    # for optim.warmup_fraction of the budget, linear decay to 0 when it ends; max_steps is then no cap.
-    budget_minutes: Optional[float] = None
-    precision: str = "auto"  # auto | 32 | bf16-mixed | 16-mixed
-    eval_every: int = 200
-    eval_batches: int = 20
-    checkpoint_every: int = 200
+    # for optim.warmup_fraction of the budget, linear decay to 0 when it ends. max_steps still caps the run:
+    # whichever limit is reached first ends it (`limits_text` says which apply).
+    budget_minutes: Optional[float] = setting(
+        None, "Schedule warm-up and decay over this many minutes of training (evaluation not counted); the run "
+        "ends when they are spent, or at --max-steps if that comes first.", panel=OPTIM_PANEL)
+    precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed, 16-mixed.", panel=HW_PANEL)
+    eval_every: int = setting(200, "Held-out evaluation every N steps (0: at the end only).", panel=RUN_PANEL)
+    eval_batches: int = setting(20, "Held-out batches per evaluation.", panel=RUN_PANEL)
+    checkpoint_every: int = setting(
+        200, "Write checkpoints/last.ckpt every N steps, for --resume auto (0: none mid-run).", panel=RUN_PANEL)
     # Model checkpoints kept for the paper's Figure 5 (fine-tuned score against pre-training tokens): the run
     # is cut into `snapshots` equal spans of steps and each inner boundary keeps snapshots/step-N (the last
     # point is the final checkpoint). 0: none.
-    snapshots: int = 0
-    log_every: int = 10
-    seed: int = 1
-    devices: str = "1"
-    accelerator: str = "auto"
-    strategy: str = "auto"
-    num_nodes: int = 1
-    num_workers: int = 0
+    snapshots: int = setting(
+        0, "Cut the run into N equal spans of steps and keep a model at each inner boundary (the paper's "
+        "Figure 5; 0: none).", panel=RUN_PANEL)
+    log_every: int = setting(10, "A metrics.csv row every N steps.", panel=RUN_PANEL)
+    seed: int = setting(1, "Seed of the initialisation, the masks and the batch order.", panel=OPTIM_PANEL)
+    devices: str = setting("1", "Devices, passed to Lightning: a count, -1 (all), or a list such as 0,1.",
+                           panel=HW_PANEL)
+    accelerator: str = setting("auto", "Lightning's accelerator: auto, cpu, gpu.", panel=HW_PANEL)
+    strategy: str = setting("auto", "Lightning strategy: auto, ddp, fsdp, …", panel=HW_PANEL)
+    num_nodes: int = setting(1, "Machines of a multi-node run.", panel=HW_PANEL)
+    num_workers: int = setting(0, "DataLoader worker processes.", panel=HW_PANEL)
 
     def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
         """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""
@@ -482,6 +553,15 @@ class PretrainConfig:
         check_full_sentences(self.data, self.objective)
         check_model_size(self.model_size)
         _check_pretrain_numbers(self)
+
+
+def limits_text(cfg: "PretrainConfig") -> str:
+    """What ends a pre-training, for its start-up line: 'at step 1,000', or '10 min of training or step 20,
+    whichever comes first'."""
+    steps = f"step {cfg.max_steps:,}"
+    if cfg.budget_minutes is None:
+        return f"at {steps}"
+    return f"after {cfg.budget_minutes:g} min of training or at {steps}, whichever comes first"
 
 
 # Precision strings a pre-training accepts (bertbench's aliases and Lightning's own names).

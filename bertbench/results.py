@@ -246,6 +246,13 @@ _PRETRAINING = {"objective": (_STR, False), "mask_ratio": (_NUM, True),
                 "hardware": (_STR, True), "run_dir": (_STR, True), "heldout": (_DICT, True)}
 
 
+def pretraining_block(objective: str, known: Mapping[str, Any]) -> dict[str, Any]:
+    """A `model.pretraining` block with every key of the schema present: what `known` says, and null
+    ("unknown", the schema's own way) for the rest. A checkpoint without a pre-training summary (a Hugging Face
+    folder, an import) knows only its objective; a summary from an older bertbench may lack newer keys."""
+    return {**{key: None for key in _PRETRAINING}, **dict(known), "objective": objective}
+
+
 def _is(value: Any, kind: Optional[str]) -> bool:
     if kind is None:
         return True

@@ -154,6 +154,20 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     assert r.exit_code == 2 and "missing.json" in r.output
 
 
+def test_compare_takes_its_files_after_one_flag_as_the_readme_records(quality_result, tmp_path):
+    """Issue 25 item 9: the command recorded under the README's A/B block, `--compare a.json b.json c.json`."""
+    files = []
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(quality_result))
+        files.append(str(tmp_path / f"{name}.json"))
+    one_flag = runner.invoke(app, ["bench", "quality", "--compare", *files])
+    repeated = runner.invoke(app, ["bench", "quality", *[x for f in files for x in ("--compare", f)]])
+    assert one_flag.exit_code == 0 == repeated.exit_code, one_flag.output
+    assert one_flag.stdout == repeated.stdout and "| c |" in one_flag.stdout
+    stray = runner.invoke(app, ["bench", "quality", files[0]])
+    assert stray.exit_code == 2 and "follow --compare" in stray.output
+
+
 def test_render_redraws_a_saved_result(quality_result, tmp_path):
     saved = tmp_path / "q.json"
     saved.write_text(json.dumps(quality_result))

@@ -196,3 +196,19 @@ def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
         for metric in metrics:
             got = float(metric_on_examples(metric, [preds], gold)[0])
             assert got == pytest.approx(data["metrics"][metric], abs=0.01 if data["task_type"] == "regression" else 1e-9)
+def test_a_task_skipped_for_its_train_file_names_its_devsplit_variant(tmp_path):
+    """Issue 25 item 14: `--tasks glue` said `skip qnli: no local data` and left out qnli_devsplit unsaid."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DATA / "glue" / "QNLI", data / "glue" / "QNLI")
+    (data / "glue" / "QNLI" / "train.tsv").unlink()
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "qnli",
+                            "--data-dir", str(data), "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "o")])
+    assert "skip qnli: no local data" in r.output
+    assert "qnli_devsplit (trained and evaluated on a split of the dev file) can run: add it to --tasks" in r.output
+    both = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks",
+                               "qnli,qnli_devsplit", "--data-dir", str(data), "--max-steps", "1", "--seeds", "1",
+                               "--out", str(tmp_path / "o2"), "--precision", "32"])
+    assert both.exit_code == 0, both.output
+    assert "skip qnli: no local data" in both.output and "can run" not in both.output  # asked for already

@@ -265,11 +265,11 @@ def test_wall_clock_schedule_ends_at_lr_zero_when_the_budget_ends(tmp_path, corp
 
         monkeypatch.setattr(PretrainModule, "training_step", slowed)
     out = tmp_path / "run"
-    pretrain(["--corpus", str(corpus), *TINY, "--out", str(out), "--max-steps", "1", "--lr", str(lr),
+    pretrain(["--corpus", str(corpus), *TINY, "--out", str(out), "--max-steps", "1000000", "--lr", str(lr),
               "--budget-minutes", str(budget_s / 60), "--set", "optim.warmup_fraction=0.2"], monkeypatch)
     trace = _lr_trace(out)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == len(trace) >= 2  # max_steps (1) is no cap under a budget
+    assert summary["steps"] == len(trace) >= 2  # the budget ended the run, long before the step cap
     assert [s for s, _, _ in trace] == list(range(1, len(trace) + 1))
     sched = summary["schedule"]
     assert sched["kind"] == "wall-clock" and sched["budget_seconds"] == pytest.approx(budget_s)
@@ -291,6 +291,22 @@ def test_wall_clock_schedule_ends_at_lr_zero_when_the_budget_ends(tmp_path, corp
     if slow_down:  # the steps of the second half really were slowed, and the schedule still ended on time
         late = [d for (_, t, _), d in zip(trace, durations) if t > budget_s / 2 + slack_s]
         assert late and min(late) >= 0.15  # each holds its 0.15 s sleep, however loaded the machine
+
+
+def test_max_steps_ends_a_recipe_run_that_has_a_budget(tmp_path, corpus, monkeypatch):
+    """A budget and a step cap both apply: whichever is reached first ends the run (issue 25, item 3), and
+    the start-up line says so. Here the cap: 3 steps take far less than the recipe's 5 minutes."""
+    recipe = tmp_path / "budget.yaml"
+    recipe.write_text("budget_minutes: 5\nmax_steps: 1000000\n")
+    out = tmp_path / "run"
+    monkeypatch.setenv("BERTBENCH_PROGRESS_SECONDS", "1000")  # progress on (the start-up line), no step lines
+    r = runner.invoke(app, ["pretrain", "--recipe", str(recipe), "--corpus", str(corpus), *TINY, "--out", str(out),
+                            "--max-steps", "3"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["schedule"]["kind"] == "wall-clock"
+    assert summary["schedule"]["training_seconds"] < 5 * 60
+    assert "ends after 5 min of training or at step 3, whichever comes first" in r.output
 
 
 @pytest.mark.parametrize("value", ["0", "-1"])

@@ -15,7 +15,7 @@ import pytest
 from tests.test_pretrain import write_corpus
 
 FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
-_RUN = r"\S+ seed \d+ lr \S+"  # a fine-tuning run: 'rte seed 1 lr 5e-05'
+_RUN = r"\S+ seed \d+ lr \S+"  # a fine-tuning run: 'rte seed 1 lr 5e-5'
 _ETA = r"(, ETA [\d.]+ (s|min|h))?"
 # Every line bertbench prints in these runs, as a pattern matched against the whole line; a line that
 # matches none (a library's banner, warning, progress bar or empty line) fails the tests.
@@ -36,6 +36,10 @@ OURS = tuple(re.compile(p) for p in (
     r"tokenising the corpus \(first run; cached in \S+\)",  # the data path's progress (bertbench.data)
     rf"tokenising the corpus: \d+ files, [\d,]+ of [\d,]+ MB \(\d+%\), [\d.]+ MB/s{_ETA}",
     rf"building (train|heldout) instances: [\d,]+/[\d,]+ documents \(\d+%\){_ETA}",
+    r"pretrain: \S+ \S+ → \S+; ends .+",  # the start-up line: what is trained, where, and what ends it
+    # heartbeats of the steps before training and of held-out evaluation
+    r"pretrain: (training the tokenizer|preparing the data \(corpus tokenisation, instances\)|held-out evaluation): "
+    r"(.+, )?[\d.]+ (s|min|h)",
 ))
 # What the libraries printed before (each was seen here): the deny-list behind the allow-list.
 NOISE = ("GPU available", "TPU available", "Automatic Mixed Precision", "litlogger", "LeafSpec", "weights_only",
@@ -98,12 +102,13 @@ def test_pretraining_and_finetuning_with_progress_print_our_lines_only(tmp_path,
                     progress=True)
     assert ft.returncode == 0, ft.stderr
     assert not foreign_lines(ft.stderr + ft.stdout)
-    assert re.search(r"^rte seed 1 lr 5e-05: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
+    assert re.search(r"^rte seed 1 lr 5e-5: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
 
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])  # in this process, and in worker processes (spawned: a fresh Python)
+def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path, workers):
     from rich.console import Console
 
     from bertbench.report.model import collect
@@ -111,7 +116,7 @@ def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path):
     from bertbench.results import load_records
 
     out = tmp_path / "smoke"
-    r = _bertbench(["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)],
+    r = _bertbench(["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out), "--workers", workers],
                    {"COLUMNS": "100", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, progress=True)
     assert r.returncode == 0, r.stderr
     table = io.StringIO()  # the table and its notes exactly as bertbench renders these records in 100 columns
@@ -124,7 +129,7 @@ def test_verbose_shows_the_library_notices(tmp_path, corpus):
     r = _bertbench(["--verbose", *PT, "--corpus", str(corpus), "--out", str(tmp_path / "run")])
     assert r.returncode == 0, r.stderr
     assert "GPU available" in r.stderr  # the switch is real: the same run, its notices back
-    assert "" in r.stdout.splitlines()  # and tokenizers' progress bars (in a log: empty lines)
+    assert "" not in r.stdout.splitlines()  # but no library progress bar into a log (each left an empty line)
 
 
 def test_progress_lines_keep_a_steady_cadence():
@@ -141,3 +146,43 @@ def test_progress_lines_keep_a_steady_cadence():
     assert progress_line(120, 450, 120 / 450, 60.0, "4,100 tok/s") == "step 120/450 (27%), 4,100 tok/s, ETA 2.8 min"
     assert progress_line(450, 450, 1.0, 200.0) == "step 450/450 (100%)"
     assert progress_line(12, None, 0.5, 600.0) == "step 12 (50%), ETA 10.0 min"  # a wall-clock budget
+
+
+def test_the_terminal_progress_bar_names_the_run_not_an_epoch_count():
+    """Issue 25 item 7: Lightning's bar read 'Epoch 0/-2' (max_epochs -1 for a run counted in steps)."""
+    import lightning as L
+
+    from bertbench.training.progress_lines import StepProgressBar
+
+    bar = StepProgressBar(leave=True)
+    L.Trainer(max_steps=30, max_epochs=-1, callbacks=[bar], logger=False, enable_checkpointing=False)
+    assert bar._get_train_description(0) == "pretrain"
+
+
+_COMPILE_WITH_A_GRAPH_BREAK = """
+import sys
+from bertbench.runtime.quiet import silence_compiler_notices, silence_library_noise
+if sys.argv[1] == "quiet":
+    silence_library_noise()
+import torch
+silence_compiler_notices()
+f = torch.compile(lambda x: x + 1 if (x * 2).sum().item() > 0 else x - 1)
+f(torch.ones(3))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["quiet", "verbose"])
+def test_compile_graph_breaks_are_shown_with_verbose_only(mode):
+    """Issue 25 item 12: `bench ablations --compile` printed 18 lines of torch/_dynamo graph-break warnings."""
+    r = subprocess.run([sys.executable, "-c", _COMPILE_WITH_A_GRAPH_BREAK, mode], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert ("Graph break" in r.stderr) == (mode == "verbose"), r.stderr
+
+
+def test_learning_rates_are_written_one_way():
+    """Issue 25 item 14: '5e-05' and '0.0001' in one table."""
+    from bertbench.runtime.progress import fmt_lr
+
+    assert [fmt_lr(x) for x in (5e-5, 1e-4, 3e-4, 2.5e-5, 2e-3)] == ["5e-5", "1e-4", "3e-4", "2.5e-5", "2e-3"]

@@ -112,14 +112,14 @@ def test_full_disk_keeps_the_last_good_checkpoint(tmp_path):
 
     records = FIXTURES / "records" / "main" / "mini-mlm-nsp"
     report = tmp_path / "report.md"
-    assert invoke(["report", str(records), "--out", str(report)]).rc == 0
+    assert invoke(["report", str(records), "--out", str(report), "--index"]).rc == 0  # the folder's index too
     earlier = report.read_bytes()
 
     def small_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
 
-    r = subprocess.run([sys.executable, "-m", "bertbench.cli", "report", str(records), "--out", str(report)],
+    r = subprocess.run([sys.executable, "-m", "bertbench.cli", "report", str(records), "--out", str(report), "--index"],
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                        preexec_fn=small_files, timeout=120)
     assert r.returncode == 2, r.stderr

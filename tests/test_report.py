@@ -302,7 +302,8 @@ def test_cli_writes_golden_markdown_index_csv_json(tmp_path, monkeypatch):
     out = tmp_path / "leaderboards" / "fixture.md"
     (tmp_path / "leaderboards" / "notes.md").parent.mkdir(parents=True)
     (tmp_path / "leaderboards" / "notes.md").write_text("# hand-written, not listed\n")
-    args = [str(RECORDS), "--out", str(out), "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json")]
+    args = [str(RECORDS), "--out", str(out), "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json"),
+            "--index"]
     result = _cli(args, monkeypatch, registry=False)
     assert result.exit_code == 0, result.output
     _golden("report.md", out.read_text(encoding="utf-8"))
@@ -321,10 +322,21 @@ def test_cli_writes_golden_markdown_index_csv_json(tmp_path, monkeypatch):
 
 def test_cli_leaves_a_hand_written_readme_alone(tmp_path, monkeypatch):
     (tmp_path / "README.md").write_text("# mine\n")
-    result = _cli([str(RECORDS), "--out", str(tmp_path / "r.md")], monkeypatch, registry=False)
+    result = _cli([str(RECORDS), "--out", str(tmp_path / "r.md"), "--index"], monkeypatch, registry=False)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "README.md").read_text() == "# mine\n"
     assert "not overwriting" in result.output
+
+
+def test_report_leaves_the_folders_index_alone_unless_asked(tmp_path, monkeypatch):
+    """The README's example (`report results/ --out leaderboards/mine.md`) once added a line to the tracked,
+    generated leaderboards/README.md: the index is regenerated with --index only (issue 25, item 5)."""
+    board = tmp_path / "board"
+    assert _cli([str(RECORDS), "--out", str(board / "first.md"), "--index"], monkeypatch, registry=False).exit_code == 0
+    index = (board / "README.md").read_bytes()
+    result = _cli([str(RECORDS), "--out", str(board / "mine.md")], monkeypatch, registry=False)
+    assert result.exit_code == 0, result.output
+    assert (board / "mine.md").is_file() and (board / "README.md").read_bytes() == index
 
 
 def test_cli_plots_and_curve_notes(tmp_path, monkeypatch):
@@ -539,7 +551,7 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
     recs = [_make(t, "sst2", s, {"accuracy": 80.0}, "accuracy", finetune=finetune,
                   extra={"last_epoch_loss_drop": drop}) for s, drop in ((1, 0.01), (2, 0.08))]
     (row,) = protocol_table(collect(recs)).rows
-    assert row[4:8] == ("5e-05, 0.0001", "0.0001", "train-slice", "62.5")
+    assert row[4:8] == ("5e-5, 1e-4", "1e-4", "train-slice", "62.5")  # one notation (was '5e-05, 0.0001')
     assert row[2].endswith("(cap 20,000)") and row[8] == "8.0% ▲"  # the worse seed, flagged as still falling
     assert row[3] == f"{t['finetune']['epochs']:g}"
     assert not any("early stopping" in note for note in protocol_table(collect(recs)).notes)

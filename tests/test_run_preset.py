@@ -124,7 +124,8 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert len(list((out / "results").rglob("*.record.json"))) == 9 + 4
     stages = json.loads((out / "stages.json").read_text())
     assert {"tokenizer", "pretrain mlm_nsp", "pretrain ltr", "finetune random rte", "finetune random conll2003",
-            "finetune mlm_nsp step-4 rte", "finetune ltr step-8 rte", "report"} <= set(stages)
+            "finetune mlm_nsp step-4 rte", "finetune ltr step-8 rte", "report", "wall"} <= set(stages)
+    assert re.search(r"^stage times: .*, wall \d+ s$", r.output, re.M)  # a one-worker run ends with its wall time
     # the snapshots and the final model are one series per objective: a Figure 5 table and plot, no extra columns
     assert "## Figure 5" in report or "Figure 5 at our scale" in report
     assert (out / "plots" / "figure5.rte.v1.dev.accuracy.png").is_file()
@@ -134,7 +135,7 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "done before" in r.output
-    assert set(json.loads((out / "stages.json").read_text())) == {"report"}
+    assert set(json.loads((out / "stages.json").read_text())) == {"report", "wall"}
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
     # ... and so does a run in a copy of the study folder elsewhere (stages are keyed on content, not paths)
     moved = tmp_path / "elsewhere" / "smoke-moved"

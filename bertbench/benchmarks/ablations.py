@@ -211,6 +211,9 @@ def run_variants(model_size: str, batch_size: int, seq_len: int, steps: int, war
 
 def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict[str, Any]:
     """Eager vs torch.compile'd forward (default mode); the compiled side's first step is the compile time."""
+    from bertbench.runtime.quiet import silence_compiler_notices
+
+    silence_compiler_notices()
     cfg, state, batches = _setup(model_size, batch_size, seq_len, warmup + steps + 1)
     eager = build(cfg, state, batches, "default", {})
     compiled = build(cfg, state, batches, "compiled", {"compile": True})

@@ -262,7 +262,8 @@ def _config(recipe: str, data_dir: Path, minutes: float, model_size: Optional[st
     from bertbench.config import PretrainConfig, load_config, resolve_recipe
 
     cfg = load_config(PretrainConfig, resolve_recipe(recipe)).with_data_dir(data_dir)
-    changes: dict[str, Any] = dict(budget_minutes=minutes, eval_every=0, checkpoint_every=0,
+    # equal minutes: the budget alone ends each side, whatever step cap the recipe has for step-counted runs
+    changes: dict[str, Any] = dict(budget_minutes=minutes, max_steps=10**12, eval_every=0, checkpoint_every=0,
                                    optim=dataclasses.replace(cfg.optim, warmup_steps=None))
     if model_size is not None:
         changes["model_size"] = model_size

@@ -229,6 +229,7 @@ def quality(
     side_by_side: Annotated[bool, typer.Option("--side-by-side/--sequential", help="Train ours and hf at once, each with half the threads (three 25-minute sides in two slots of the clock); --sequential: one side after another with all threads.")] = True,
     render: Annotated[Optional[Path], typer.Option("--render", help="Train nothing: print (and --embed, --plot) a result saved by --save-json.")] = None,
     compare: Annotated[Optional[list[Path]], typer.Option("--compare", help="Train nothing: a recipe A/B table from saved --save-json files (the first is the baseline), embedded as block --block.")] = None,
+    more: Annotated[Optional[list[Path]], typer.Argument(metavar="[MORE_JSON]...", show_default=False, help="More --compare files after the first: `--compare a.json b.json c.json` is `--compare a.json --compare b.json --compare c.json`.")] = None,
     block: Annotated[str, typer.Option("--block", help="With --compare --embed: the name of the marked block to write.")] = "quality-ab",
     as_json: AsJson = False,
     quiet: Quiet = False,
@@ -253,6 +254,9 @@ def quality(
         if embed is not None:
             _embed_block(embed, "quality", bench_quality.markdown(saved, command))
         return
+    if more and not compare:
+        raise BertbenchError(f"unexpected argument {more[0]}: files to compare follow --compare")
+    compare = [*(compare or []), *(more or [])]
     if compare:
         loaded = []
         for f in compare:

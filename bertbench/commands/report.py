@@ -17,7 +17,7 @@ def report(
         Optional[Path],
         typer.Option(
             "--out",
-            help="Write the markdown report here (e.g. leaderboards/mini.md); README.md beside it is regenerated.",
+            help="Write the markdown report here (e.g. reports/mine.md).",
         ),
     ] = None,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="Write the numbers in long form as CSV.")] = None,
@@ -30,6 +30,8 @@ def report(
         typer.Option("--embed", help="Also put the main table into this file (e.g. README.md) between "
                      "'<!-- bertbench report: begin NAME -->' and '<!-- bertbench report: end NAME -->', NAME = the --out stem."),
     ] = None,
+    index: Annotated[bool, typer.Option("--index", help="Also regenerate README.md beside --out: the list of the "
+                                        "generated reports in that folder (what `make leaderboard` keeps).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
     data_dir: Annotated[
         Optional[Path],
@@ -47,4 +49,5 @@ def report(
     from bertbench.report.run import make_report
 
     make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, data_dir=data_dir,
+                index=index,
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

@@ -33,21 +33,13 @@ from bertbench.config import (
     check_mask_procedure,
     check_objective,
     is_causal,
+    parse_mask_procedure,  # noqa: F401 (re-exported: it lives beside the field it parses)
     trains_nsp,
 )
 from bertbench.data import IGNORE_INDEX
 
 # The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
 TABLE8_PROCEDURES = [PAPER_MASK_PROCEDURE, (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
-
-
-def parse_mask_procedure(text: str) -> list[int]:
-    """"80/10/10" → [80, 10, 10] (MASK / SAME / RND percentages summing to 100)."""
-    try:
-        parts = [int(p) for p in text.replace(",", "/").split("/")]
-    except ValueError:
-        parts = []
-    return check_mask_procedure(parts, repr(text))
 
 
 @dataclass

@@ -67,6 +67,7 @@ def make_report(
     force: bool = False,
     wide: bool = False,
     data_dir: Optional[Path] = None,
+    index: bool = False,
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = print,
 ) -> None:
@@ -103,8 +104,8 @@ def make_report(
 
     if out is not None:
         atomic_write_text(out, render_markdown(rep))
-        index = _write_index(out.parent, warn)
-        echo(f"wrote {out}" + (f" and {index}" if index else ""))
+        written_index = _write_index(out.parent, warn) if index else None
+        echo(f"wrote {out}" + (f" and {written_index}" if written_index else ""))
     if embed is not None:
         from bertbench.report.render.markdown import embed_block
 

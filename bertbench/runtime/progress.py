@@ -8,6 +8,8 @@ Light on purpose (no torch): `bertbench report` formats durations with `fmt_seco
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from typing import Callable, Optional
 
@@ -33,6 +35,13 @@ def fmt_seconds(s: Optional[float]) -> str:
     return f"{s / 3600:.1f} h"
 
 
+def say(line: str) -> None:
+    """Print `line` in one write, flushed: processes that share a terminal or a log (`run --preset`'s workers)
+    then never split each other's lines (print writes the text and its newline separately)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 class Ticker:
     """`due()` is true once every `every` seconds (never when `every` is None)."""
 
@@ -50,6 +59,52 @@ class Ticker:
         return True
 
 
+# A heartbeat's shortest interval: BERTBENCH_PROGRESS_SECONDS=0 (a line at every training step) must not make
+# a line every few milliseconds while a step with no steps of its own runs.
+MIN_HEARTBEAT_SECONDS = 0.2
+
+
+def fmt_lr(lr: float) -> str:
+    """A learning rate the way papers write it, the same way everywhere: '5e-5', '1e-4', '2.5e-5' (Python's
+    `:g` gave '5e-05' beside '0.0001' in one table)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+class Heartbeat:
+    """`with Heartbeat(every, echo, "tokenizer", status):` a line `label: status() (N s)` every `every` seconds
+    while the block runs (never when `every` is None). The lines come from a background thread, so that the
+    cadence holds inside one long call that reports nothing (the tokenizer trainer's Rust loop, a datasets.map),
+    where a Ticker polled by the caller would wait for the call to end. The thread's timing is a Ticker's."""
+
+    def __init__(self, every: Optional[float], echo: Callable[[str], None], label: str,
+                 status: Callable[[], str] = lambda: "", clock: Callable[[], float] = time.monotonic):
+        every = None if every is None else max(every, MIN_HEARTBEAT_SECONDS)
+        self.every, self.echo, self.label, self.status, self._clock = every, echo, label, status, clock
+        self._stop: Optional[threading.Event] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "Heartbeat":
+        if self.every is None:
+            return self
+        self._t0, self._stop = self._clock(), threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"progress: {self.label}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        ticker = Ticker(self.every, self._clock)
+        while not self._stop.wait(min(self.every, 1.0) / 4):  # wake often; a line only when the Ticker says
+            if ticker.due():
+                status = self.status()
+                self.echo(f"{self.label}: {status + ', ' if status else ''}{fmt_seconds(self._clock() - self._t0)}")
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+
 def progress_line(step: int, total: Optional[int], done: float, seconds: float, rate: Optional[str] = None) -> str:
     """'step 120/450 (27%), 4,100 tok/s, ETA 3.1 min': `done` the share of the work done after `seconds`
     of it; the time left assumes the pace so far. `total` None: a wall-clock budget, no step count."""
@@ -60,4 +115,4 @@ def progress_line(step: int, total: Optional[int], done: float, seconds: float, 
     return ", ".join(parts)
 
 
-__all__ = ["DEFAULT_EVERY_SECONDS", "Ticker", "every_seconds", "fmt_seconds", "progress_line"]
+__all__ = ["DEFAULT_EVERY_SECONDS", "Heartbeat", "Ticker", "every_seconds", "fmt_lr", "fmt_seconds", "progress_line", "say"]

@@ -6,6 +6,7 @@ warning matched by its text), never by hiding all logging or all warnings. `bert
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 # Loggers whose INFO lines are start-up banners: "GPU available: False, used: False", "TPU available…",
@@ -34,8 +35,25 @@ def silence_library_noise() -> None:
         warnings.filterwarnings("ignore", message=pattern)
 
 
+# torch.compile's notices of graph breaks (a dozen lines each: where, and which setting would capture the
+# op). They are warnings of torch's own logger tree, whose levels torch sets when it is imported: so this is set
+# after the import, where a command compiles (`silence_compiler_notices`).
+COMPILER_LOGGER = "torch._dynamo"
+
+
+def silence_compiler_notices() -> None:
+    """Call after importing torch, before compiling: the compiler's warnings (graph breaks) go unless --verbose."""
+    if _silenced:
+        logging.getLogger(COMPILER_LOGGER).setLevel(logging.ERROR)
+
+
+def is_quiet() -> bool:
+    """Whether this process silenced the libraries (a worker process it starts should do the same)."""
+    return _silenced
+
+
 def library_progress_bars() -> bool:
-    """Whether a library may draw its own progress bars (tokenizers' trainer): not on bertbench's quiet
-    terminal, where they would be the only lines not ours (in a log, three empty ones), but with --verbose
-    and when bertbench is used as a library."""
-    return not _silenced
+    """Whether a library may draw its own progress bars (tokenizers' trainer): on a terminal, with --verbose or
+    when bertbench is used as a library; never on bertbench's quiet terminal, where they would be the only
+    lines not ours, nor into a log, where each bar leaves an empty line (three at the top of a --verbose log)."""
+    return not _silenced and sys.stdout.isatty()

@@ -138,5 +138,7 @@ def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], 
     from bertbench.runtime.faults import fault_point
 
     fault_point("finetune", req.tasks)  # for the fault tests: BERTBENCH_FAULT=finetune:rte kills this process
-    run_finetune(req, echo=echo or (lambda message: print(message, flush=True)))
+    from bertbench.runtime.progress import say
+
+    run_finetune(req, echo=echo or say)
     keys.write_key(marker, key)

@@ -22,8 +22,8 @@ def run_preset(
     preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
     workers: Optional[int] = None,
 ) -> dict[str, Any]:
-    """Run every stage not already done; returns {stage: seconds} of this invocation (and, when stages ran
-    side by side, the invocation's wall time under "wall")."""
+    """Run every stage not already done; returns {stage: seconds} of this invocation, and its wall time
+    under "wall"."""
     out, data_dir = Path(out), Path(data_dir)
     out.mkdir(parents=True, exist_ok=True)
     workers = preset.workers if workers is None else workers
@@ -52,8 +52,7 @@ def run_preset(
     run_stages_keeping_times(out, stages, workers, echo, times, t_start)
     # 3. the report
     stage("report", lambda: write_report(out, preset, plots))
-    if workers > 1:
-        times["wall"] = round(time.perf_counter() - t_start, 1)
+    times["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
     from bertbench.runtime.files import atomic_write_json
 
     atomic_write_json(out / "stages.json", times)
@@ -112,5 +111,5 @@ def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
 
     path = out / f"{preset.name}.md"
     make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
-                warn=lambda message: print(message, file=sys.stderr))
+                index=True, warn=lambda message: print(message, file=sys.stderr))
     return path

@@ -180,7 +180,9 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.threads = context.Value("i", threads, lock=False)
         self.listening = context.Value("b", 0, lock=False)  # 1 once its SIGUSR1 handler is in place
-        self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening),
+        from bertbench.runtime.quiet import is_quiet
+
+        self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening, is_quiet()),
                                        name="bertbench-stage")
         self.process.start()
         child.close()
@@ -229,11 +231,16 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-def _worker_main(conn: Any, threads: Any, listening: Any) -> None:
+def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool) -> None:
     """A worker process: run each stage it is sent and answer with its outcome, until its pipe closes."""
     import traceback
 
     import torch
+
+    if quiet:  # a spawned worker starts with Python's defaults: silence what the main process silenced
+        from bertbench.runtime.quiet import silence_library_noise
+
+        silence_library_noise()
 
     # the safe point at which a new share is taken up: between two bytecodes of this (the main) thread
     signal.signal(signal.SIGUSR1, lambda signum, frame: torch.set_num_threads(max(1, threads.value)))

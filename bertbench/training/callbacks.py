@@ -87,7 +87,7 @@ class RunLog(L.Callback):
 
     def __init__(self, cfg: PretrainConfig, out_dir: Path, guard: FiniteGuard, last_step: Optional[int]):
         self.cfg, self.out_dir, self.guard = cfg, out_dir, guard
-        self.last_step = last_step  # None: a budget ends on the clock, not at a step
+        self.last_step = last_step  # the step cap (a budget may end the run before it)
         self.tokens = 0
         self.loss_tokens = 0
         self._tok_acc = None

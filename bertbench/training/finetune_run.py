@@ -19,6 +19,7 @@ import numpy as np
 
 from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
+from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest
 
 # ----------------------------------------------------------------------------------------------
@@ -75,9 +76,11 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
         pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
-    else:  # an imported Hugging Face BERT: pre-trained with MLM+NSP, details unknown to us
-        pre = {"objective": "mlm+nsp", "mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
-               "whole_word_mask": False, "external": str(path)}
+    else:  # a Hugging Face BERT: pre-trained with the paper's MLM+NSP; tokens, time, data and held-out unknown
+        from bertbench.results import pretraining_block
+
+        pre = pretraining_block("mlm+nsp", {"mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
+                                            "whole_word_mask": False, "external": str(path)})
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
     cfg = dataclasses.replace(ckpt.config, dropout=PAPER_DROPOUT, attention_dropout=PAPER_DROPOUT)
@@ -213,6 +216,15 @@ def _task_data_available(task, data_dir: Path, source: str) -> Optional[str]:
     return None
 
 
+def _devsplit_hint(name: str, tasks: dict, selected: list[str], data_dir: Path, source: str) -> str:
+    """For a task skipped for want of data: its devsplit variant, when that one can run and was not asked for
+    (`--tasks glue` is the official tasks only, so QNLI without its train file named no way forward)."""
+    variant = tasks.get(f"{name}_devsplit")
+    if variant is None or variant.name in selected or _task_data_available(variant, data_dir, source):
+        return ""
+    return f"; {variant.name} (trained and evaluated on a split of the dev file) can run: add it to --tasks"
+
+
 def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> list[Path]:
     import torch
 
@@ -240,7 +252,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         task = tasks[name]
         why = _task_data_available(task, data_dir, req.source)
         if why:
-            echo(f"skip {name}: {why}")
+            echo(f"skip {name}: {why}{_devsplit_hint(name, tasks, names, data_dir, req.source)}")
             continue
         if req.feature_based and task.type != "token_classification":
             echo(f"skip {name}: feature-based fine-tuning is for token classification (NER)")
@@ -256,7 +268,7 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         ran += 1
         chosen = f" selected on {selection['on']}" if selection else ""
         at = f", epoch {best[1]}" if req.select_epoch else ""
-        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {best[0]:g}{at}{chosen})")
+        echo(f"{task.name}: done in {time.perf_counter() - t_task:.0f} s (lr {fmt_lr(best[0])}{at}{chosen})")
     if ran == 0:
         raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
     return written
@@ -354,7 +366,7 @@ def _train_grid(job: _TaskJob, echo: Callable[[str], None]):
             scored = by_epoch[max(by_epoch)][1]
             flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
             primary = _primary(task, scored.metrics)
-            echo(f"{task.name} seed {seed} lr {lr:g}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
+            echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
     return runs, selection_scores, degenerate
 
 
@@ -396,7 +408,7 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
 
     t0 = time.perf_counter()
     res = train(model, job.train_f, job.eval_f, hp, seed, device, bf16,
-                progress=lambda line, run=f"{task.name} seed {seed} lr {lr:g}": echo(f"{run}: {line}"),
+                progress=lambda line, run=f"{task.name} seed {seed} lr {fmt_lr(lr)}": echo(f"{run}: {line}"),
                 on_epoch=keep if req.select_epoch else None)
     if not req.select_epoch:
         last = res.history[-1]

@@ -14,26 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from bertbench.config import check_min_seq_len
+from bertbench.config import check_min_seq_len, required, setting  # noqa: F401 (setting, required: re-exported)
 from bertbench.errors import BertbenchError
 
 # Integer settings where 0 or a negative number is always a mistake: 0 once read as "unset" (batch size,
 # which recorded 32) or ran no step at all (a loop waiting for batches that never came).
 _POSITIVE_INTS = ("batch_size", "max_seq_len", "max_steps", "max_train_examples", "max_eval_examples")
 BUDGET = "CPU budgets (recorded in every result)"
-
-
-def setting(default: Any = None, help: str = "", *, panel: Optional[str] = None, cli: bool = True,
-            factory: Optional[Callable[[], Any]] = None) -> Any:
-    """A field with what the command line shows for it (`cli=False`: presets only)."""
-    meta = {"help": help, "panel": panel, "cli": cli}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def required(help: str) -> Any:
-    return field(metadata={"help": help, "panel": None, "cli": True})
 
 
 @dataclass(kw_only=True)

@@ -10,6 +10,7 @@ Run directory:
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from bertbench.config import (
     PretrainConfig,
     is_causal,
     is_masked,
+    limits_text,
     save_config,
     trains_nsp,
 )
@@ -50,12 +52,34 @@ def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool =
     if cfg.tokenizer and cfg.tokenizer != "train":
         tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
     else:
-        from bertbench.data.corpus import iter_documents
-
-        sentences = (s for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents) for s in doc)
-        tok = WordPieceTokenizer.train(sentences, vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase)
+        tok = _train_tokenizer(cfg)
     tok.save(saved)
     return tok
+
+
+def _train_tokenizer(cfg: PretrainConfig):
+    """WordPiece trained on the corpus, with a progress line every so often: reading and counting the words,
+    then the trainer's merges (a minute on cpu-quick's corpus, silent otherwise)."""
+    from bertbench.data.corpus import iter_documents
+    from bertbench.model.tokenizer import WordPieceTokenizer
+    from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
+    read = {"sentences": 0, "done": False}
+
+    def sentences():
+        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents):
+            for sentence in doc:
+                read["sentences"] += 1
+                yield sentence
+        read["done"] = True
+
+    def status() -> str:
+        if read["done"]:
+            return f"learning {cfg.tokenizer_vocab_size:,} pieces from {read['sentences']:,} sentences"
+        return f"{read['sentences']:,} sentences read"
+
+    with Heartbeat(every_seconds(), say, "pretrain: training the tokenizer", status):
+        return WordPieceTokenizer.train(sentences(), vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase)
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int) -> ModelConfig:
@@ -155,41 +179,46 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
         standard = fixed_batches(replace(cfg.data, **STANDARD_MASKING))
     bf16 = precision.startswith("bf16")
 
+    def score(model, batches):
+        device = next(model.parameters()).device
+        loss_sum = correct = count = nsp_correct = nsp_count = 0.0
+        for b in batches:
+            b = {k: v.to(device) for k, v in b.items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                out = model(
+                    input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
+                    attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
+                )
+            n = out.lm_targets.numel()
+            loss_sum += float(out.lm_loss) * n
+            correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
+            count += n
+            if "nsp_labels" in b:
+                nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
+                nsp_count += b["nsp_labels"].numel()
+        return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
+
+    def evaluate(model) -> dict[str, float]:
+        loss, acc, nsp_acc = score(model, own)
+        if is_causal(cfg.objective):
+            return {"clm_loss": loss, "clm_accuracy": acc}
+        result = {"mlm_loss": loss, "mlm_accuracy": acc}
+        if standard is not None:
+            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(model, standard)
+        else:
+            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
+        if nsp_acc is not None:
+            result["nsp_accuracy"] = nsp_acc
+        return result
+
     @torch.no_grad()
     def run(model) -> dict[str, float]:
+        from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
         was_training = model.training
         model.eval()
-        device = next(model.parameters()).device
-
-        def score(batches):
-            loss_sum = correct = count = nsp_correct = nsp_count = 0.0
-            for b in batches:
-                b = {k: v.to(device) for k, v in b.items()}
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                    out = model(
-                        input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
-                        attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
-                    )
-                n = out.lm_targets.numel()
-                loss_sum += float(out.lm_loss) * n
-                correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
-                count += n
-                if "nsp_labels" in b:
-                    nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
-                    nsp_count += b["nsp_labels"].numel()
-            return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
-
-        loss, acc, nsp_acc = score(own)
-        if is_causal(cfg.objective):
-            result = {"clm_loss": loss, "clm_accuracy": acc}
-        else:
-            result = {"mlm_loss": loss, "mlm_accuracy": acc}
-            if standard is not None:
-                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(standard)
-            else:
-                result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
-            if nsp_acc is not None:
-                result["nsp_accuracy"] = nsp_acc
+        with Heartbeat(every_seconds(), say, "pretrain: held-out evaluation"):
+            result = evaluate(model)
         model.train(was_training)
         return result
 
@@ -203,7 +232,7 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
 def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals, precision: str, start_step: int):
     from bertbench.training.callbacks import FiniteGuard, PeriodicCheckpoint, RunLog
 
-    last_step = None if cfg.budget_minutes else cfg.max_steps  # a budget ends on the clock, not at a step
+    last_step = cfg.max_steps  # the step cap; a budget may end the run sooner, on the clock
     guard = FiniteGuard(out_dir, precision, saved_step=start_step if start_step else None)
     return guard, RunLog(cfg, out_dir, guard, last_step), PeriodicCheckpoint(cfg, out_dir, guard, signals, stop_at_step)
 
@@ -397,8 +426,12 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
     if resuming:
         check_resume_config(out_dir / "config.yaml", cfg)
     start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
+    from bertbench.runtime.progress import every_seconds, say
+
     if resuming:
-        print(f"resuming {out_dir} from its checkpoint of step {start_step}", flush=True)
+        say(f"resuming {out_dir} from its checkpoint of step {start_step}")
+    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
+        say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
     save_config(cfg, out_dir / "config.yaml")
     return None, resuming, start_step
 
@@ -422,7 +455,10 @@ def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
     """One pre-training data set per phase of the plan."""
     from bertbench.data.instances import build_pretraining_data
 
-    return [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
+    from bertbench.runtime.progress import Heartbeat, every_seconds, say
+
+    with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
+        return [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
 
 
 def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precision: str):
@@ -446,7 +482,7 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
 def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
                    extra_callbacks: tuple) -> tuple[list, bool]:
     """(the run's callbacks in their order, whether Lightning shows a progress bar)."""
-    from bertbench.runtime.progress import every_seconds
+    from bertbench.runtime.progress import every_seconds, say
 
     guard, run_log, periodic = own
     snapshots = [_snapshot_callback(cfg, out_dir, tokenizer, identity, run_log)] if snapshot_steps(cfg) else []
@@ -455,14 +491,14 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     every = every_seconds()
     progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
-        from lightning.pytorch.callbacks import RichProgressBar
+        from bertbench.training.progress_lines import StepProgressBar
 
-        callbacks.append(RichProgressBar(leave=True))
+        callbacks.append(StepProgressBar(leave=True))
     elif every is not None:
         from bertbench.training.progress_lines import ProgressLines
 
         callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
-                                       lambda line: print(line, flush=True)))
+                                       say))
     return callbacks, progress_bar
 
 
@@ -470,8 +506,8 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
     import lightning as L
 
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
-    # With a wall-clock budget the clock ends the run (PretrainModule), and max_steps is no cap.
-    max_steps = -1 if cfg.budget_minutes else cfg.max_steps
+    # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
+    max_steps = cfg.max_steps
     return L.Trainer(
         accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar
 
 from bertbench.runtime.progress import Ticker, progress_line
 
@@ -27,3 +28,11 @@ class ProgressLines(L.Callback):
         rate = f"{float(tps):,.0f} tok/s" if tps is not None else None
         line = progress_line(step, self.total_steps, pl_module.progress(step), pl_module.training_seconds(), rate)
         self.echo(f"pretrain {line}")
+
+
+class StepProgressBar(RichProgressBar):
+    """The bar on a terminal. Lightning's says 'Epoch 0/-2' for a run counted in steps or minutes (max_epochs is
+    -1, which it prints minus one); ours says what runs, and the counter beside it counts the steps."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return "pretrain"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table
+from bertbench.runtime.progress import fmt_lr
 
 PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
 
@@ -55,8 +56,8 @@ def protocol_table(data: ReportData) -> Table:
             task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
             rows.append((
                 variant.label, task, train, _epochs(ft, sel),
-                ", ".join(f"{lr:g}" for lr in sel["grid"]) if sel else f"{ft['lr']:g} only",
-                f"{ft['lr']:g}", sel["on"] if sel else MISSING,
+                ", ".join(fmt_lr(lr) for lr in sel["grid"]) if sel else f"{fmt_lr(ft['lr'])} only",
+                fmt_lr(ft["lr"]), sel["on"] if sel else MISSING,
                 f"{sel['score']:.1f}" if sel else MISSING,
                 MISSING if drop is None else f"{100 * drop:.1f}%" + (" ▲" if drop >= PLATEAU else ""),
             ))
