@@ -55,7 +55,7 @@ part() {
   t0=$(date +%s)
   log "$name: started (limit ${limit} s)"
   # a function runs in a fresh bash under `timeout` (which runs programs, not functions): exported below
-  timeout --kill-after=15 "$limit" bash -c "set -euo pipefail; $*" > "$OUT/$name.log" 2>&1 || rc=$?
+  PART_LIMIT=$limit timeout --kill-after=15 "$limit" bash -c "set -euo pipefail; $*" > "$OUT/$name.log" 2>&1 || rc=$?
   local took=$(( $(date +%s) - t0 ))
   printf '%s\t%s\t%s\n' "$name" "$rc" "$took" >> "$OUT/steps.tsv"
   if (( rc == 0 )); then log "$name: ok in ${took} s"; else
@@ -109,7 +109,10 @@ gpu_quick() {
   if (( DRY )); then "$PY" -m bertbench.cli run --preset gpu-quick --data-dir "$BERTBENCH_DATA_DIR" --validate; return; fi
   local run="$WORK/gpu-quick" rc=0
   mkdir -p "$WORK"
-  "$PY" -m bertbench.cli run --preset gpu-quick --data-dir "$BERTBENCH_DATA_DIR" --out "$run" || rc=$?
+  # its own limit, 30 s inside the part's: the part's `timeout` would kill this shell too, and with it the
+  # copying below (the first timed run lost every finished stage's records that way)
+  timeout --kill-after=20 $(( PART_LIMIT - 30 )) \
+    "$PY" -m bertbench.cli run --preset gpu-quick --data-dir "$BERTBENCH_DATA_DIR" --out "$run" || rc=$?
   # what `make archive` keeps (also after a failure or the time limit: the finished stages are still results)
   local keep="$OUT/gpu-quick"
   mkdir -p "$keep"
@@ -130,5 +133,5 @@ part cuda-tests 100 cuda_tests
 part bench 100 bench
 part gpu-quick 480 gpu_quick
 log "done in $(( $(date +%s) - START )) s; parts (name, exit status, seconds):"
-column -t "$OUT/steps.tsv" | tee -a "$OUT/gpu_check.log"
+awk -F'\t' '{printf "%-12s %-8s %s\n", $1, $2, $3}' "$OUT/steps.tsv" | tee -a "$OUT/gpu_check.log"  # no column(1) on every machine
 exit $FAILED

@@ -154,3 +154,19 @@ def test_allocator_bench_runs_each_allocator_in_its_own_process(tmp_path):
     assert ("tcmalloc" in rates) == out["allocator"]["tcmalloc_installed"]
     text = readme.read_text()
     assert "| glibc-tuned |" in text and "old" not in text
+
+
+def test_a_gpu_bench_table_names_the_datasheet_peak_and_the_measured_one_apart():
+    """On a GPU the result's peak is the datasheet's and the measured matmul sits under it: the table said
+    'Measured matmul peak' beside the datasheet's numbers (the first H200 run's README block)."""
+    import json
+
+    from bertbench.commands.bench import _markdown
+
+    from pathlib import Path
+
+    result = json.loads((Path(__file__).parent.parent / "leaderboards/bench/pretrain-base-cuda-h200.json").read_text())
+    text = _markdown(result, "bertbench bench pretrain --accelerator cuda")
+    assert "Peak (H200 datasheet, dense): fp32 66900 GFLOP/s, bf16 989400 GFLOP/s" in text
+    assert "measured matmul: fp32 51167, bf16 778595 GFLOP/s" in text
+    assert "Measured matmul peak: fp32 66900" not in text

@@ -196,6 +196,8 @@ def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
         for metric in metrics:
             got = float(metric_on_examples(metric, [preds], gold)[0])
             assert got == pytest.approx(data["metrics"][metric], abs=0.01 if data["task_type"] == "regression" else 1e-9)
+
+
 def test_a_task_skipped_for_its_train_file_names_its_devsplit_variant(tmp_path):
     """Issue 25 item 14: `--tasks glue` said `skip qnli: no local data` and left out qnli_devsplit unsaid."""
     import shutil

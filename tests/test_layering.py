@@ -28,17 +28,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the whole report", ("bertbench.report.build",)),
     ("report renderers: markdown, terminal, plots", ("bertbench.report.render",)),
     ("the run's report (`bertbench report` as a function) and the seed plan", ("bertbench.report.run", "bertbench.report.plan")),
-    # run_preset.py stays at the top level until the studies package replaces it
-    ("studies: presets, plan, scheduler", ("bertbench.studies", "bertbench.run_preset")),
+    ("studies: presets, plan, scheduler", ("bertbench.studies",)),
     ("command line and the package's front door",
      ("bertbench.cli_options", "bertbench.commands", "bertbench.cli", "bertbench.__main__", "bertbench")),
 )
 EXACT_ONLY = {"bertbench"}  # the front door names itself only, not every module under it
 MAX_TOP_LEVEL_MODULES = 15
 MAX_FUNCTION_LINES = 100
-# Until the studies branch replaces it with bertbench/studies/, run_preset.run_preset (129 lines) is the one
-# function allowed past the limit; the exemption goes when run_preset.py does.
-LONG_FUNCTIONS_PENDING = {"bertbench/run_preset.py"}
 
 
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
@@ -170,7 +166,7 @@ def long_functions(files: Mapping[str, Path], limit: int = MAX_FUNCTION_LINES, r
 
 
 def test_no_function_over_100_lines():
-    found = [f for f in long_functions(module_files()) if f.split(":")[0] not in LONG_FUNCTIONS_PENDING]
+    found = long_functions(module_files())
     assert found == [], "split these into named steps:\n" + "\n".join(found)
 
 
@@ -228,7 +224,6 @@ def test_layers_put_the_front_door_on_top_and_studies_above_the_report():
     assert layer_of("bertbench") == layer_of("bertbench.cli") == len(LAYERS) - 1
     assert layer_of("bertbench.errors") == 0  # "bertbench" names the front door only
     assert layer_of("bertbench.report.run") < layer_of("bertbench.studies.scheduler") < layer_of("bertbench.commands.run")
-    assert layer_of("bertbench.run_preset") == layer_of("bertbench.studies")
     assert layer_of("bertbench.unknown_module") is None
 
 

@@ -18,7 +18,7 @@ from bertbench.errors import BertbenchError
 
 def _own_options(
     out: Annotated[Path, typer.Option("--out", help="Run directory to write (checkpoint, metrics.csv, summary.json).")],
-    recipe: Annotated[Optional[str], typer.Option("--recipe", help="Recipe name in recipes/ (tiny-debug, cpu-quick, cpu-hour, bert-base-paper) or a YAML file; options given beside it override its values.")] = None,
+    recipe: Annotated[Optional[str], typer.Option("--recipe", help="Recipe name in recipes/ (tiny-debug, tiny-10min, mini-60min, bert-base-paper) or a YAML file; options given beside it override its values.")] = None,
     no_nsp: Annotated[bool, typer.Option("--no-nsp", help="Short for --objective mlm.", rich_help_panel="Model and objective")] = False,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Expands {data_dir} in recipes (default: $BERTBENCH_DATA_DIR, else ../shared/data beside the bertbench checkout). --corpus paths are read as given, from the current folder.")] = None,
     resume: Annotated[str, typer.Option("--resume", help="'auto': continue from RUN/checkpoints/last.ckpt if present; 'never' (the default): a fresh run.")] = "never",
