@@ -37,14 +37,16 @@ def test_pretrain_into_a_file_prints_progress_through_the_start_up(tmp_path, mon
     from bertbench.training import pretrain_run
 
     corpus = write_corpus(tmp_path / "docs", n_docs=16, seed=3)
-    original = corpus_mod.iter_documents
+    original = corpus_mod.iter_shard_documents
 
     def slow_documents(*args, **kwargs):  # a corpus that takes a while to read, without a large file
         for doc in original(*args, **kwargs):
             time.sleep(0.15)
             yield doc
 
-    monkeypatch.setattr(corpus_mod, "iter_documents", slow_documents)
+    # every reader of the corpus goes through one shard at a time: the tokenizer's training and the data's
+    # tokenisation (in this process: the corpus is below the size at which worker processes start) both wait
+    monkeypatch.setattr(corpus_mod, "iter_shard_documents", slow_documents)
     import lightning  # noqa: F401 (imported before the clock starts: the libraries' import time is not ours)
     monkeypatch.setenv("BERTBENCH_PROGRESS_SECONDS", str(EVERY))
     monkeypatch.setenv("BERTBENCH_PROGRESS", "1")

@@ -142,7 +142,7 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     shutil.copytree(out, moved)
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(moved)])
     assert r.exit_code == 0, r.output
-    assert set(json.loads((moved / "stages.json").read_text())) == {"report"}, r.output
+    assert set(json.loads((moved / "stages.json").read_text())) == {"report", "wall"}, r.output
     # a second run from scratch, in another folder, gives the same records: the tokenizer is trained
     # (deterministically), then pre-training, fine-tuning and evaluation all follow from the seeds. This one is
     # killed (-9) at MLM+NSP's pre-training step 9 and rerun: the preset resumes from the step-6 checkpoint.
