@@ -36,6 +36,12 @@ def _threads_once_alone(path: Path, wait_s: float) -> None:
     path.write_text(f"{start} {torch.get_num_threads()}")
 
 
+def _write_allocator(path: Path) -> None:
+    from bertbench.runtime.allocator import allocator_name
+
+    path.write_text(allocator_name())
+
+
 def _wait_for(path: Path, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists() and time.monotonic() < deadline:
@@ -76,6 +82,15 @@ def test_the_remaining_stage_takes_the_freed_core(tmp_path):
         torch.set_num_threads(before)
     start, end = (tmp_path / "t").read_text().split()
     assert (start, end) == ("1", "2")
+
+
+@pytest.mark.skipif(os.environ.get("BERTBENCH_MALLOC_TUNING") == "0" or "tcmalloc" in os.environ.get("LD_PRELOAD", ""),
+                    reason="the tuning is switched off, or another allocator serves the process")
+def test_a_worker_process_tunes_malloc_as_the_cli_process_does(tmp_path):
+    # spawned workers start with glibc's defaults; untuned, cpu-quick's stages ran 1.3-1.9x slower
+    jobs = [Stage(f"w{i}", _write_allocator, (tmp_path / f"w{i}",)) for i in range(2)]
+    run_stages(jobs, 2, lambda message: None, {})
+    assert [(tmp_path / f"w{i}").read_text() for i in range(2)] == ["glibc-tuned", "glibc-tuned"]
 
 
 # --- stage keys ---------------------------------------------------------------------------------------------

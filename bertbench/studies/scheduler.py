@@ -235,6 +235,11 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool) -> None:
     """A worker process: run each stage it is sent and answer with its outcome, until its pipe closes."""
     import traceback
 
+    from bertbench.runtime.allocator import tune_glibc_malloc
+
+    # a spawned process starts with glibc's defaults, not the CLI's tuning: without it every training step
+    # page-faults its buffers in again (cpu-quick's stages ran 1.3-1.9x slower, a fifth of the time in the kernel)
+    tune_glibc_malloc()
     import torch
 
     if quiet:  # a spawned worker starts with Python's defaults: silence what the main process silenced
