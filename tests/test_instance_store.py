@@ -14,7 +14,7 @@ import pytest
 from bertbench.config import DataConfig
 from bertbench.data import corpus as corpus_mod
 from bertbench.data.corpus import NpyAppender
-from bertbench.data.instance_store import sample_order
+from bertbench.data.instance_store import FLUSH_INSTANCES, sample_order
 from bertbench.data.instances import build_pretraining_data
 from bertbench.model.tokenizer import WordPieceTokenizer
 
@@ -32,6 +32,16 @@ def test_the_shuffle_is_the_one_random_sample_draws(n):
     a, b = random.Random(f"train-{n}"), random.Random(f"train-{n}")
     assert sample_order(a, n).tolist() == b.sample(range(n), n)
     assert a.random() == b.random()  # and it leaves the generator where sample left it
+
+
+def test_the_shuffle_leaves_in_chunks_with_its_offset(tmp_path):
+    n = 2 * FLUSH_INSTANCES + 123  # three chunks, the last one partial
+    a, b = random.Random("copy-2"), random.Random("copy-2")
+    sink = NpyAppender(tmp_path / "order.npy", np.int64)
+    sink.append([7, 8])  # an earlier copy's order
+    assert sample_order(a, n, sink, offset=2) is None
+    sink.close()
+    assert np.load(tmp_path / "order.npy").tolist() == [7, 8, *(2 + k for k in b.sample(range(n), n))]
 
 
 def test_npy_appender_writes_a_npy_file_in_pieces(tmp_path):
@@ -105,3 +115,19 @@ def test_scale_benchmark_links_the_corpus_and_fits_a_line(tmp_path):
     assert ex["instance_index_hours"] == round(PAPER_CORPUS_MB / 10 / 3600, 2)  # one process: no speed-up
     falling = extrapolate([point(100, 1080), point(200, 1010), point(400, 1040)], cores_used=2)
     assert falling["train_start_peak_rss_mb"] == round((1080 + 1010 + 1040) / 3)  # noise read as flat, not as shrinking
+
+
+def test_offsets_read_through_the_file_equal_the_mapped_array(tmp_path):
+    from bertbench.data.instances import _FileReads
+
+    np.save(tmp_path / "so.npy", np.arange(0, 3000, 3, dtype=np.int64))
+    mapped = np.load(tmp_path / "so.npy", mmap_mode="r")
+    reads = _FileReads(mapped)
+    assert reads.file is not None  # read through the file, not the mapping
+    assert len(reads) == 1000 and reads[0] == 0 and reads[999] == 2997 and reads[-1] == 2997
+    assert reads[10:20].tolist() == mapped[10:20].tolist() and reads[995:2000].tolist() == mapped[995:].tolist()
+    assert reads[5:5].tolist() == []
+    with pytest.raises(IndexError):
+        reads[1000]
+    in_memory = _FileReads(np.asarray(mapped))
+    assert in_memory.file is None and in_memory[10:12].tolist() == [30, 33]

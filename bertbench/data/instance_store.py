@@ -30,17 +30,27 @@ SEGMENTS = {"seg_start": np.int64, "seg_len": np.int32, "seg_offsets": np.int64}
 FLUSH_INSTANCES = 1 << 15  # the writer's buffer: this many instances' segments, then to disk
 
 
-def sample_order(rng: random.Random, n: int) -> np.ndarray:
-    """`rng.sample(range(n), n)` as CPython draws it (its pool algorithm, which it uses whenever k = n), in a
-    numpy array: 16 bytes per instance instead of a list of Python ints, and the same order as before."""
-    pool = np.arange(n, dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
+def sample_order(rng: random.Random, n: int, sink=None, offset: int = 0) -> Optional[np.ndarray]:
+    """`rng.sample(range(n), n)` as CPython draws it (its pool algorithm, which it uses whenever k = n), plus
+    `offset`: appended to `sink` (an NpyAppender) in chunks, or returned as an int64 array when `sink` is None.
+    The pool is int32 and the drawn order leaves in chunks, so building it holds 4 bytes per instance (16 when
+    pool and order were whole int64 arrays: the largest per-instance cost of an index build)."""
+    pool = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    keep = _MemorySink(np.int64) if sink is None else sink
+    chunk = np.empty(min(n, FLUSH_INSTANCES), dtype=np.int64)
     randbelow = rng._randbelow
+    filled = 0
     for i in range(n):
         j = randbelow(n - i)
-        out[i] = pool[j]
+        chunk[filled] = pool[j]
         pool[j] = pool[n - i - 1]
-    return out
+        filled += 1
+        if filled == len(chunk):
+            keep.append(chunk + offset)
+            filled = 0
+    if filled:
+        keep.append(chunk[:filled] + offset)
+    return keep.array() if sink is None else None
 
 
 class _MemorySink:
@@ -73,6 +83,7 @@ class IndexWriter:
                       for k, t in {**SEGMENTS, **PER_INSTANCE}.items()}
         self.sinks["seg_offsets"].append([0])
         self.n_segments = 0
+        self.length_sum, self.is_next = 0, 0  # running statistics for meta.json: no pass over the written arrays
         self._buf: dict[str, list[int]] = {k: [] for k in (*SEGMENTS, *PER_INSTANCE)}
 
     def add(self, segments: list[tuple[int, int]], type_start: Optional[int], label: int, doc_a: int, doc_b: int = -1) -> None:
@@ -97,6 +108,8 @@ class IndexWriter:
         return self.sinks["length"].count + len(self._buf["length"])
 
     def flush(self) -> None:
+        self.length_sum += sum(self._buf["length"])
+        self.is_next += self._buf["nsp_labels"].count(0)  # instances.IS_NEXT (that module imports this one)
         for k, values in self._buf.items():
             if values:
                 self.sinks[k].append(values)
@@ -124,6 +137,7 @@ class InstanceSet:
         self.tokens, self.cls_id, self.sep_id = tokens, cls_id, sep_id
         self.arrays, self.order, self.folder, self.static_mask = arrays, order, folder, static_mask
         self._n_built = len(arrays["length"])
+        self.built_stats: Optional[dict[str, Any]] = None  # set by the builder: statistics kept while writing
 
     @classmethod
     def open(cls, folder: Path, tokens: np.ndarray, cls_id: int, sep_id: int, static_mask=None) -> "InstanceSet":

@@ -75,11 +75,42 @@ class _Window:
         return self.buf[i - self.lo]
 
 
+class _FileReads:
+    """A memory-mapped 1-D array read through its file (`pread`), not through the mapping. A page touched
+    through a mapping stays in this process's resident memory until the mapping closes, so a build that
+    walks the offsets through it grows with the corpus (8 bytes a sentence); a page read from the file is
+    the kernel's page cache, which the kernel reclaims. An array in memory is read as it is."""
+
+    def __init__(self, arr: np.ndarray):
+        self.arr, self.n = arr, len(arr)
+        self.file = open(arr.filename, "rb") if isinstance(arr, np.memmap) and arr.filename else None
+        if self.file is not None:
+            self.base, self.dtype = arr.offset, arr.dtype
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key):
+        if self.file is None:
+            return self.arr[key]
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self.n)
+            assert step == 1, "only contiguous reads"
+            count = max(0, hi - lo)
+        else:
+            lo, count = int(key) + (self.n if int(key) < 0 else 0), 1
+            if not 0 <= lo < self.n:
+                raise IndexError(key)
+        size = self.dtype.itemsize
+        values = np.frombuffer(os.pread(self.file.fileno(), count * size, self.base + lo * size), dtype=self.dtype)
+        return values if isinstance(key, slice) else values[0]
+
+
 class _Offsets:
     """The corpus' sentence (`so`) and document (`do`) offsets: windows for the walk, arrays for random reads."""
 
     def __init__(self, corpus):
-        self.so_all, self.do_all = corpus.sent_offsets, corpus.doc_offsets
+        self.so_all, self.do_all = _FileReads(corpus.sent_offsets), _FileReads(corpus.doc_offsets)
         self.so, self.do = _Window(self.so_all), _Window(self.do_all)
 
 
@@ -330,13 +361,16 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
             continue
         layout = nsp_instances if trains_nsp(objective) else full_sentence_instances if data_cfg.full_sentences else chunk_instances
         layout(v, docs_list, data_cfg.max_seq_len, data_cfg.short_seq_prob, rng, b, walk)
-        orders.append(first + sample_order(rng, b.count - first))  # the original shuffles its instances
+        b.flush()  # the order is drawn over every instance of this copy
+        sample_order(rng, b.count - first, orders, offset=first)  # the original shuffles its instances
     arrays = b.close()
     if orders is not None:
         orders.close()
-    if folder is not None:
-        return InstanceSet.open(folder, corpus.tokens, cls_id, sep_id)
-    return InstanceSet(corpus.tokens, cls_id, sep_id, arrays, None if orders is None else orders.array())
+    built = (InstanceSet.open(folder, corpus.tokens, cls_id, sep_id) if folder is not None else
+             InstanceSet(corpus.tokens, cls_id, sep_id, arrays, None if orders is None else orders.array()))
+    built.built_stats = dict(mean_length=b.length_sum / len(built) if len(built) else 0.0,
+                             isnext_share=b.is_next / len(built) if len(built) else None)
+    return built
 
 
 def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
@@ -356,10 +390,9 @@ def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_lab
         try:
             built = make_instances(corpus, docs, data_cfg, objective, random.Random(rng_label), cls_id, sep_id,
                                    folder=work, copies=copies, echo=echo, what=what)
-            lengths, labels = built.arrays["length"], built.arrays["nsp_labels"]
+            # the writer's running statistics: reading the memory-mapped arrays back would make them resident
             write_meta(work, dict(instances=len(built), documents=len(docs), copies=copies, rng=rng_label,
-                                  mean_length=float(np.mean(lengths)) if len(built) else 0.0,
-                                  isnext_share=float(np.mean(labels == IS_NEXT)) if len(built) else None,
+                                  **built.built_stats,
                                   build_seconds=round(time.perf_counter() - t0, 2), **_layout(data_cfg, objective)))
             del built
             publish(work, final)
