@@ -9,6 +9,7 @@ from typing import Optional
 from bertbench.report.model import ReportData, Table, main_table, provenance_table, table5, table6, table8
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
+from bertbench.report.tables.masking import masking_ratio_table, ratio_series
 from bertbench.report.tables.paired import differences_table
 from bertbench.report.tables.protocol import protocol_table
 
@@ -21,6 +22,7 @@ class Figures:
     curves_plot: Optional[str] = None
     curve_notes: Mapping[str, str] = field(default_factory=dict)  # variant label -> what happened
     figure5_plots: Mapping[str, str] = field(default_factory=dict)  # row name -> png (score against tokens)
+    masking_plot: Optional[str] = None  # GLUE-5 against the masking ratio
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
     figure5 = (figure5_table(data),) if series(data) else ()
+    masking = (masking_ratio_table(data),) if ratio_series(data) else ()
     tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
-              table8(data), *figure5, protocol_table(data), provenance_table(data))
+              table8(data), *masking, *figure5, protocol_table(data), provenance_table(data))
     return Report(title, summary, tables, figures)

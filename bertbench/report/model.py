@@ -768,10 +768,18 @@ def table6(data: ReportData) -> Table:
         rows.append((f"paper: {system}", f"{cfg['layers']}/{cfg['hidden']}/{cfg['heads']}",
                      _paper_value(paper, source, system, "mlm_heldout", "perplexity"),
                      *(_paper_value(paper, source, system, t, m) for t, m in cols)))
+    # Turc et al.'s small BERTs of the sizes we ran (their GLUE test scores; no LM perplexity published)
+    ran = {v.size for v in data.variants if v.pretraining is not None}
+    turc = [(size, system) for size, system in paper.turc_sizes.items() if size in ran]
+    for size, system in turc:
+        rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING,
+                     *(_paper_value(paper, paper.turc_source, system, t, m) for t, m in cols)))
     notes = ["LM (ppl): exp of the mean held-out masked-LM loss. The paper's is on held-out BooksCorpus+Wikipedia "
              "with its 30k vocabulary; ours is on our own held-out data and vocabulary, so only our rows compare "
              "with each other.",
-             "Paper cells are averages of 5 fine-tuning restarts.", *_stand_in_note(stand_ins)]
+             "Paper cells are averages of 5 fine-tuning restarts."
+             + (f" Turc et al. rows: {paper.turc_source}, the released small BERTs of our sizes, GLUE test scores "
+                "(best of their fine-tuning grid), not dev." if turc else ""), *_stand_in_note(stand_ins)]
     return Table("table6", "Ablation: model size (paper Table 6, dev)", header, tuple(rows), tuple(notes))
 
 

@@ -40,6 +40,10 @@ def render_markdown(report: Report) -> str:
                     "fine-tuned; the paper's claim is stated in words under the Figure 5 table above.", ""]
             out += [f"![figure 5 {name}]({path})" for name, path in sorted(figures.figure5_plots.items())]
             out.append("")
+        if figures.masking_plot:
+            out += ["## Masking ratio plot", "",
+                    "GLUE-5 average (dev) against the masking ratio, with the masking table's 95% intervals.", "",
+                    f"![masking ratio]({figures.masking_plot})", ""]
         out += ["## Pre-training curves", ""]
         if figures.curves_plot:
             out += [f"![pre-training curves]({figures.curves_plot})", ""]

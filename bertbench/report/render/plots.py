@@ -203,6 +203,31 @@ def plot_figure5(data: ReportData, row: RowKey, path: Path) -> bool:
     return True
 
 
+def plot_masking_ratio(data: ReportData, path: Path) -> bool:
+    """GLUE-5 (mean, 95% multi-bootstrap interval) against the masking ratio, one line per size."""
+    from bertbench.report.tables.masking import ratio_points
+
+    lines = [(size, [(100 * ratio, est) for ratio, _, est, _ in rows if est is not None]) for size, rows in ratio_points(data)]
+    lines = [(size, points) for size, points in lines if len(points) >= 2]
+    if not lines:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for size, points in lines:
+        ax.errorbar([x for x, _ in points], [e.estimate for _, e in points],
+                    yerr=[[e.estimate - e.low for _, e in points], [e.high - e.estimate for _, e in points]],
+                    marker="o", capsize=3, label=f"{size} MLM+NSP")
+    ax.set_xlabel("masking ratio (% of tokens selected for prediction)")
+    ax.set_ylabel("GLUE-5 average (dev)")
+    ax.set_title("Masking ratio")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
     """Write every plot into `plots_dir`; links in the returned `Figures` are relative to `link_base`
     (the markdown file's folder), always with forward slashes."""
@@ -223,10 +248,12 @@ def make_figures(data: ReportData, plots_dir: Path, link_base: Path) -> Figures:
         path = plots_dir / f"figure5.{row_name(row)}.png"
         if plot_figure5(data, row, path):
             figure5[row_name(row)] = link(path)
+    masking_path = plots_dir / "masking_ratio.png"
+    masking = link(masking_path) if plot_masking_ratio(data, masking_path) else None
     curves_path = plots_dir / CURVES_FILE
     made, notes = plot_curves(data, curves_path)
-    return Figures(task_plots, link(curves_path) if made else None, notes, figure5)
+    return Figures(task_plots, link(curves_path) if made else None, notes, figure5, masking)
 
 
-__all__ = ["CURVE_COLUMNS", "find_metrics_csv", "make_figures", "plot_curves", "plot_figure5", "plot_task", "read_curve",
+__all__ = ["CURVE_COLUMNS", "find_metrics_csv", "make_figures", "plot_curves", "plot_figure5", "plot_masking_ratio", "plot_task", "read_curve",
            "row_name"]
