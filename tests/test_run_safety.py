@@ -152,3 +152,22 @@ def test_finetune_out_that_is_a_file_is_one_line_before_training(tmp_path):
     r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--out", str(f / "sub")])
     assert "is a file" in one_line_error(r)
     assert f.read_text() == "keep me\n"
+
+
+def test_resume_accepts_the_same_tokenizer_at_another_path(tmp_path):
+    """A study folder copied elsewhere: its tokenizer's path changed, its vocabulary did not. Another vocabulary
+    at the new path is still refused."""
+    from bertbench.config import save_config
+    from bertbench.training.pretrain_run import check_resume_config
+
+    old, run = tmp_path / "old" / "tokenizer", tmp_path / "run"
+    (run / "tokenizer").mkdir(parents=True)
+    (run / "tokenizer" / "vocab.txt").write_text("[PAD]\n[UNK]\nhello\n")
+    save_config(PretrainConfig(model_size="tiny", tokenizer=str(old)), run / "config.yaml")  # `old` is gone
+    moved = tmp_path / "new" / "tokenizer"
+    moved.mkdir(parents=True)
+    (moved / "vocab.txt").write_text("[PAD]\n[UNK]\nhello\n")
+    check_resume_config(run / "config.yaml", PretrainConfig(model_size="tiny", tokenizer=str(moved)))
+    (moved / "vocab.txt").write_text("[PAD]\n[UNK]\nworld\n")
+    with pytest.raises(BertbenchError, match="tokenizer"):
+        check_resume_config(run / "config.yaml", PretrainConfig(model_size="tiny", tokenizer=str(moved)))

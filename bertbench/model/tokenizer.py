@@ -342,3 +342,18 @@ def iter_texts_for_training(paths: Iterable[Path]) -> Iterator[str]:
                 line = line.strip()
                 if line and not line.startswith("<doc") and line != "</doc>":
                     yield line
+
+
+def tokenizer_fingerprint(path: str | Path) -> str:
+    """sha256 of what a tokenizer is: its vocabulary and its settings (a vocab.txt, or a folder's vocab.txt and
+    tokenizer_config.json; tokenizer.json is built from those two). A study keys its pre-trainings with it, and a
+    resumed run accepts a tokenizer that moved (a study folder copied elsewhere) when its vocabulary is the same."""
+    import hashlib
+
+    path = Path(path)
+    files = [path] if path.is_file() else [path / "vocab.txt", path / "tokenizer_config.json"]
+    digest = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return "sha256:" + digest.hexdigest()[:16]

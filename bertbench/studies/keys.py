@@ -22,24 +22,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.config import PretrainConfig, to_dict
+from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
 
 STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
 
 
 def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
-
-
-def tokenizer_fingerprint(path: str | Path) -> str:
-    """sha256 of what a tokenizer is: its vocabulary and its settings (a vocab.txt, or a folder's vocab.txt and
-    tokenizer_config.json; tokenizer.json is built from those two)."""
-    path = Path(path)
-    files = [path] if path.is_file() else [path / "vocab.txt", path / "tokenizer_config.json"]
-    digest = hashlib.sha256()
-    for f in files:
-        if f.is_file():
-            digest.update(f.name.encode() + b"\0" + f.read_bytes())
-    return "sha256:" + digest.hexdigest()[:16]
 
 
 def _relative_to(path: str, data_dir: Path) -> str:

@@ -334,6 +334,8 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
     saved = migrate_pretrain_dict(load_yaml(saved_file))  # a run folder written before data.nsp became the objective
     now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
     differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES]
+    if "tokenizer" in differ and _same_tokenizer(saved.get("tokenizer"), now.get("tokenizer"), saved_file.parent):
+        differ.remove("tokenizer")  # the same vocabulary at another path: a study folder copied or moved
     if differ:
         shown = "; ".join(f"{k}: {_get(saved, k)!r} → {_get(now, k)!r}" for k in differ[:6])
         raise BertbenchError(
@@ -346,6 +348,19 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
 # the processes that tokenise the corpus (the same arrays whatever their number; its default became
 # "every core"). None of them changes a training step, so the resumed run stays bit-identical.
 RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", "data.num_proc")
+
+
+def _same_tokenizer(saved: Any, now: Any, run_dir: Path) -> bool:
+    """Whether a tokenizer given by another path is the run's own: the same fingerprint as the saved path where
+    that still exists, else the same vocabulary as the copy the run keeps (RUN/tokenizer/vocab.txt)."""
+    from bertbench.model.tokenizer import tokenizer_fingerprint
+
+    if not (isinstance(saved, str) and isinstance(now, str)) or "train" in (saved, now) or not Path(now).exists():
+        return False
+    if Path(saved).exists():
+        return tokenizer_fingerprint(saved) == tokenizer_fingerprint(now)
+    kept, vocab = run_dir / "tokenizer" / "vocab.txt", Path(now) if Path(now).is_file() else Path(now) / "vocab.txt"
+    return kept.is_file() and vocab.is_file() and kept.read_bytes() == vocab.read_bytes()
 
 
 def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
