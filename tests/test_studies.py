@@ -282,3 +282,22 @@ def test_records_of_two_pretrain_seeds_are_one_variant_in_the_report(tmp_path):
         del record["pretrain_seed"]
         path.write_text(json.dumps(record))
     assert len(collect(load_records([tmp_path])).variants) == 2
+
+
+def test_a_data_folder_elsewhere_keeps_the_tokenizer_key(tmp_path):
+    """The trained tokenizer's folder is keyed on the corpus relative to the data folder: the same study with its
+    data folder at another path finds its tokenizer; an older bertbench's folder (absolute paths) is found too."""
+    from bertbench.studies import keys
+    from bertbench.studies.preset import VariantSpec, load_preset, variant_config
+    from bertbench.studies.run import ensure_tokenizer
+
+    preset = load_preset("smoke")
+    here, there = (variant_config(preset, VariantSpec("base"), Path(d)) for d in ("/data/a", "/elsewhere/b"))
+    assert keys.tokenizer_key(here, Path("/data/a")) == keys.tokenizer_key(there, Path("/elsewhere/b"))
+    assert keys.legacy_tokenizer_key(here) != keys.legacy_tokenizer_key(there)
+    old = tmp_path / f"tokenizer-{keys.legacy_tokenizer_key(here)}"
+    old.mkdir()
+    (old / "vocab.txt").write_text("[PAD]\n")
+    trained = []
+    found = ensure_tokenizer(here, Path("/data/a"), tmp_path, lambda name, fn: trained.append(name), lambda line: None)
+    assert found == str(old) and trained == []

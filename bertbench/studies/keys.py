@@ -1,6 +1,7 @@
 """Stage keys: one rule for every kind of stage. A stage is keyed on what determines its output, and on
 nothing else: not where the study folder is, not another task's settings.
 
+- the trained tokenizer: its corpus (relative to the data folder), documents, vocabulary size and case;
 - pre-training: the variant's resolved config, with the tokenizer as its content fingerprint (not its path)
   and corpus paths written relative to the data folder;
 - fine-tuning: the model it starts from (a pre-training's key, a snapshot of one, or random init at a size
@@ -46,6 +47,19 @@ def _keyed_fields(cfg: PretrainConfig) -> dict:
     for name in _NOT_IN_PRETRAIN_KEY:
         fields["data"].pop(name, None)
     return fields
+
+
+def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
+    """A study's trained tokenizer: its corpus (relative to the data folder, so a data folder elsewhere keeps the
+    key), documents, vocabulary size and case."""
+    return config_hash({"corpus": [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus],
+                        "docs": cfg.data.max_documents, "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase})
+
+
+def legacy_tokenizer_key(cfg: PretrainConfig) -> str:
+    """The key before `tokenizer_key`, with the corpus' absolute paths: such folders are still found."""
+    return config_hash({"corpus": cfg.data.corpus, "docs": cfg.data.max_documents,
+                        "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase})
 
 
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:

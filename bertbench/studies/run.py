@@ -42,7 +42,7 @@ def run_preset(
     # 1. one tokenizer for every variant, so the comparison changes only the objective
     base = variant_config(preset, VariantSpec("base"), data_dir)
     trains_tokenizer = not base.tokenizer or base.tokenizer == "train"
-    tokenizer = ensure_tokenizer(base, out, stage, echo) if trains_tokenizer else base.tokenizer
+    tokenizer = ensure_tokenizer(base, data_dir, out, stage, echo) if trains_tokenizer else base.tokenizer
     # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
     stages = Planner(preset, data_dir, out, tokenizer, echo).plan()
     if workers > 1 and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
@@ -59,11 +59,12 @@ def run_preset(
     return times
 
 
-def ensure_tokenizer(base, out: Path, stage: Callable, echo: Callable[[str], None]) -> str:
+def ensure_tokenizer(base, data_dir: Path, out: Path, stage: Callable, echo: Callable[[str], None]) -> str:
     """The WordPiece tokenizer trained on the corpus, once per (corpus, documents, vocabulary, case)."""
-    key = keys.config_hash({"corpus": base.data.corpus, "docs": base.data.max_documents,
-                            "vocab": base.tokenizer_vocab_size, "lower": base.lowercase})
-    tok_dir = out / f"tokenizer-{key}"
+    tok_dir = out / f"tokenizer-{keys.tokenizer_key(base, data_dir)}"
+    legacy = out / f"tokenizer-{keys.legacy_tokenizer_key(base)}"  # an older bertbench's (absolute corpus paths)
+    if not (tok_dir / "vocab.txt").is_file() and (legacy / "vocab.txt").is_file():
+        tok_dir = legacy
     if (tok_dir / "vocab.txt").is_file():
         echo(f"[tokenizer] done before: {tok_dir}")
     else:
