@@ -109,7 +109,9 @@ def test_recipes_and_presets_mean_what_they_meant():
 
     for name in ("tiny-debug", "tiny-10min", "mini-60min", "bert-base-paper"):
         assert load_config(PretrainConfig, resolve_recipe(name)).objective == "mlm+nsp", name
-    meant = {"mlm_nsp": "mlm+nsp", "no_nsp": "mlm", "ltr": "clm", "mask_only": "mlm+nsp"}
+    meant = {"mlm_nsp": "mlm+nsp", "no_nsp": "mlm", "ltr": "clm", "mask_only": "mlm+nsp",
+             "mask25": "mlm+nsp", "mask40": "mlm+nsp",  # the masking preset's ratios
+             "tiny": "mlm+nsp", "mini": "mlm+nsp", "small": "mlm+nsp"}  # the table6 preset's sizes
     for name in list_presets():
         preset = load_preset(name)
         for v in preset.variants:
