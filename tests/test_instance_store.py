@@ -117,6 +117,24 @@ def test_scale_benchmark_links_the_corpus_and_fits_a_line(tmp_path):
     assert falling["train_start_peak_rss_mb"] == round((1080 + 1010 + 1040) / 3)  # noise read as flat, not as shrinking
 
 
+def test_scale_markdown_reads_16x_off_the_lines_only_when_it_was_not_measured():
+    from bertbench.benchmarks.data_scale import derive, markdown
+
+    def point(k, rss):
+        return {"scale": k, "corpus_mb": 100.0 * k, "cache_mb": 50.0 * k, "growth": {k2: 0.0 for k2 in (
+                    "build_peak_rss", "train_start_peak_rss", "first_batch_peak_rss")},
+                "build": {"wall_seconds": k, "corpus_seconds": k, "instance_seconds": k, "peak_rss_mb": 100.0},
+                "first_batch": {"first_batch_seconds": 1.0, "peak_rss_mb": 300.0}, "train_start": {"peak_rss_mb": rss}}
+
+    def result(*scales):
+        return derive({"machine": {"hardware": "test", "code": "test"}, "config": {"num_proc": 2},
+                       "points": [point(k, 1000.0) for k in scales]})
+
+    assert "16× (1,600 MB; not measured)" in markdown(result(1, 2, 4), "cmd")
+    shown = markdown(result(1, 16), "cmd")
+    assert "not measured" not in shown and "| 16× (1,600 MB) |" in shown
+
+
 def test_offsets_read_through_the_file_equal_the_mapped_array(tmp_path):
     from bertbench.data.instances import _FileReads
 

@@ -187,7 +187,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
             f"{p['build']['peak_rss_mb']:,.0f} MB ({100 * g['build_peak_rss']:+.0f}%) | {p['first_batch']['first_batch_seconds']:.2f} s | "
             f"{p['first_batch']['peak_rss_mb']:,.0f} MB ({100 * g['first_batch_peak_rss']:+.0f}%) | "
             f"{p['train_start']['peak_rss_mb']:,.0f} MB ({100 * g['train_start_peak_rss']:+.0f}%) |")
-    if "at_16x" in result:
+    measured_16x = any(p["scale"] == 16 * result["points"][0]["scale"] for p in result["points"])
+    if "at_16x" in result and not measured_16x:  # read off the lines only where the table has no such row
         x16, base = result["at_16x"], result["points"][0]
         lines += ["", f"Read off lines through these points at 16× ({x16['corpus_mb']:,.0f} MB; not measured): peak RSS "
                   f"{x16['build_peak_rss_mb']:,} MB building ({100 * (x16['build_peak_rss_mb'] / base['build']['peak_rss_mb'] - 1):+.0f}%), "
