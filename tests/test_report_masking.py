@@ -80,5 +80,9 @@ def test_the_table_and_its_plot_appear_only_with_two_ratios(data, tmp_path):
     assert "masking_ratio" in [t.key for t in build_report(data).tables]
     figures = make_figures(data, tmp_path / "plots", tmp_path)
     assert figures.masking_plot == "plots/masking_ratio.png" and (tmp_path / "plots" / "masking_ratio.png").stat().st_size > 0
+    from bertbench.report.render.markdown import embed_block
+
+    block = embed_block("<!-- bertbench report: begin m -->\n<!-- bertbench report: end m -->\n", build_report(data), "m")
+    assert "Masking ratio: GLUE-5 against the share of tokens masked:" in block and "| mini | 40% |" in block
     alone = collect(load_records([RECORDS / "mini-mlm-nsp"]))
     assert ratio_series(alone) == [] and "masking_ratio" not in [t.key for t in build_report(alone).tables]

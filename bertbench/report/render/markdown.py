@@ -74,6 +74,9 @@ def embed_block(document: str, report: Report, name: str, where: str = "document
         body += ["", "The paper's claims (the claims table's own numbers; its notes say how they are judged):", ""]
         body += _md_table(verdicts)
         body += ["", *(f"- {note}" for note in verdicts.notes)]
+    masking = next((t for t in report.tables if t.key == "masking_ratio"), None)
+    if masking is not None and masking.rows:  # a masking study's own question, beside its main table
+        body += ["", f"{masking.title}:", "", *_md_table(masking), "", f"- {masking.notes[0]}"]
     return replace_marked_block(
         document, f"<!-- bertbench report: begin {name} -->", f"<!-- bertbench report: end {name} -->", "\n".join(body), where
     )
