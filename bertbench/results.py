@@ -567,9 +567,19 @@ def pretraining_procedure(record: Record) -> str:
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+# What a held-out selection chose, not what was asked: each pre-training seed's checkpoint is selected on its
+# own, so its records would otherwise split one variant's cell into one "setting" per pre-training seed
+_SELECTION_OUTCOME = ("selection", "selected_epoch", "steps", "steps_trained")
+
+
 def setting_key(record: Record) -> str:
-    """The fine-tuning setting as a canonical string (records differing only in seed share it)."""
-    return json.dumps(record["finetune"], sort_keys=True)
+    """The fine-tuning setting as a canonical string (records differing only in seed share it, and so do the
+    pre-training seeds of one variant: a held-out selection's outcome, lr included, is not part of it)."""
+    ft = dict(record["finetune"])
+    if ft.get("grid") == "heldout":
+        for key in (*_SELECTION_OUTCOME, "lr"):
+            ft.pop(key, None)
+    return json.dumps(ft, sort_keys=True)
 
 
 def record_filename(record: Record) -> str:
