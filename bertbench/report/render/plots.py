@@ -38,6 +38,15 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, ax, path: Path) -> None:
+    """Legend, layout, the PNG at `path` (its folder made), and the figure closed: how every plot here ends."""
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
     """Bars for one row: our variants (mean; error bars the 95% t-interval over seeds), then the paper's numbers."""
     labels, heights, low, high, colors = [], [], [], [], []
@@ -161,11 +170,7 @@ def plot_curves(data: ReportData, path: Path) -> tuple[bool, dict[str, str]]:
     ax.set_xlabel("tokens seen")
     ax.set_ylabel("held-out loss (nats)")
     ax.set_title("Pre-training curves")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, ax, path)
     return True, notes
 
 
@@ -195,11 +200,7 @@ def plot_figure5(data: ReportData, row: RowKey, path: Path) -> bool:
     ax.set_xlabel("pre-training tokens of the fine-tuned checkpoint")
     ax.set_ylabel(f"{row.task} {row.metric} ({row.eval_kind})")
     ax.set_title(f"Figure 5 at our scale: {row.task}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, ax, path)
     return True
 
 
@@ -220,11 +221,7 @@ def plot_masking_ratio(data: ReportData, path: Path) -> bool:
     ax.set_xlabel("masking ratio (% of tokens selected for prediction)")
     ax.set_ylabel("GLUE-5 average (dev)")
     ax.set_title("Masking ratio")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, ax, path)
     return True
 
 
