@@ -49,17 +49,20 @@ def _keyed_fields(cfg: PretrainConfig) -> dict:
     return fields
 
 
+def _tokenizer_fields(cfg: PretrainConfig, corpus: list[str]) -> str:
+    return config_hash({"corpus": corpus, "docs": cfg.data.max_documents, "vocab": cfg.tokenizer_vocab_size,
+                        "lower": cfg.lowercase})
+
+
 def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
     """A study's trained tokenizer: its corpus (relative to the data folder, so a data folder elsewhere keeps the
     key), documents, vocabulary size and case."""
-    return config_hash({"corpus": [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus],
-                        "docs": cfg.data.max_documents, "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase})
+    return _tokenizer_fields(cfg, [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus])
 
 
 def legacy_tokenizer_key(cfg: PretrainConfig) -> str:
     """The key before `tokenizer_key`, with the corpus' absolute paths: such folders are still found."""
-    return config_hash({"corpus": cfg.data.corpus, "docs": cfg.data.max_documents,
-                        "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase})
+    return _tokenizer_fields(cfg, list(cfg.data.corpus))
 
 
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:

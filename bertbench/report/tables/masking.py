@@ -13,7 +13,7 @@ from typing import Optional
 from bertbench.report.model import MISSING, ReportData, Table, Variant, glue_rows
 from bertbench.report.multibootstrap import multi_bootstrap
 from bertbench.report.tables.paired import COVERS_NOTE, difference, fmt_covers, fmt_difference, fmt_runs, side
-from bertbench.results import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, mask_procedure
+from bertbench.results import PAPER_MASK_RATIO, masking_suffix, objective_label
 
 OBJECTIVE = "MLM+NSP"
 
@@ -21,13 +21,10 @@ OBJECTIVE = "MLM+NSP"
 def _ratio(v: Variant) -> Optional[float]:
     """The masking ratio of an MLM+NSP variant with the paper's procedure and WordPiece masking; else None."""
     pre = v.pretraining or {}
-    if not pre or v.objective.split(" ")[0] != OBJECTIVE or pre.get("whole_word_mask"):
+    # masking_suffix names every departure from the paper's masking: with the ratio set to 15%, none may be left
+    if not pre or objective_label(pre) != OBJECTIVE or masking_suffix({**pre, "mask_ratio": PAPER_MASK_RATIO}):
         return None
-    procedure = mask_procedure(pre)
-    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
-        return None
-    ratio = pre.get("mask_ratio")
-    return PAPER_MASK_RATIO if ratio is None else float(ratio)
+    return float(pre.get("mask_ratio") or PAPER_MASK_RATIO)
 
 
 def ratio_series(data: ReportData) -> list[tuple[str, list[tuple[float, Variant]]]]:
