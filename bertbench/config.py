@@ -6,6 +6,7 @@ Unknown keys are errors with a did-you-mean hint; every run directory stores the
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -122,9 +123,26 @@ def migrate_pretrain_dict(data: Any) -> Any:
     return {**data, "objective": objective, "data": section}
 
 
+_GRID_SHAPE = re.compile(r"L(\d+)-H(\d+)")  # Turc et al.'s naming of their 24 small BERTs: uncased_L-4_H-128_A-2
+
+
+def model_shape(size: str) -> tuple[int, int, int]:
+    """Layers, hidden size and heads of a named size, or of a shape off the names written `L4-H128` (Turc et
+    al.'s grid, which has more shapes than names: heads = hidden / 64, as in every BERT they and the paper
+    released)."""
+    if size in MODEL_SIZES:
+        return MODEL_SIZES[size]
+    grid = _GRID_SHAPE.fullmatch(size)
+    if grid is None:
+        raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size") + " (or a shape such as L4-H128)")
+    layers, hidden = int(grid.group(1)), int(grid.group(2))
+    if layers < 1 or hidden < 64 or hidden % 64:
+        raise BertbenchError(f"model size {size}: expected L<layers ≥ 1>-H<hidden, a multiple of 64>, e.g. L4-H128")
+    return layers, hidden, hidden // 64
+
+
 def check_model_size(size: str) -> None:
-    if size not in MODEL_SIZES:
-        raise BertbenchError(did_you_mean(size, MODEL_SIZES, "model size"))
+    model_shape(size)
 
 
 def check_mask_procedure(mask_procedure, shown: Optional[str] = None) -> list[int]:
@@ -184,8 +202,7 @@ class ModelConfig:
 
     @classmethod
     def from_size(cls, size: str, **overrides: Any) -> "ModelConfig":
-        check_model_size(size)
-        layers, hidden, heads = MODEL_SIZES[size]
+        layers, hidden, heads = model_shape(size)
         base = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
         base.update(overrides)
         return cls(**base)

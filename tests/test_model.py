@@ -51,3 +51,26 @@ def test_flops_per_token_counts_the_partial_last_layer():
     saved = 3 * 0.75 * (2 * (2 * H * H + 2 * H * I) + 4 * T * H)
     assert flops_per_token(cfg, T, 1.0, 0.25) == pytest.approx(full - saved)
     assert flops_per_token(cfg, T, 0.5) == pytest.approx(full - 3 * 0.5 * 2 * (H * H + H * V))
+
+
+def test_a_grid_shape_builds_the_model_turc_et_al_released_under_that_name():
+    from bertbench.config import MODEL_SIZES, model_shape
+
+    # uncased_L-4_H-128_A-2 and uncased_L-2_H-256_A-4 are two of their 24 shapes; the named ones are on the grid too
+    assert model_shape("L4-H128") == (4, 128, 2)
+    assert model_shape("L2-H256") == (2, 256, 4)
+    for name, shape in MODEL_SIZES.items():
+        assert model_shape(f"L{shape[0]}-H{shape[1]}") == shape == model_shape(name)
+    cfg = ModelConfig.from_size("L4-H128")
+    assert (cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (4, 128, 2, 512)
+    assert cfg.size_name() == "L4-H128"  # the name a record carries reads back as the same shape
+
+
+@pytest.mark.parametrize("bad, needle", [("L0-H128", "expected L<layers"), ("L4-H100", "multiple of 64"),
+                                         ("huge", "Unknown model size 'huge'"), ("L4H128", "such as L4-H128")])
+def test_a_shape_off_the_grid_is_refused_with_what_was_expected(bad, needle):
+    from bertbench.config import model_shape
+    from bertbench.errors import BertbenchError
+
+    with pytest.raises(BertbenchError, match=needle):
+        model_shape(bad)

@@ -14,7 +14,7 @@ import typer
 
 from bertbench.config import MODEL_SIZES
 
-ModelSize = Annotated[str, typer.Option("--model-size", help=" | ".join(MODEL_SIZES) + ".")]
+ModelSize = Annotated[str, typer.Option("--model-size", help=" | ".join(MODEL_SIZES) + ", or a shape such as L4-H128 (Turc et al.'s grid).")]
 Precision = Annotated[
     str, typer.Option("--precision", help="Our side's default path: auto (bf16-mixed where bf16 is native) | 32 | bf16-mixed.")
 ]

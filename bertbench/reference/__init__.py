@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from bertbench.config import MODEL_SIZES, OBJECTIVES, load_yaml
+from bertbench.config import OBJECTIVES, load_yaml, model_shape
 from bertbench.errors import BertbenchError
 
 PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"
@@ -177,8 +177,11 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
         systems = tuple(col["systems"])
         if not any(n.system in systems and n.source in main_sources for n in numbers):
             problems.append(f"columns[{i}]: no number of a main-table source has system {systems}")
-        if "size" in col and col["size"] not in MODEL_SIZES:
-            problems.append(f"columns[{i}]: size {col['size']!r} is not one of {', '.join(MODEL_SIZES)}")
+        if "size" in col:
+            try:
+                model_shape(col["size"])
+            except BertbenchError as e:
+                problems.append(f"columns[{i}]: {e}")
         columns.append(PaperColumn(str(col["name"]), systems, col.get("size")))
     turc_source = data["turc_source"]
     if turc_source not in sources:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from bertbench.config import MODEL_SIZES, is_masked
+from bertbench.config import is_masked, model_shape
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_seconds
 from bertbench.report.stats import Interval, fmt_interval, t_interval
@@ -52,7 +52,6 @@ MISSING = "–"
 DEFAULT_APPROACH = "fine-tuning"
 _EVAL_KIND_ORDER = {"dev": 0, "test": 1, "devsplit": 2}
 _OBJECTIVE_ORDER = {"MLM+NSP": 0, "MLM (no NSP)": 1, "LTR (causal)": 2, "LTR+NSP (causal)": 3, "random init": 4}
-_SIZE_ORDER = tuple(MODEL_SIZES)  # smallest first
 
 
 # --- statistics over seeds ------------------------------------------------------------------------
@@ -287,10 +286,20 @@ def _higher_is_better(metric: str) -> bool:
     return spec.higher_is_better if spec is not None else True
 
 
+def _size_rank(size: str) -> float:
+    """Smallest first: layers × hidden² orders the named sizes as MODEL_SIZES lists them, and places a grid
+    shape (L4-H128) among them by its compute; an unknown size goes last."""
+    try:
+        layers, hidden, _ = model_shape(size)
+    except BertbenchError:
+        return math.inf
+    return layers * hidden**2
+
+
 def _variant_sort_key(label: str, record: Record) -> tuple:
     size = record["model"]["size"]
     pre = record["model"]["pretraining"]
-    size_rank = _SIZE_ORDER.index(size) if size in _SIZE_ORDER else len(_SIZE_ORDER)
+    size_rank = _size_rank(size)
     return (size_rank, size, _OBJECTIVE_ORDER.get(objective_label(pre), 9), masking_suffix(pre), label)
 
 
@@ -740,9 +749,10 @@ def table5(data: ReportData) -> Table:
 
 
 def _shape(size: str) -> str:
-    if size not in MODEL_SIZES:
+    try:
+        layers, hidden, heads = model_shape(size)
+    except BertbenchError:
         return MISSING
-    layers, hidden, heads = MODEL_SIZES[size]
     return f"{layers}/{hidden}/{heads}"
 
 
