@@ -191,3 +191,27 @@ def test_a_failed_side_of_the_pair_is_one_line_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")  # each side's process exits 1 without a word
     with pytest.raises(BertbenchError, match=r"side-by-side pair failed: ours: exit code 1; hf: exit code 1"):
         quality.run_pair_side_by_side(0.01, "tiny-10min", tmp_path, None, 1, None, tmp_path, 1, None)
+
+
+def test_compare_plots_one_curve_per_file(quality_result, tmp_path, monkeypatch):
+    """The size curves' figure: each compared run's recipe side as a curve named for its file."""
+    import copy
+
+    from bertbench.benchmarks import quality as bench_quality
+
+    bigger = copy.deepcopy(quality_result)
+    bigger["sides"]["ours-recipe"]["curve"] = [dict(p, mlm_accuracy=p["mlm_accuracy"] + 1) for p in bigger["sides"]["ours-recipe"]["curve"]]
+    (tmp_path / "tiny.json").write_text(json.dumps(quality_result))
+    (tmp_path / "L4-H128.json").write_text(json.dumps(bigger))
+    png = tmp_path / "sizes.png"
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "tiny.json"), str(tmp_path / "L4-H128.json"), "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    assert png.stat().st_size > 0
+    drawn = []
+    monkeypatch.setattr(bench_quality, "_plot_curves", lambda curves, baselines, title, path: drawn.append((curves, baselines)))
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "tiny.json"), str(tmp_path / "L4-H128.json"), "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    (curves, baselines), = drawn
+    assert [name for name, _ in curves] == ["tiny", "L4-H128"]
+    assert curves[0][1] == quality_result["sides"]["ours-recipe"]["curve"] and curves[1][1] == bigger["sides"]["ours-recipe"]["curve"]
+    assert baselines == [quality_result["sides"]["ours-recipe"]["unigram_accuracy"]]

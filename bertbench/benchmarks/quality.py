@@ -483,29 +483,40 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
+    """One run's sides, over minutes and over tokens."""
+    curves = [(f"{name} ({s['vocab'].split(' ')[0]})", s["curve"]) for name, s in result["sides"].items()]
+    baselines = [h["unigram_accuracy"] for h in result["heldout"].values()]
+    _plot_curves(curves, baselines, "bench quality: held-out MLM accuracy (dotted: unigram baselines)", path)
+
+
+def compare_plot(results: list[tuple[str, dict[str, Any]]], path: Path, side: str = "ours-recipe") -> None:
+    """The same side of several saved runs (an A/B, or one recipe at several model sizes), one curve each."""
+    curves = [(name, r["sides"][side]["curve"]) for name, r in results]
+    baselines = sorted({r["sides"][side]["unigram_accuracy"] for _, r in results})
+    _plot_curves(curves, baselines, f"bench quality --compare: {side}, held-out MLM accuracy (dotted: unigram)", path)
+
+
+def _plot_curves(curves: list[tuple[str, list[dict[str, Any]]]], baselines: list[float], title: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for name, s in result["sides"].items():
-        xs_min = [p["minutes"] for p in s["curve"]]
-        xs_tok = [p["tokens"] / 1e6 for p in s["curve"]]
-        ys = [p["mlm_accuracy"] for p in s["curve"]]
-        label = f"{name} ({s['vocab'].split(' ')[0]})"
-        axes[0].plot(xs_min, ys, marker="o", label=label)
-        axes[1].plot(xs_tok, ys, marker="o", label=label)
-    for name, h in result["heldout"].items():
+    for label, curve in curves:
+        ys = [p["mlm_accuracy"] for p in curve]
+        axes[0].plot([p["minutes"] for p in curve], ys, marker="o", label=label)
+        axes[1].plot([p["tokens"] / 1e6 for p in curve], ys, marker="o", label=label)
+    for baseline in baselines:
         for ax in axes:
-            ax.axhline(h["unigram_accuracy"], linestyle=":", color="grey")
+            ax.axhline(baseline, linestyle=":", color="grey")
     axes[0].set_xlabel("training minutes")
     axes[1].set_xlabel("tokens seen (millions)")
     for ax in axes:
         ax.set_ylabel("held-out MLM accuracy (%)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("bench quality: held-out MLM accuracy (dotted: unigram baselines)")
+    fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, metadata={"Software": None})

@@ -228,7 +228,7 @@ def quality(
     max_documents: Annotated[Optional[int], typer.Option("--max-documents", help="Use only the first N documents (quick checks).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Corpus and vocabulary folder (default: $BERTBENCH_DATA_DIR or ../shared/data).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Keep the run folders here (default: a temporary folder).")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the accuracy curves (over minutes and over tokens) as a PNG; with --compare, one curve per file.")] = None,
     save_json: Annotated[Optional[Path], typer.Option("--save-json", help="Also write the result JSON to this file.")] = None,
     threads: Threads = None,
     side_by_side: Annotated[bool, typer.Option("--side-by-side/--sequential", help="Train ours and hf at once, each with half the threads (three 25-minute sides in two slots of the clock); --sequential: one side after another with all threads.")] = True,
@@ -279,6 +279,8 @@ def quality(
                 result["config"]["pretrain"] = asdict(load_config(PretrainConfig, recipe_beside))
             loaded.append((f.stem, result))
         table = bench_quality.ab_markdown(loaded)
+        if plot is not None:
+            bench_quality.compare_plot(loaded, plot)
         typer.echo(table)
         if embed is not None:
             files = " ".join(str(f) for f in compare)
