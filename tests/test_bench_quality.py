@@ -141,6 +141,7 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| base") or ln.startswith("| lower_lr")]
     assert "baseline" in rows[0]
     assert "optim.lr: 0.001 → 0.0005" in rows[1] and "+2.5" in rows[1]
+    assert f"| {base['sides']['ours-recipe']['parameters'] / 1e6:.2f} M |" in rows[0]  # what a size row is about
     assert "lower_lr" in readme.read_text() and "old" not in readme.read_text()
     # a second A/B series goes into a block of its own, leaving the first as it was
     readme.write_text(readme.read_text() + "<!-- bertbench bench: begin quality-ab2 -->\nold\n<!-- bertbench bench: end quality-ab2 -->\n")

@@ -65,3 +65,21 @@ def test_paper_recipe_is_the_papers():
     assert [(p.fraction, p.max_seq_len) for p in cfg.phases] == [(0.9, 128), (0.1, 512)]
     assert phase_plan(cfg)[1][0] == 900_000
     assert cfg.optim.betas == [0.9, 0.999] and cfg.optim.weight_decay == 0.01
+
+
+def test_tiny_10min_takes_the_size_the_committed_size_curves_found_best():
+    """Issue 23: a recipe takes the size best at its budget. The size curves at 25 minutes (its budget and more:
+    a larger model only gains with minutes) are committed; the recipe's size is their winner."""
+    import json
+
+    from bertbench.paths import PROJECT_ROOT
+
+    curves = sorted((PROJECT_ROOT / "leaderboards" / "quality" / "sizes-25min").glob("*.json"))
+    final = {}
+    for path in curves:
+        result = json.loads(path.read_text())
+        assert result["config"]["recipe"] == "tiny-10min" and result["config"]["minutes"] == 25, path
+        final[result["config"]["model_size"]] = result["sides"]["ours-recipe"]["final"]["mlm_accuracy"]
+    assert {"tiny", "mini", "small"} <= set(final), sorted(final)
+    best = max(final, key=final.get)
+    assert load_config(PretrainConfig, resolve_recipe("tiny-10min")).model_size == best, final

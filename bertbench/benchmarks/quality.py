@@ -542,10 +542,10 @@ def ab_markdown(results: list[tuple[str, dict[str, Any]]], side: str = "ours-rec
             changed = "; ".join(f"{k}: {_short(flat_base[k]) if k in flat_base else '(default)'} → {_short(v)}" for k, v in _flat(cfg).items()
                                 if flat_base.get(k) != v and k != "recipe") or "(same config)"
         delta = "–" if changed == "baseline" else f"{s['final']['mlm_accuracy'] - base_acc:+.1f}"
-        rows.append(f"| {name} | {changed} | {r['config']['minutes']:g} min × {r['machine']['threads']} thr | "
+        rows.append(f"| {name} | {changed} | {s['parameters'] / 1e6:.2f} M | {r['config']['minutes']:g} min × {r['machine']['threads']} thr | "
                     f"{s['tokens_seen']:,} | {s['final']['mlm_accuracy']:.1f}% | {delta} | {s['unigram_accuracy']:.1f}% |")
-    head = ["| run | what changed | budget | tokens seen | held-out MLM acc. | Δ vs baseline | unigram |",
-            "|---|---|---|---|---|---|---|"]
+    head = ["| run | what changed | parameters | budget | tokens seen | held-out MLM acc. | Δ vs baseline | unigram |",
+            "|---|---|---|---|---|---|---|---|"]
     return "\n".join(head + rows)
 
 
