@@ -74,3 +74,14 @@ def test_a_shape_off_the_grid_is_refused_with_what_was_expected(bad, needle):
 
     with pytest.raises(BertbenchError, match=needle):
         model_shape(bad)
+
+
+def test_the_report_orders_a_grid_shape_among_the_named_sizes_by_its_compute():
+    import math
+
+    from bertbench.config import MODEL_SIZES
+    from bertbench.report.model import _size_rank
+
+    ranks = [_size_rank(name) for name in MODEL_SIZES]
+    assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks)  # the named sizes keep their listed order
+    assert _size_rank("tiny") < _size_rank("L4-H128") < _size_rank("mini") and _size_rank("gpt") == math.inf
