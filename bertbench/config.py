@@ -124,6 +124,8 @@ def migrate_pretrain_dict(data: Any) -> Any:
 
 
 _GRID_SHAPE = re.compile(r"L(\d+)-H(\d+)")  # Turc et al.'s naming of their 24 small BERTs: uncased_L-4_H-128_A-2
+# what --model-size takes, as every command's help says it
+MODEL_SIZE_CHOICES = ", ".join(MODEL_SIZES) + " (Turc et al.'s small BERTs and the paper's two), or any L<layers>-H<hidden> of Turc et al.'s grid, e.g. L4-H128"
 
 
 def model_shape(size: str) -> tuple[int, int, int]:
@@ -139,10 +141,6 @@ def model_shape(size: str) -> tuple[int, int, int]:
     if layers < 1 or hidden < 64 or hidden % 64:
         raise BertbenchError(f"model size {size}: expected L<layers ≥ 1>-H<hidden, a multiple of 64>, e.g. L4-H128")
     return layers, hidden, hidden // 64
-
-
-def check_model_size(size: str) -> None:
-    model_shape(size)
 
 
 def check_mask_procedure(mask_procedure, shown: Optional[str] = None) -> list[int]:
@@ -497,8 +495,7 @@ class PretrainConfig:
     """A pre-training. Every field is a `bertbench pretrain` option (`bertbench.cli_options`), unless marked
     cli=False: adding a field here adds the option, with this help."""
 
-    model_size: str = setting("mini", "Model size: " + ", ".join(MODEL_SIZES) + " (Turc et al.'s small BERTs and "
-                              "the paper's two).", panel=MODEL_PANEL)
+    model_size: str = setting("mini", f"Model size: {MODEL_SIZE_CHOICES}.", panel=MODEL_PANEL)
     model: dict = setting(help="Overrides of the model's shape and dropout (a recipe, or --set model.dropout=0.0).",
                           cli=False, factory=dict)
     tokenizer: str = setting(
@@ -568,7 +565,7 @@ class PretrainConfig:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
         check_objective(self.objective)
         check_full_sentences(self.data, self.objective)
-        check_model_size(self.model_size)
+        model_shape(self.model_size)  # a size the model can be built at, or the error saying what was expected
         _check_pretrain_numbers(self)
 
 

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bertbench.config import MODEL_SIZES
+from bertbench.config import MODEL_SIZE_CHOICES
 
-ModelSize = Annotated[str, typer.Option("--model-size", help=" | ".join(MODEL_SIZES) + ", or a shape such as L4-H128 (Turc et al.'s grid).")]
+ModelSize = Annotated[str, typer.Option("--model-size", help=f"{MODEL_SIZE_CHOICES}.")]
 Precision = Annotated[
     str, typer.Option("--precision", help="Our side's default path: auto (bf16-mixed where bf16 is native) | 32 | bf16-mixed.")
 ]
