@@ -247,6 +247,16 @@ class Variant:
     def tokens_seen(self) -> Optional[int]:
         return (self.pretraining or {}).get("tokens_seen")
 
+    def heldout_mean(self, key: str) -> tuple[Optional[float], int]:
+        """A held-out pre-training score (e.g. 'mlm_loss'), the mean over the variant's pre-training seeds, with
+        how many seeds had it: every fine-tuning record of one checkpoint repeats its score, which counts once."""
+        by_seed = {}
+        for r in self.records:
+            heldout = ((r.data.get("model") or {}).get("pretraining") or {}).get("heldout") or {}
+            if heldout.get(key) is not None:
+                by_seed[r.data.get("pretrain_seed")] = heldout[key]
+        return (statistics.fmean(by_seed.values()) if by_seed else None), len(by_seed)
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -756,8 +766,14 @@ def _shape(size: str) -> str:
     return f"{layers}/{hidden}/{heads}"
 
 
-def _perplexity(pretraining: Optional[Mapping[str, Any]]) -> str:
-    loss = ((pretraining or {}).get("heldout") or {}).get("mlm_loss")
+def size_variants(data: ReportData) -> list[Variant]:
+    """Table 6's rows of ours: masked-LM variants with the paper's masking, one per size (and objective label)."""
+    return [v for v in data.variants if v.pretraining is not None and is_masked(v.pretraining["objective"])
+            and not masking_suffix(v.pretraining)]
+
+
+def _perplexity(variant: Variant) -> str:
+    loss, _ = variant.heldout_mean("mlm_loss")
     if loss is None:
         return MISSING
     return f"{math.exp(loss):.2f}" if loss < 700 else "inf"
@@ -769,10 +785,9 @@ def table6(data: ReportData) -> Table:
     cols = (("mnli_m", "accuracy"), ("mrpc", "accuracy"), ("sst2", "accuracy"))
     header = ("Model", "L/H/A", "LM (ppl)", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
     stand_ins: set[str] = set()
-    rows = _with_data([(v.label, _shape(v.size), _perplexity(v.pretraining),
+    rows = _with_data([(v.label, _shape(v.size), _perplexity(v),
                         *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
-                       for v in data.variants if v.pretraining is not None and is_masked(v.pretraining["objective"])
-                       and not masking_suffix(v.pretraining)], 2)
+                       for v in size_variants(data)], 2)
     for system in _paper_rows(paper, source):
         cfg = paper.find(source=source, system=system)[0].config
         rows.append((f"paper: {system}", f"{cfg['layers']}/{cfg['hidden']}/{cfg['heads']}",
@@ -784,7 +799,7 @@ def table6(data: ReportData) -> Table:
     for size, system in turc:
         rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING,
                      *(_paper_value(paper, paper.turc_source, system, t, m) for t, m in cols)))
-    notes = ["LM (ppl): exp of the mean held-out masked-LM loss. The paper's is on held-out BooksCorpus+Wikipedia "
+    notes = ["LM (ppl): exp of the mean held-out masked-LM loss (averaged over the pre-training seeds). The paper's is on held-out BooksCorpus+Wikipedia "
              "with its 30k vocabulary; ours is on our own held-out data and vocabulary, so only our rows compare "
              "with each other.",
              "Paper cells are averages of 5 fine-tuning restarts."
@@ -901,5 +916,5 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
 __all__ = [
     "Cell", "GENERATED_MARKER", "ReportData", "RowKey", "Stats", "Table", "Variant",
     "collect", "fmt_stats", "is_degenerate", "long_rows", "main_table", "paper_columns", "paper_number_for",
-    "provenance_table", "seed_stats", "table5", "table6", "table8",
+    "provenance_table", "seed_stats", "size_variants", "table5", "table6", "table8",
 ]

@@ -59,6 +59,11 @@ def render_index(entries: Sequence[tuple[str, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+# How many of a study's question table's notes the embedded block keeps (None: all): the masking table's first
+# note says what its columns are; the rest (Wettig et al.'s claim, what covers means) are in the leaderboard.
+QUESTION_NOTES = {"masking_ratio": 1}
+
+
 def embed_block(document: str, report: Report, name: str, where: str = "document") -> str:
     """Replace the block between `<!-- bertbench report: begin NAME -->` and `<!-- bertbench report: end NAME -->`
     in `document` with the report's main table, so a README can show a generated table without anyone typing it."""
@@ -74,9 +79,9 @@ def embed_block(document: str, report: Report, name: str, where: str = "document
         body += ["", "The paper's claims (the claims table's own numbers; its notes say how they are judged):", ""]
         body += _md_table(verdicts)
         body += ["", *(f"- {note}" for note in verdicts.notes)]
-    masking = next((t for t in report.tables if t.key == "masking_ratio"), None)
-    if masking is not None and masking.rows:  # a masking study's own question, beside its main table
-        body += ["", f"{masking.title}:", "", *_md_table(masking), "", f"- {masking.notes[0]}"]
+    for question in (t for t in report.tables if t.key in report.questions and t.rows):
+        notes = question.notes[:QUESTION_NOTES.get(question.key)]
+        body += ["", f"{question.title}:", "", *_md_table(question), "", *(f"- {note}" for note in notes)]
     return replace_marked_block(
         document, f"<!-- bertbench report: begin {name} -->", f"<!-- bertbench report: end {name} -->", "\n".join(body), where
     )

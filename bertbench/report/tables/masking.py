@@ -59,14 +59,10 @@ def ratio_points(data: ReportData):
 def heldout_mlm(v: Variant) -> str:
     """Held-out MLM accuracy scored with the paper's 15% masking (comparable across training ratios), the mean
     over the variant's pre-training seeds; '–' in records written before it was kept."""
-    by_seed = {}
-    for r in v.records:
-        heldout = ((r.data.get("model") or {}).get("pretraining") or {}).get("heldout") or {}
-        if heldout.get("mlm_accuracy_paper_masking") is not None:
-            by_seed[r.data.get("pretrain_seed")] = heldout["mlm_accuracy_paper_masking"]
-    if not by_seed:
+    accuracy, seeds = v.heldout_mean("mlm_accuracy_paper_masking")
+    if accuracy is None:
         return MISSING
-    return f"{sum(by_seed.values()) / len(by_seed):.1f}%" + (f" (mean of {len(by_seed)})" if len(by_seed) > 1 else "")
+    return f"{accuracy:.1f}%" + (f" (mean of {seeds})" if seeds > 1 else "")
 
 
 def masking_ratio_table(data: ReportData) -> Table:
