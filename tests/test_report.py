@@ -482,24 +482,27 @@ def test_math_sanity_of_the_fixture_perplexity(fixture_records):
     """Table 6's LM (ppl) for our rows is exp(held-out MLM loss): 4.2 nats -> 66.69."""
     (table6,) = [t for t in build_report(collect(fixture_records)).tables if t.key == "table6"]
     rows = {row[0]: row for row in table6.rows}
-    assert rows["mini MLM+NSP"][2] == f"{math.exp(4.2):.2f}" == "66.69"
+    assert rows["mini MLM+NSP"][3] == f"{math.exp(4.2):.2f}" == "66.69"
 
 
 def test_table6_perplexity_is_the_mean_loss_over_pretraining_seeds(fixture_records):
-    """Two pre-training seeds of mini at held-out losses 4.0 and 4.4: the row shows exp(4.2), not one seed's."""
+    """Two pre-training seeds of mini at held-out losses 4.0 and 4.4: the row shows exp(4.2), not one seed's (and
+    the mean of their tokens seen)."""
     mini = [r for r in fixture_records if variant_label(r.data) == "mini MLM+NSP"]
     mini = [r for r in mini if r.data["model"]["fingerprint"] == mini[0].data["model"]["fingerprint"]]  # one checkpoint
     recs = []
-    for seed, loss in ((1, 4.0), (2, 4.4)):
+    for seed, loss, tokens in ((1, 4.0, 10_000_000), (2, 4.4, 12_000_000)):
         for r in mini:
             data = copy.deepcopy(r.data)
             data["pretrain_seed"] = seed
             data["model"]["fingerprint"] = f"sha256:seed{seed}"
             data["model"]["pretraining"]["heldout"] = {"mlm_loss": loss}
+            data["model"]["pretraining"]["tokens_seen"] = tokens
             recs.append(LoadedRecord(Path(f"/s{seed}/{r.path.name}"), data))
     (table6,) = [t for t in build_report(collect(recs)).tables if t.key == "table6"]
     (row,) = table6.rows[:1]
-    assert row[0] == "mini MLM+NSP" and row[2] == f"{math.exp(4.2):.2f}" == "66.69"
+    assert row[0] == "mini MLM+NSP" and row[3] == f"{math.exp(4.2):.2f}" == "66.69"
+    assert row[2] == "11M"  # tokens seen: the seeds' mean too
     assert len(collect(recs).variants) == 1  # one row for both seeds
 
 
@@ -510,8 +513,8 @@ def test_embed_shows_table6_beside_the_main_table_only_when_sizes_were_compared(
 
     markers = "<!-- bertbench report: begin b -->\n<!-- bertbench report: end b -->\n"
     both = embed_block(markers, build_report(collect(fixture_records)), "b")
-    assert "Ablation: model size (paper Table 6, dev):" in both and "| mini MLM+NSP | 4/256/4 | 66.69 |" in both
-    assert "- LM (ppl): exp of the mean held-out masked-LM loss" in both
+    assert "Ablation: model size (paper Table 6, dev):" in both and "| mini MLM+NSP | 4/256/4 |" in both and "| 66.69 |" in both
+    assert "LM (ppl): exp of the mean held-out masked-LM loss" in both
     tiny = [r for r in fixture_records if r.data["model"]["size"] == "tiny"]
     assert "Table 6" not in embed_block(markers, build_report(collect(tiny)), "b")
 

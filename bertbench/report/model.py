@@ -247,14 +247,17 @@ class Variant:
     def tokens_seen(self) -> Optional[int]:
         return (self.pretraining or {}).get("tokens_seen")
 
-    def heldout_mean(self, key: str) -> tuple[Optional[float], int]:
-        """A held-out pre-training score (e.g. 'mlm_loss'), the mean over the variant's pre-training seeds, with
-        how many seeds had it: every fine-tuning record of one checkpoint repeats its score, which counts once."""
+    def pretraining_mean(self, *path: str) -> tuple[Optional[float], int]:
+        """A number of the records' pre-training block (e.g. ('heldout', 'mlm_loss') or ('tokens_seen',)), the mean
+        over the variant's pre-training seeds, with how many seeds had it: every fine-tuning record of one
+        checkpoint repeats it, and it counts once."""
         by_seed = {}
         for r in self.records:
-            heldout = ((r.data.get("model") or {}).get("pretraining") or {}).get("heldout") or {}
-            if heldout.get(key) is not None:
-                by_seed[r.data.get("pretrain_seed")] = heldout[key]
+            value: Any = (r.data.get("model") or {}).get("pretraining")
+            for key in path:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            if value is not None:
+                by_seed[r.data.get("pretrain_seed")] = value
         return (statistics.fmean(by_seed.values()) if by_seed else None), len(by_seed)
 
 
@@ -773,7 +776,7 @@ def size_variants(data: ReportData) -> list[Variant]:
 
 
 def _perplexity(variant: Variant) -> str:
-    loss, _ = variant.heldout_mean("mlm_loss")
+    loss, _ = variant.pretraining_mean("heldout", "mlm_loss")
     if loss is None:
         return MISSING
     return f"{math.exp(loss):.2f}" if loss < 700 else "inf"
@@ -783,23 +786,24 @@ def table6(data: ReportData) -> Table:
     """Model size: held-out MLM perplexity and dev accuracy by size, beside the paper's Table 6."""
     paper, source = data.paper, "BERT paper Table 6"
     cols = (("mnli_m", "accuracy"), ("mrpc", "accuracy"), ("sst2", "accuracy"))
-    header = ("Model", "L/H/A", "LM (ppl)", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
+    header = ("Model", "L/H/A", "Tokens seen", "LM (ppl)", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
     stand_ins: set[str] = set()
-    rows = _with_data([(v.label, _shape(v.size), _perplexity(v),
+    rows = _with_data([(v.label, _shape(v.size), _fmt_count(v.pretraining_mean("tokens_seen")[0]), _perplexity(v),
                         *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
-                       for v in size_variants(data)], 2)
+                       for v in size_variants(data)], 3)
     for system in _paper_rows(paper, source):
         cfg = paper.find(source=source, system=system)[0].config
-        rows.append((f"paper: {system}", f"{cfg['layers']}/{cfg['hidden']}/{cfg['heads']}",
+        rows.append((f"paper: {system}", f"{cfg['layers']}/{cfg['hidden']}/{cfg['heads']}", MISSING,
                      _paper_value(paper, source, system, "mlm_heldout", "perplexity"),
                      *(_paper_value(paper, source, system, t, m) for t, m in cols)))
     # Turc et al.'s small BERTs of the sizes we ran (their GLUE test scores; no LM perplexity published)
     ran = {v.size for v in data.variants if v.pretraining is not None}
     turc = [(size, system) for size, system in paper.turc_sizes.items() if size in ran]
     for size, system in turc:
-        rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING,
+        rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING, MISSING,
                      *(_paper_value(paper, paper.turc_source, system, t, m) for t, m in cols)))
-    notes = ["LM (ppl): exp of the mean held-out masked-LM loss (averaged over the pre-training seeds). The paper's is on held-out BooksCorpus+Wikipedia "
+    notes = ["Tokens seen: our pre-training's, the mean over its seeds; at equal minutes a larger model sees fewer. "
+             "LM (ppl): exp of the mean held-out masked-LM loss (averaged over the pre-training seeds). The paper's is on held-out BooksCorpus+Wikipedia "
              "with its 30k vocabulary; ours is on our own held-out data and vocabulary, so only our rows compare "
              "with each other.",
              "Paper cells are averages of 5 fine-tuning restarts."

@@ -59,7 +59,7 @@ def ratio_points(data: ReportData):
 def heldout_mlm(v: Variant) -> str:
     """Held-out MLM accuracy scored with the paper's 15% masking (comparable across training ratios), the mean
     over the variant's pre-training seeds; '–' in records written before it was kept."""
-    accuracy, seeds = v.heldout_mean("mlm_accuracy_paper_masking")
+    accuracy, seeds = v.pretraining_mean("heldout", "mlm_accuracy_paper_masking")
     if accuracy is None:
         return MISSING
     return f"{accuracy:.1f}%" + (f" (mean of {seeds})" if seeds > 1 else "")
