@@ -32,6 +32,20 @@ def test_plan_prints_the_seeds_and_cost_of_table5s_nsp_claim():
     assert "pre-training seeds not measured (one pre-training seed)" in out and "AMD EPYC, 2 cores" in out
 
 
+def test_plan_sizes_a_claim_on_the_mean_of_five_tasks():
+    """The masking study's GLUE-5 claim (Wettig et al.'s 40% over 15%): two pre-training seeds a side measure the
+    pre-training variance of the mean, and one design (cheapest first) detects the effect asked for."""
+    r = runner.invoke(app, ["plan", str(ROOT / "leaderboards" / "records" / "masking"), "--claim",
+                            "wettig-mask40-vs-mask15", "--effect", "3", "--max-seeds", "20"])
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "on the mean of sst2 (accuracy) + cola (mcc) + stsb (spearman) + mrpc (f1) + rte (accuracy)." in out
+    assert "Today: 2×3 / 2×3 seeds a task" in out and "not measured" not in out
+    (design,) = re.findall(r"with the measured pre-training variance: (\d+) pre-training × (\d+) fine-tuning seeds "
+                           r"a side \(MDE ([\d.]+)\)", out)
+    assert float(design[2]) <= 3.0 and int(design[0]) > 2  # two pre-training seeds could not: the report's MDE is 21.7
+
+
 def test_plan_refuses_an_unknown_claim_in_one_line():
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
     assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output

@@ -16,6 +16,7 @@ from bertbench.report.multibootstrap import (
     Component,
     Side,
     VarianceComponents,
+    average_components,
     holm,
     metric_on_examples,
     minimum_detectable_effect,
@@ -165,13 +166,37 @@ def test_variance_components_by_anova():
     assert one.pretrain is None and one.finetune == 4.0  # one pre-training seed: not measured
 
 
+def test_the_components_of_a_mean_over_tasks_keep_the_pretraining_covariance():
+    # Task A: pre-training means 80, 82, 84, fine-tuning seeds ±1 (within-variance 2). Task B: 60, 62, 64, ±2
+    # (within 8). The mean's per-seed means 70, 72, 74 (variance 4) carry fine-tuning noise (2/2 + 8/2)/2² = 1.25:
+    # pre-training 2.75. Summing each task's own component (3 and 0) over 2² would give 0.75 and drop that the
+    # same seed lifts both tasks; fine-tuning adds: (2 + 8)/2² = 2.5.
+    runs = tuple((p, f) for p in (1, 2, 3) for f in (1, 2))
+    a = Component("a", runs, (79.0, 81.0, 81.0, 83.0, 83.0, 85.0))
+    b = Component("b", runs, (58.0, 62.0, 60.0, 64.0, 62.0, 66.0))
+    assert variance_components(b).pretrain == 0.0
+    assert average_components([a, b]) == VarianceComponents(pretrain=pytest.approx(2.75), finetune=2.5, examples=None)
+    # the same seeds moving the tasks in opposite directions cancel in the mean
+    b_opposite = Component("b", runs, (62.0, 66.0, 60.0, 64.0, 58.0, 62.0))
+    assert average_components([a, b_opposite]).pretrain == 0.0
+    assert average_components([a]) == variance_components(a)  # one task: its own components
+    one_seed = Component("c", ((None, 1), (None, 2)), (70.0, 72.0))
+    assert average_components([one_seed, one_seed]).pretrain is None  # one pre-training seed: not measured
+
+
 def test_plan_picks_the_cheapest_design_that_detects_the_effect():
     vc = VarianceComponents(pretrain=1.0, finetune=4.0, examples=0.1)
     designs = plan_designs(vc, vc, 3.0, cost_pretrain=(100.0, 100.0), cost_finetune=(10.0, 10.0))
     best = designs[0]
     assert best.mde <= 3.0
-    se = math.sqrt(2 * (1.0 / best.pretrain_seeds + 4.0 / (best.pretrain_seeds * best.finetune_seeds) + 0.1))
-    assert best.mde == pytest.approx(minimum_detectable_effect(se))
+    share = 1.0 / best.pretrain_seeds + 4.0 / (best.pretrain_seeds * best.finetune_seeds)  # one side's seeds
+    se = math.sqrt(2 * (share + 0.1))
+    units = best.pretrain_seeds  # pre-training seeds are the units, as in the multi-bootstrap
+    assert units > 1
+    df = (se**2) ** 2 / (2 * share**2 / (units - 1))  # Welch–Satterthwaite; the examples' share has df ∞
+    assert best.mde == pytest.approx(minimum_detectable_effect(se, df))
+    assert best.mde > minimum_detectable_effect(se)  # t quantiles: wider than the normal ones'
+    assert all((d.pretrain_seeds, d.finetune_seeds) != (1, 1) for d in designs)  # one run a side has no interval
     assert best.cost_seconds == best.pretrain_seeds * 200 + best.pretrain_seeds * best.finetune_seeds * 20
     assert all(d.cost_seconds >= best.cost_seconds for d in designs)
     assert plan_designs(vc, vc, 0.5, cost_pretrain=(1, 1), cost_finetune=(1, 1)) == []  # below the examples' floor

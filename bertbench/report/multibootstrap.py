@@ -415,6 +415,41 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
     return VarianceComponents(pretrain, finetune, examples)
 
 
+def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES, seed: int = RNG_SEED
+                       ) -> VarianceComponents:
+    """The components of the equal-weight mean of several tasks' scores (GLUE-5), per design unit: each task
+    fine-tunes its own seeds on its own dev set, so those two variances add with weight 1/K²; one pre-training
+    seed moves every task at once, so its component comes from the spread of the averaged score's per-seed
+    means (method of moments: their variance less the fine-tuning noise they carry), never from a sum over
+    tasks, which would drop the covariance. One component is `variance_components` itself."""
+    if len(comps) == 1:
+        return variance_components(comps[0], resamples=resamples, seed=seed)
+    parts = [variance_components(c, resamples=resamples, seed=seed) for c in comps]
+    k2 = len(comps) ** 2
+    finetune = math.fsum(p.finetune for p in parts) / k2
+    examples = None if any(p.examples is None for p in parts) else math.fsum(p.examples for p in parts) / k2
+    shared = set.intersection(*(set(c.pretrain_seeds) for c in comps))
+    if len(shared) < 2:
+        return VarianceComponents(None, finetune, examples)
+    means, noise = [], 0.0
+    for comp, part in zip(comps, parts):
+        by_pre: dict = {}
+        for (pre, _), v in zip(comp.runs, comp.values):
+            if pre in shared:
+                by_pre.setdefault(pre, []).append(float(v))
+        means.append([np.mean(by_pre[pre]) for pre in sorted(shared)])
+        noise += part.finetune / np.mean([len(vs) for vs in by_pre.values()]) / k2
+    averaged = np.mean(np.asarray(means), axis=0)  # (pre-training seeds,): the averaged score under each
+    return VarianceComponents(max(0.0, float(np.var(averaged, ddof=1)) - noise), finetune, examples)
+
+
+def paired_average_example_variance(a: Sequence[Component], b: Sequence[Component], *, resamples: int = RESAMPLES,
+                                    seed: int = RNG_SEED) -> Optional[float]:
+    """`paired_example_variance` of the equal-weight mean of several tasks (independent dev sets: 1/K² each)."""
+    parts = [paired_example_variance(x, y, resamples=resamples, seed=seed) for x, y in zip(a, b)]
+    return None if any(p is None for p in parts) else math.fsum(parts) / len(parts) ** 2
+
+
 def paired_example_variance(a: Component, b: Component, *, resamples: int = RESAMPLES, seed: int = RNG_SEED
                             ) -> Optional[float]:
     """The dev examples' variance of a − b (each side's mean over its runs), the same example draws for both
@@ -440,6 +475,20 @@ def difference_variance(a: VarianceComponents, b: VarianceComponents, pretrain_s
     return total
 
 
+def design_df(a: VarianceComponents, b: VarianceComponents, pretrain_seeds: int, finetune_seeds: int,
+              pretrain_default: float = 0.0, examples: Optional[float] = None) -> float:
+    """The Welch–Satterthwaite degrees of freedom the multi-bootstrap would give a design of P pre-training × F
+    fine-tuning seeds a side: each side's seed share (pre/P + ft/(P·F)) has the units `_units` counts (P
+    pre-training seeds, or the F runs under one), the dev examples' share as many units as examples (∞ here)."""
+    units = pretrain_seeds if pretrain_seeds > 1 else finetune_seeds
+    parts = []
+    for vc in (a, b):
+        pre = vc.pretrain if vc.pretrain is not None else pretrain_default
+        parts.append((pre / pretrain_seeds + vc.finetune / (pretrain_seeds * finetune_seeds), units))
+    total = difference_variance(a, b, pretrain_seeds, finetune_seeds, pretrain_default, examples)
+    return _satterthwaite(parts, total)
+
+
 @dataclass(frozen=True)
 class Design:
     pretrain_seeds: int
@@ -455,12 +504,17 @@ def plan_designs(a: VarianceComponents, b: VarianceComponents, effect: float, *,
     """Every design P × F (1..max_seeds each) whose MDE is at most `effect`, cheapest first.
 
     cost_pretrain: seconds of one pre-training run per side (0 for random init); cost_finetune: seconds of
-    one fine-tuning run (all of its grid) per side. Normal quantiles: a plan, not a verdict."""
+    one fine-tuning run (all of its grid) per side. The MDE takes t quantiles at the design's degrees of
+    freedom (`design_df`), as the report's verdicts do: two pre-training seeds measure their variance with one
+    degree of freedom, and a plan at normal quantiles would promise an interval the report will not print."""
     out = []
     for p in range(1, max_seeds + 1):
         for f in range(1, max_seeds + 1):
+            if p == f == 1:
+                continue  # one run a side: the report prints no interval, and no verdict but inconclusive
             se = math.sqrt(difference_variance(a, b, p, f, pretrain_default, examples))
-            mde = minimum_detectable_effect(se, math.inf, confidence, power)
+            df = design_df(a, b, p, f, pretrain_default, examples)
+            mde = minimum_detectable_effect(se, df, confidence, power)
             if mde <= abs(effect):
                 cost = p * sum(cost_pretrain) + p * f * sum(cost_finetune)
                 out.append(Design(p, f, mde, cost))
@@ -476,7 +530,8 @@ def mde_floor(a: VarianceComponents, b: VarianceComponents, power: float = POWER
 
 __all__ = [
     "CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "NEAR_CONSTANT_SHARE", "POWER",
-    "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "difference_variance",
-    "holm", "mde_floor", "metric_on_examples", "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
+    "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
+    "design_df", "difference_variance", "holm", "mde_floor", "metric_on_examples", "paired_average_example_variance",
+    "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
     "plan_designs", "t_quantile", "variance_components",
 ]

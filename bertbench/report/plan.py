@@ -5,42 +5,44 @@ between pre-training seeds where several ran, and the dev examples' sampling var
 run on the machine the records ran on (each record's `wall_seconds` times the learning rates its grid
 compared; the pre-training run's `wall_seconds`), and the effect to detect (the paper's |a − b| by
 default). The MDE of a design of P pre-training × F fine-tuning seeds a side is
-(z(0.975) + z(0.8))·√Var, Var = Σ_sides σ²_pre/P + σ²_ft/(P·F) + σ²_examples (normal quantiles: a plan,
-not a verdict). One pre-training seed a variant measures no pre-training variance: the plan shows the
+(t(0.975) + t(0.8))·√Var, Var = Σ_sides σ²_pre/P + σ²_ft/(P·F) + σ²_examples, at the degrees of freedom the
+report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: P − 1 for P pre-training seeds). One pre-training seed a variant measures no pre-training variance: the plan shows the
 design under two assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs
-found them of the same order).
+found them of the same order). A claim on the mean of several tasks (GLUE-5) is planned on that mean:
+`multibootstrap.average_components` says how its components combine, and one seed a side runs every task.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData
 from bertbench.report.multibootstrap import (
-    Component,
     VarianceComponents,
+    average_components,
     mde_floor,
-    paired_example_variance,
+    paired_average_example_variance,
     plan_designs,
-    variance_components,
 )
 from bertbench.report.tables.claims import Claims, claim_sides, evaluate, load_claims
 from bertbench.report.tables.paired import Side
 
 
 def _costs(data: ReportData, side: Side) -> tuple[float, float, str]:
-    """(seconds of one pre-training run, seconds of one fine-tuning seed with its whole lr grid, hardware)."""
+    """(seconds of one pre-training run, seconds of one fine-tuning seed with its whole lr grid, on every task
+    the claim averages, hardware)."""
     pre = side.variant.pretraining or {}
-    row = side.rows[0]
-    records = data.cell(side.variant, row).records
-    walls = [r["wall_seconds"] for r in records if r.get("wall_seconds") is not None]
-    if not walls:
-        raise BertbenchError(f"plan: the {row.task} records of {side.variant.label} hold no wall_seconds")
-    grid = max(len(((r["finetune"].get("selection") or {}).get("grid")) or [None]) for r in records)
-    hardware = records[0].get("hardware") or "unknown hardware"
-    return float(pre.get("wall_seconds") or 0.0), math.fsum(walls) / len(walls) * grid, hardware
+    finetune, hardware = 0.0, "unknown hardware"
+    for row in side.rows:
+        records = data.cell(side.variant, row).records
+        walls = [r["wall_seconds"] for r in records if r.get("wall_seconds") is not None]
+        if not walls:
+            raise BertbenchError(f"plan: the {row.task} records of {side.variant.label} hold no wall_seconds")
+        grid = max(len(((r["finetune"].get("selection") or {}).get("grid")) or [None]) for r in records)
+        hardware = records[0].get("hardware") or hardware
+        finetune += math.fsum(walls) / len(walls) * grid
+    return float(pre.get("wall_seconds") or 0.0), finetune, hardware
 
 
 def _fmt_vc(vc: VarianceComponents) -> str:
@@ -70,8 +72,8 @@ def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, 
     if claim is None:
         known = ", ".join(c.id for c in claims.claims)
         raise BertbenchError(f"plan: no claim {claim_id!r} in claims.yaml (known: {known})")
-    if len(claim.scores) != 1 or claim.checkpoint != "last":
-        raise BertbenchError(f"plan: claim {claim_id} averages several tasks or checkpoints; plan one task's claim")
+    if claim.checkpoint != "last":
+        raise BertbenchError(f"plan: claim {claim_id} compares checkpoints (Figure 5); plan a claim on final models")
     lines: list[str] = []
     for outcome in (o for o in evaluate(data, claims) if o.claim.id == claim_id):
         if outcome.diff is None:
@@ -87,22 +89,27 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
     target = effect if effect is not None else outcome.effect
     if target is None:
         raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
-    comps: Sequence[Component] = (sa.components[0], sb.components[0])
-    vca, vcb = (variance_components(c) for c in comps)
-    examples = paired_example_variance(*comps)  # the difference's, on the same dev examples
+    vca, vcb = average_components(sa.components), average_components(sb.components)
+    examples = paired_average_example_variance(sa.components, sb.components)  # the difference's, same dev examples
     (pre_a, ft_a, hardware), (pre_b, ft_b, _) = _costs(data, sa), _costs(data, sb)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
     est = outcome.diff.estimate
     source = "given" if effect is not None else f"the paper's |a − b|, {claim.source}"
+    on = " + ".join(f"{row.task} ({row.metric})" for row in sa.rows)
+    averaged = len(sa.rows) > 1
+    runs = [round(sum(len(c.runs) for c in s.components) / len(s.components)) for s in (sa, sb)]
     lines = [
-        f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on {sa.rows[0].task} "
-        f"({sa.rows[0].metric}).",
+        f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on "
+        + (f"the mean of {on}." if averaged else f"{on}."),
         f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
-        f"Measured variance (points²): a: {_fmt_vc(vca)}; b: {_fmt_vc(vcb)}.",
-        f"Today: {est.pretrain_seeds[0]}×{len(comps[0].runs)} / {est.pretrain_seeds[1]}×{len(comps[1].runs)} "
-        f"seeds, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} (multi-bootstrap, t quantiles).",
+        f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): a: {_fmt_vc(vca)}; "
+        f"b: {_fmt_vc(vcb)}.",
+        f"Today: {est.pretrain_seeds[0]}×{runs[0] // est.pretrain_seeds[0]} / "
+        f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"
+        f"{' a task' if averaged else ''}, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} "
+        "(multi-bootstrap, t quantiles).",
         f"Cost of one run on {hardware}: pre-training a {pre_a / 60:.1f} min, b {pre_b / 60:.1f} min; one fine-tuning "
-        f"seed (its whole lr grid) a {ft_a / 60:.1f} min, b {ft_b / 60:.1f} min.",
+        f"seed (its whole lr grid{', every task' if averaged else ''}) a {ft_a / 60:.1f} min, b {ft_b / 60:.1f} min.",
     ]
     unmeasured = vca.pretrain is None or vcb.pretrain is None
     if unmeasured:
