@@ -27,21 +27,32 @@ GRID_SCORES = {
 
 def test_the_rule_sees_scores_only_and_picks_the_best_mean_for_every_variant():
     # one rule for all: its only inputs are the scores and the metric's direction, never the model
-    assert list(inspect.signature(select_lr).parameters) == ["scores", "higher_is_better", "degenerate"]
+    assert list(inspect.signature(select_lr).parameters) == ["scores", "higher_is_better", "near_constant"]
     chosen = {variant: select_lr(scores) for variant, scores in GRID_SCORES.items()}
     # LTR: 3e-4 wins on its mean (55.67 > 55.5 for 5e-5) despite holding the worst seed (50.0)
     assert chosen == {"MLM+NSP": 1e-4, "LTR": 3e-4, "random init": 5e-5}  # random init: a three-way tie
     assert select_lr({1e-4: [1.0, 2.0], 5e-5: [3.0, 0.0]}) == 5e-5  # equal means: the smaller lr
 
 
-def test_a_constant_predictor_ranks_last_unless_nothing_else_is_left():
-    # MRPC: predicting "paraphrase" for every pair scores F1 81 and beats a model that learned something
+def test_a_near_constant_predictor_ranks_last_unless_nothing_else_is_left():
+    # MRPC: predicting "paraphrase" for (nearly) every pair scores F1 81 and beats a model that learned something
     scores = {(1e-4, 1): [81.2, 81.2], (1e-4, 3): [79.0, 80.0], (3e-4, 2): [78.0, 78.5]}
     assert select_lr(scores) == (1e-4, 1)
-    assert select_lr(scores, degenerate={(1e-4, 1)}) == (1e-4, 3)
-    assert select_lr({1e-4: [81.2], 3e-4: [81.2]}, degenerate={1e-4, 3e-4}) == 1e-4  # all constant: the rule as before
-    rec = selection_record("heldout", scores, (1e-4, 3), 40, degenerate=[(1e-4, 1)])
-    assert rec["degenerate"] == ["0.0001@epoch1"] and "ranks last" in rec["rule"]
+    assert select_lr(scores, near_constant={(1e-4, 1)}) == (1e-4, 3)
+    assert select_lr({1e-4: [81.2], 3e-4: [81.2]}, near_constant={1e-4, 3e-4}) == 1e-4  # all: the rule as before
+    rec = selection_record("heldout", scores, (1e-4, 3), 40, near_constant=[(1e-4, 1)])
+    assert rec["near_constant"] == ["0.0001@epoch1"] and ">= 95% of the examples on some seed ranks last" in rec["rule"]
+
+
+def test_selection_ranks_last_what_the_report_flags_near_constant():
+    """The same 95% share as the report's ≈ flag (metrics.near_constant): 95 of 100 one label ranks last, 94 not."""
+    from bertbench.training.finetune_run import Scored, per_example_extra
+
+    def scored(preds):
+        return Scored({}, {}, len(set(preds)) == 1, per_example_extra("classification", preds, [0] * len(preds)))
+
+    assert scored([1] * 95 + [0] * 5).near_constant and not scored([1] * 94 + [0] * 6).near_constant
+    assert scored([1] * 100).near_constant  # one label for every example: degenerate, and ranked last too
 
 
 def test_lower_is_better_metrics_flip_the_rule():
@@ -81,7 +92,8 @@ def test_heldout_grid_end_to_end_on_fixtures(tmp_path):
         sel = ft["selection"]
         assert sel["on"] == "train-slice" and ft["lr"] == sel["selected_lr"] and ft["grid"] == "heldout"
         scores = {float(k): [v] for k, v in sel["scores"].items()}
-        assert select_lr(scores) == sel["selected_lr"]  # the recorded choice follows the rule
+        ranked_last = {float(k) for k in sel.get("near_constant", [])}
+        assert select_lr(scores, near_constant=ranked_last) == sel["selected_lr"]  # the recorded choice follows the rule
         assert rec.data["split"]["train_size"] + sel["heldout_size"] > rec.data["split"]["train_size"] > 0
         assert len(rec.data["extra"]["train_loss_by_epoch"]) >= 1
         correct = rec.data["extra"]["example_correct"]  # per dev example, for the report's bootstrap
@@ -125,11 +137,14 @@ def test_epoch_selection_end_to_end_reports_dev_at_the_epoch_the_slice_chose(tmp
     assert len(records) == 2 and len(losers) == 2
     # the rule, recomputed from every run's per-epoch selection scores (winners' and losers' histories)
     pooled: dict = {}
+    ranked_last = set()
     for data in [rec.data for rec in records] + losers:
         assert [e["epoch"] for e in data["extra"]["history"]] == [1, 2, 3, 4]  # every epoch scored
         for entry in data["extra"]["history"]:
             pooled.setdefault((data["finetune"]["lr"], entry["epoch"]), []).append(entry["selection_score"])
-    lr, epoch = select_lr(pooled)
+            if entry["selection_near_constant"]:
+                ranked_last.add((data["finetune"]["lr"], entry["epoch"]))
+    lr, epoch = select_lr(pooled, near_constant=ranked_last)
     for rec in records:
         ft = rec.data["finetune"]
         assert (ft["lr"], ft["selected_epoch"], ft["selection"]["selected_epoch"]) == (lr, epoch, epoch)

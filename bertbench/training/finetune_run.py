@@ -104,6 +104,11 @@ class Scored:
     degenerate: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def near_constant(self) -> bool:
+        """One label (one value) for >= 95% of the examples, or for all of them: what selection ranks last."""
+        return self.degenerate or bool(self.extra.get("near_constant"))
+
 
 def score(task, examples, features, outputs, tokenizer) -> Scored:
     """Turn raw eval outputs into the paper's metrics and a predictions file in the task's own format."""
@@ -261,9 +266,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
         job = _prepare_task(req, task, source, data_dir, device, precision, several_tasks=len(names) > 1, echo=echo)
         if job is None:
             continue
-        runs, selection_scores, degenerate = _train_grid(job, echo)
-        best = select_lr(selection_scores, _higher_is_better(task), degenerate)
-        paths, selection = _write_records(job, out, runs, selection_scores, degenerate, best)
+        runs, selection_scores, near_constant = _train_grid(job, echo)
+        best = select_lr(selection_scores, _higher_is_better(task), near_constant)
+        paths, selection = _write_records(job, out, runs, selection_scores, near_constant, best)
         written += paths
         ran += 1
         chosen = f" selected on {selection['on']}" if selection else ""
@@ -347,27 +352,27 @@ def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Pat
 
 
 def _train_grid(job: _TaskJob, echo: Callable[[str], None]):
-    """Every (lr, seed) run of the task: (runs, selection scores per (lr, epoch), degenerate candidates).
+    """Every (lr, seed) run of the task: (runs, selection scores per (lr, epoch), near-constant candidates).
 
     Every run's candidates: the model after each epoch with `select_epoch`, else after the last one.
     A candidate is keyed (lr, epoch); its selection score is on the held-out slice (or dev, grid paper)."""
     runs: dict[tuple[float, int], _Run] = {}  # (lr, seed) → the run
     selection_scores: dict[tuple[float, int], list[float]] = {}
-    degenerate: set[tuple[float, int]] = set()  # some seed predicted one class for every selection example
+    near_constant: set[tuple[float, int]] = set()  # some seed predicted one label for >= 95% of the selection examples
     task = job.task
     for lr in job.lrs:
         for seed in job.seeds:
             run, by_epoch = _train_one(job, lr, seed, echo)
             for epoch, (selected_on, _, _) in by_epoch.items():
                 selection_scores.setdefault((lr, epoch), []).append(selected_on.metrics[_primary(task, selected_on.metrics)])
-                if selected_on.degenerate:
-                    degenerate.add((lr, epoch))
+                if selected_on.near_constant:
+                    near_constant.add((lr, epoch))
             runs[(lr, seed)] = run
             scored = by_epoch[max(by_epoch)][1]
             flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
             primary = _primary(task, scored.metrics)
             echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
-    return runs, selection_scores, degenerate
+    return runs, selection_scores, near_constant
 
 
 def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None]):
@@ -398,6 +403,7 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
             selected_on = score(task, job.heldout_ex, job.heldout_f, held, source.tokenizer)
         if req.select_epoch:
             entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
+            entry["selection_near_constant"] = selected_on.near_constant  # so the rule can be recomputed
             entry["eval_score"] = scored.metrics[_primary(task, scored.metrics)]
         return selected_on, scored
 
@@ -419,7 +425,7 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
     return run, by_epoch
 
 
-def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict, degenerate: set,
+def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict, near_constant: set,
                    best: tuple) -> tuple[list[Path], Optional[dict]]:
     """The selected lr's records under OUT/TASK (what the report reads), the others' under OUT/grid/TASK;
     returns (the records written, the selection record or None)."""
@@ -434,12 +440,12 @@ def _write_records(job: _TaskJob, out: Path, runs: dict, selection_scores: dict,
             return k if req.select_epoch else k[0]
 
         selection = selection_record(req.grid, {key(k): v for k, v in selection_scores.items()}, key(best),
-                                     len(job.heldout_ex) or None, [key(k) for k in degenerate])
+                                     len(job.heldout_ex) or None, [key(k) for k in near_constant])
     written = []
     for (lr, seed), run in sorted(runs.items()):
         # the selected pair's epoch; for an lr that lost, its own best epoch by the same rule
         epoch = best[1] if lr == best[0] else select_lr(
-            {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), degenerate)[1]
+            {k: v for k, v in selection_scores.items() if k[0] == lr}, _higher_is_better(task), near_constant)[1]
         record = _record(job, lr, seed, run, epoch, selection)
         record.extra["grid_selected"] = lr == best[0] if len(job.lrs) > 1 else None
         folder = out / task.name if lr == best[0] else out / "grid" / task.name

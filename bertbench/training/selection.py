@@ -22,9 +22,9 @@ K = TypeVar("K", float, tuple)  # an lr, or an (lr, epoch) pair
 HELDOUT_FRACTION = 0.1  # of the training set ...
 HELDOUT_MAX = 2000  # ... but never more than this: selection needs a stable score, not a second dev set
 HELDOUT_SEED = 0  # the slice is fixed: the same examples for every variant, seed and learning rate
-RULE = "best mean primary metric over seeds; ties to the smaller lr; one class for every example ranks last"
-EPOCH_RULE = ("best mean primary metric over seeds of an (lr, epoch) pair; ties to the smaller lr, then the earlier "
-              "epoch; one class for every example ranks last")
+_LAST = "one label (one value) for >= 95% of the examples on some seed ranks last"
+RULE = f"best mean primary metric over seeds; ties to the smaller lr; {_LAST}"
+EPOCH_RULE = f"best mean primary metric over seeds of an (lr, epoch) pair; ties to the smaller lr, then the earlier epoch; {_LAST}"
 SELECTED_ON = {"heldout": "train-slice", "paper": "dev"}
 GRIDS = ("none", *SELECTED_ON)  # none: one learning rate, nothing to select
 
@@ -43,15 +43,17 @@ def split_heldout(examples: Sequence[T], seed: int = HELDOUT_SEED) -> tuple[list
 
 
 def select_lr(scores: Mapping[K, Sequence[float]], higher_is_better: bool = True,
-              degenerate: Collection[K] = ()) -> K:
+              near_constant: Collection[K] = ()) -> K:
     """The learning rate (or (lr, epoch) pair) whose seeds score best on average; a tie goes to the smallest
-    key: the smaller lr, then the earlier epoch. A key in `degenerate` (some seed predicted one class, or one
-    value, for every selection example) ranks after every other: a constant predictor has learned nothing,
-    however well F1 rewards the majority class (MRPC), and early stopping would otherwise pick it."""
+    key: the smaller lr, then the earlier epoch. A key in `near_constant` (some seed predicted one label, or one
+    value, for >= 95% of the selection examples: `metrics.near_constant`) ranks after every other: such a
+    predictor has learned little, however well F1 rewards the majority class (MRPC: predicting "paraphrase"
+    everywhere scores F1 81), and early stopping would otherwise pick it. The report never counts a
+    near-constant cell as a reproduction; selection that preferred one would make the claim unanswerable."""
     if not scores or any(not values for values in scores.values()):
         raise ValueError("select_lr needs at least one score per learning rate")
     sign = 1.0 if higher_is_better else -1.0
-    return min(scores, key=lambda k: (k in degenerate, -sign * math.fsum(scores[k]) / len(scores[k]), k))
+    return min(scores, key=lambda k: (k in near_constant, -sign * math.fsum(scores[k]) / len(scores[k]), k))
 
 
 def _label(key) -> str:
@@ -59,7 +61,7 @@ def _label(key) -> str:
 
 
 def selection_record(grid: str, scores: Mapping[K, Sequence[float]], selected: K, heldout: Optional[int],
-                     degenerate: Collection[K] = ()) -> dict:
+                     near_constant: Collection[K] = ()) -> dict:
     """What a result record says about how its learning rate (and epoch) was chosen."""
     means = {_label(key): round(math.fsum(v) / len(v), 4) for key, v in sorted(scores.items())}
     by_epoch = isinstance(selected, tuple)
@@ -69,8 +71,8 @@ def selection_record(grid: str, scores: Mapping[K, Sequence[float]], selected: K
               "heldout_size": heldout}
     if by_epoch:
         record["selected_epoch"] = selected[1]
-    if degenerate:  # ranked last by the rule
-        record["degenerate"] = sorted(_label(key) for key in degenerate)
+    if near_constant:  # ranked last by the rule
+        record["near_constant"] = sorted(_label(key) for key in near_constant)
     return record
 
 
