@@ -500,9 +500,10 @@ def load_records(
             files.setdefault(path.resolve(), path)
     records: list[LoadedRecord] = []
     errors: list[str] = []
+    budgets: dict[Path, Optional[float]] = {}
     for path in sorted(files.values(), key=lambda p: p.as_posix()):
         try:
-            records.append(LoadedRecord(path, read_record(path, known_task_versions)))
+            records.append(LoadedRecord(path, _with_budget(path, read_record(path, known_task_versions), budgets)))
         except BertbenchError as err:
             errors.append(str(err))
     if len(errors) == 1:
@@ -510,6 +511,25 @@ def load_records(
     if errors:
         raise BertbenchError(f"{len(errors)} bad result records:\n  " + "\n  ".join(errors))
     return records
+
+
+def _with_budget(path: Path, record: Record, cache: dict[Path, Optional[float]]) -> Record:
+    """A record written before records said what ended their pre-training (`budget_seconds`) gets it, in memory,
+    from the pre-training summary its `run_dir` names, found beside the records as a study or an archive lays them
+    out (OUT/results/... and OUT/pretrain/...); never rewritten on disk. Without it the seeds of a run on the
+    clock, which stop at different steps, would look like different procedures."""
+    pre = (record.get("model") or {}).get("pretraining")
+    if not isinstance(pre, dict) or "budget_seconds" in pre or not isinstance(pre.get("run_dir"), str):
+        return record
+    for folder in path.parents:
+        summary = folder / pre["run_dir"] / "summary.json"
+        if summary in cache or summary.is_file():
+            if summary not in cache:
+                cache[summary] = read_summary(summary).budget_seconds
+            if cache[summary] is not None:
+                record = {**record, "model": {**record["model"], "pretraining": {**pre, "budget_seconds": cache[summary]}}}
+            break
+    return record
 
 
 # --- labels and keys --------------------------------------------------------------------------------
@@ -563,7 +583,10 @@ _PROCEDURE_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mask
 def pretraining_procedure(record: Record) -> str:
     """A key shared by the records of models pre-trained by one procedure with different seeds."""
     pre = record["model"]["pretraining"] or {}
-    identity = json.dumps([record["model"]["size"], {k: pre.get(k) for k in _PROCEDURE_KEYS}], sort_keys=True)
+    keys = {k: pre.get(k) for k in _PROCEDURE_KEYS}
+    if pre.get("budget_seconds") is not None:  # minutes on the clock ended it: its steps are an outcome, like tokens
+        keys.update(steps=None, budget_seconds=pre["budget_seconds"])
+    identity = json.dumps([record["model"]["size"], keys], sort_keys=True)
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
@@ -647,6 +670,12 @@ class PretrainSummary:
             del out[key]
         return out
 
+    @property
+    def budget_seconds(self) -> Optional[float]:
+        """The training-time budget that ended the run (schedule kind 'wall-clock'); None when a step count did."""
+        schedule = self.schedule or {}
+        return schedule.get("budget_seconds") if schedule.get("kind") == "wall-clock" else None
+
     def pretraining_info(self) -> dict[str, Any]:
         """The `model.pretraining` block a fine-tuning record copies from this summary (keys it lacks: null)."""
         return {key: getattr(self, key) for key in PRETRAINING_KEYS}
@@ -656,6 +685,7 @@ class PretrainSummary:
 PRETRAINING_KEYS = (
     "objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
     "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
+    "budget_seconds",
 )
 
 

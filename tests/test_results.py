@@ -390,7 +390,7 @@ def test_committed_summaries_are_in_todays_form_without_machine_paths():
     from bertbench.results import read_summary
 
     paths = sorted(COMMITTED.glob("*/pretrain/*/summary.json"))
-    assert len(paths) == 11  # cpu-hour 4, cpu-quick 1, masking 6 (3 ratios × 2 pre-training seeds)
+    assert len(paths) == 17  # cpu-hour 4, cpu-quick 1, masking 6 (3 ratios × 2 pre-training seeds), table6 6 (3 × 2)
     for path in paths:
         on_disk = json.loads(path.read_text(encoding="utf-8"))
         assert read_summary(path).to_json() == on_disk and absolute_paths(on_disk) == [], path
@@ -414,3 +414,25 @@ def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
     for bad, message in (("{", "corrupt JSON"), ('{"steps": 1}', "no objective"), ('{"objective": "mlm_nsp"}', "is not one of")):
         with pytest.raises(BertbenchError, match=message):
             read_summary(_write_raw(tmp_path / "bad.json", bad))
+
+
+def test_seeds_of_a_run_on_the_clock_are_one_procedure_whatever_steps_they_reached():
+    """table6 pre-trains each size for 10 minutes: its two seeds stopped at different steps (tiny 8,768 and 8,142),
+    which are an outcome there, not the procedure. Its records predate `budget_seconds`; loading gives it them
+    from the pre-training summary beside the records (the archive's pretrain/ folder), in memory only."""
+    from bertbench.results import pretraining_procedure
+
+    records = load_records([COMMITTED / "table6"])
+    assert {r.data["model"]["pretraining"]["budget_seconds"] for r in records} == {600.0}
+    tiny = {r.data["pretrain_seed"]: r.data for r in records if r.data["model"]["size"] == "tiny"}
+    assert tiny[1]["model"]["pretraining"]["steps"] != tiny[2]["model"]["pretraining"]["steps"]
+    assert pretraining_procedure(tiny[1]) == pretraining_procedure(tiny[2])
+    on_disk = json.loads(next((COMMITTED / "table6" / "results").rglob("*.record.json")).read_text())
+    assert "budget_seconds" not in on_disk["model"]["pretraining"]  # never rewritten
+    # a run that a step count ended keeps its steps in the procedure: cpu-hour's records gain nothing
+    pretrained = [r.data["model"]["pretraining"] for r in load_records([COMMITTED / "cpu-hour"])
+                  if r.data["model"]["pretraining"]]
+    assert pretrained and not any("budget_seconds" in pre for pre in pretrained)
+    other = copy.deepcopy(tiny[2])
+    other["model"]["pretraining"]["budget_seconds"] = 900.0
+    assert pretraining_procedure(other) != pretraining_procedure(tiny[2])  # another budget: another procedure
