@@ -6,9 +6,10 @@ run on the machine the records ran on (each record's `wall_seconds` times the le
 compared; the pre-training run's `wall_seconds`), and the effect to detect (the paper's |a − b| by
 default). The MDE of a design of P pre-training × F fine-tuning seeds a side is
 (t(0.975) + t(0.8))·√Var, Var = Σ_sides σ²_pre/P + σ²_ft/(P·F) + σ²_examples, at the degrees of freedom the
-report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: P − 1 for P pre-training seeds). One pre-training seed a variant measures no pre-training variance: the plan shows the
-design under two assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs
-found them of the same order). A claim on the mean of several tasks (GLUE-5) is planned on that mean:
+report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: P − 1 for P pre-training seeds).
+One pre-training seed a variant measures no pre-training variance: the plan shows the design under two
+assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs found them of the same
+order). A claim on the mean of several tasks (GLUE-5) is planned on that mean:
 `multibootstrap.average_components` says how its components combine, and one seed a side runs every task.
 """
 from __future__ import annotations
