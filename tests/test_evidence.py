@@ -46,6 +46,16 @@ def test_plan_sizes_a_claim_on_the_mean_of_five_tasks():
     assert float(design[2]) <= 3.0 and int(design[0]) > 2  # two pre-training seeds could not: the report's MDE is 21.7
 
 
+def test_plan_of_a_much_greater_claim_detects_the_margin_above_its_bound():
+    """MLM+NSP ≫ random init (GLUE-5) is reproduced only when the interval's low end clears 5.0: with ours +6.5,
+    the plan sizes the seeds that detect the 1.5 above it, not the paper's number (there is none)."""
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "20"])
+    assert r.exit_code == 0, r.output
+    assert "Effect to detect: 1.5 (ours a − b, +6.5, less the ≫ bound 5 its interval must clear)" in r.output
+    designs = re.findall(r"seeds a side \(MDE ([\d.]+)\)", r.output)
+    assert designs and all(float(mde) <= 1.5 for mde in designs)
+
+
 def test_plan_refuses_an_unknown_claim_in_one_line():
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
     assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output

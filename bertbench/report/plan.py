@@ -88,6 +88,14 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
     claim = outcome.claim
     sa, sb, _ = claim_sides(data, claim, outcome.size)
     target = effect if effect is not None else outcome.effect
+    source = "given" if effect is not None else f"the paper's |a − b|, {claim.source}"
+    if target is None and claim.test == "much_greater":
+        # reproduced only when the interval's low end clears the bound: what must be detected is the margin above it
+        bound, ours = claims.bound(claim.test), outcome.diff.estimate.estimate
+        if ours <= bound:
+            return [f"{claim.id}: ours a − b is {ours:+.1f}, not above the ≫ bound {bound:g}; no number of seeds "
+                    "reproduces it at this effect (give one to plan for: --effect)."]
+        target, source = ours - bound, f"ours a − b, {ours:+.1f}, less the ≫ bound {bound:g} its interval must clear"
     if target is None:
         raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
     vca, vcb = average_components(sa.components), average_components(sb.components)
@@ -95,7 +103,6 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
     (pre_a, ft_a, hardware), (pre_b, ft_b, _) = _costs(data, sa), _costs(data, sb)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
     est = outcome.diff.estimate
-    source = "given" if effect is not None else f"the paper's |a − b|, {claim.source}"
     on = " + ".join(f"{row.task} ({row.metric})" for row in sa.rows)
     averaged = len(sa.rows) > 1
     runs = [round(sum(len(c.runs) for c in s.components) / len(s.components)) for s in (sa, sb)]
