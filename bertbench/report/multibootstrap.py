@@ -145,12 +145,17 @@ class Component:
     def n_examples(self) -> Optional[int]:
         return None if self.stats is None else int(self.stats.shape[1])
 
+    def by_pretrain(self) -> dict[Optional[int], list[float]]:
+        """Each pre-training seed's values (its fine-tuning seeds' runs), in run order."""
+        by_pre: dict[Optional[int], list[float]] = {}
+        for (pre, _), v in zip(self.runs, self.values):
+            by_pre.setdefault(pre, []).append(float(v))
+        return by_pre
+
     def point(self) -> float:
         """The mean over pre-training seeds of the mean over their fine-tuning seeds (the plain mean over
         seeds when there is one pre-training seed): the number every table prints for these runs."""
-        by_pre: dict = {}
-        for (pre, _), v in zip(self.runs, self.values):
-            by_pre.setdefault(pre, []).append(float(v))
+        by_pre = self.by_pretrain()
         return math.fsum(math.fsum(vs) / len(vs) for vs in by_pre.values()) / len(by_pre)
 
 
@@ -396,9 +401,7 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
                         ) -> VarianceComponents:
     """Method-of-moments (one-way ANOVA) components of `comp`'s runs, plus the bootstrap variance of one
     run's metric over evaluation examples (averaged over runs)."""
-    by_pre: dict = {}
-    for (pre, _), v in zip(comp.runs, comp.values):
-        by_pre.setdefault(pre, []).append(float(v))
+    by_pre = comp.by_pretrain()
     within = [np.var(vs, ddof=1) for vs in by_pre.values() if len(vs) > 1]
     finetune = float(np.mean(within)) if within else 0.0
     pretrain = None
@@ -433,10 +436,7 @@ def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES
         return VarianceComponents(None, finetune, examples)
     means, noise = [], 0.0
     for comp, part in zip(comps, parts):
-        by_pre: dict = {}
-        for (pre, _), v in zip(comp.runs, comp.values):
-            if pre in shared:
-                by_pre.setdefault(pre, []).append(float(v))
+        by_pre = {pre: vs for pre, vs in comp.by_pretrain().items() if pre in shared}
         means.append([np.mean(by_pre[pre]) for pre in sorted(shared)])
         noise += part.finetune / np.mean([len(vs) for vs in by_pre.values()]) / k2
     averaged = np.mean(np.asarray(means), axis=0)  # (pre-training seeds,): the averaged score under each

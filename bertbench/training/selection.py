@@ -15,6 +15,7 @@ from typing import Optional, TypeVar
 import numpy as np
 
 from bertbench.errors import BertbenchError
+from bertbench.metrics import NEAR_CONSTANT_SHARE
 
 T = TypeVar("T")
 K = TypeVar("K", float, tuple)  # an lr, or an (lr, epoch) pair
@@ -22,7 +23,7 @@ K = TypeVar("K", float, tuple)  # an lr, or an (lr, epoch) pair
 HELDOUT_FRACTION = 0.1  # of the training set ...
 HELDOUT_MAX = 2000  # ... but never more than this: selection needs a stable score, not a second dev set
 HELDOUT_SEED = 0  # the slice is fixed: the same examples for every variant, seed and learning rate
-_LAST = "one label (one value) for >= 95% of the examples on some seed ranks last"
+_LAST = f"one label (one value) for >= {NEAR_CONSTANT_SHARE:.0%} of the examples on some seed ranks last"
 RULE = f"best mean primary metric over seeds; ties to the smaller lr; {_LAST}"
 EPOCH_RULE = f"best mean primary metric over seeds of an (lr, epoch) pair; ties to the smaller lr, then the earlier epoch; {_LAST}"
 SELECTED_ON = {"heldout": "train-slice", "paper": "dev"}
@@ -46,7 +47,7 @@ def select_lr(scores: Mapping[K, Sequence[float]], higher_is_better: bool = True
               near_constant: Collection[K] = ()) -> K:
     """The learning rate (or (lr, epoch) pair) whose seeds score best on average; a tie goes to the smallest
     key: the smaller lr, then the earlier epoch. A key in `near_constant` (some seed predicted one label, or one
-    value, for >= 95% of the selection examples: `metrics.near_constant`) ranks after every other: such a
+    value, for >= NEAR_CONSTANT_SHARE of the selection examples: `metrics.near_constant`) ranks after every other: such a
     predictor has learned little, however well F1 rewards the majority class (MRPC: predicting "paraphrase"
     everywhere scores F1 81), and early stopping would otherwise pick it. The report never counts a
     near-constant cell as a reproduction; selection that preferred one would make the claim unanswerable."""
