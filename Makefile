@@ -41,9 +41,13 @@ archive:
 	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cp $(OUT)/stages*.json $(RECORDS)/
 
+# A study whose block the README shows (`<!-- bertbench report: begin PRESET -->`) gets it regenerated too; a retired
+# one (cpu-hour-v1, the first cpu-hour) keeps only its leaderboard.
+EMBED = $(if $(shell grep -l -- '<!-- bertbench report: begin $(PRESET) -->' README.md),--embed README.md)
+
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)
-	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed README.md --index
+	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) $(EMBED) --index
 
 clean:
 	rm -rf $(VENV) runs

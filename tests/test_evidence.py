@@ -1,4 +1,5 @@
-"""The evidence around the claims: `bertbench plan` on the committed cpu-hour records, older records' predictions
+"""The evidence around the claims: `bertbench plan` on the committed cpu-hour-v1 records (the first cpu-hour study: one
+pre-training seed a variant, most records written before they kept their predictions), older records' predictions
 joined from the dev files' gold labels, and the near-constant flag from predictions to verdicts."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bertbench.results import LoadedRecord, load_records
 from bertbench.training.finetune_run import per_example_extra
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_HOUR = ROOT / "leaderboards" / "records" / "cpu-hour"
+CPU_HOUR = ROOT / "leaderboards" / "records" / "cpu-hour-v1"
 runner = CliRunner()
 
 

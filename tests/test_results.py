@@ -429,8 +429,8 @@ def test_seeds_of_a_run_on_the_clock_are_one_procedure_whatever_steps_they_reach
     assert pretraining_procedure(tiny[1]) == pretraining_procedure(tiny[2])
     on_disk = json.loads(next((COMMITTED / "table6" / "results").rglob("*.record.json")).read_text())
     assert "budget_seconds" not in on_disk["model"]["pretraining"]  # never rewritten
-    # a run that a step count ended keeps its steps in the procedure: cpu-hour's records gain nothing
-    pretrained = [r.data["model"]["pretraining"] for r in load_records([COMMITTED / "cpu-hour"])
+    # a run that a step count ended keeps its steps in the procedure: cpu-hour-v1's records gain nothing
+    pretrained = [r.data["model"]["pretraining"] for r in load_records([COMMITTED / "cpu-hour-v1"])
                   if r.data["model"]["pretraining"]]
     assert pretrained and not any("budget_seconds" in pre for pre in pretrained)
     other = copy.deepcopy(tiny[2])
