@@ -57,6 +57,23 @@ def test_plan_of_a_much_greater_claim_detects_the_margin_above_its_bound():
     assert designs and all(float(mde) <= 1.5 for mde in designs)
 
 
+def test_plan_adds_no_pre_training_variance_to_random_init():
+    """Random init pre-trains nothing: its side's pre-training share is 0, not an unmeasured one that the plan's
+    'as large as the fine-tuning seeds'' assumption would fill (which made its designs dearer than they are)."""
+    from bertbench.report.model import collect
+    from bertbench.report.plan import side_components
+    from bertbench.report.tables.claims import claim_sides, load_claims
+
+    data = collect(load_records([CPU_HOUR]))
+    claims = load_claims(paper=data.paper)
+    claim = next(c for c in claims.claims if c.id == "pretraining-vs-random")
+    a, b, _ = claim_sides(data, claim, "tiny")
+    assert b.variant.pretraining is None and side_components(b).pretrain == 0.0
+    assert side_components(a).pretrain is None  # MLM+NSP: one pre-training seed, not measured
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "20"])
+    assert "b: fine-tuning seeds" in r.output and "pre-training seeds none (random init)" in r.output
+
+
 def test_plan_refuses_an_unknown_claim_in_one_line():
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
     assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output

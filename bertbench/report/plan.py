@@ -9,12 +9,14 @@ default). The MDE of a design of P pre-training × F fine-tuning seeds a side is
 report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: P − 1 for P pre-training seeds).
 One pre-training seed a variant measures no pre-training variance: the plan shows the design under two
 assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs found them of the same
-order). A claim on the mean of several tasks (GLUE-5) is planned on that mean:
+order). Random init has none by construction (nothing is pre-trained; each fine-tuning seed draws its own
+initialisation), so no assumption is added to its side. A claim on the mean of several tasks (GLUE-5) is planned on that mean:
 `multibootstrap.average_components` says how its components combine, and one seed a side runs every task.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Optional
 
 from bertbench.errors import BertbenchError
@@ -46,8 +48,16 @@ def _costs(data: ReportData, side: Side) -> tuple[float, float, str]:
     return float(pre.get("wall_seconds") or 0.0), finetune, hardware
 
 
-def _fmt_vc(vc: VarianceComponents) -> str:
-    pre = "not measured (one pre-training seed)" if vc.pretrain is None else f"{vc.pretrain:.2f}"
+def side_components(side: Side) -> VarianceComponents:
+    """The side's components on its claim's score (averaged over tasks); random init's pre-training share is
+    0, not unmeasured: it pre-trains nothing, and its fine-tuning seeds already vary the initialisation."""
+    vc = average_components(side.components)
+    return replace(vc, pretrain=0.0) if side.variant.pretraining is None else vc
+
+
+def _fmt_vc(vc: VarianceComponents, random_init: bool = False) -> str:
+    pre = ("none (random init)" if random_init else
+           "not measured (one pre-training seed)" if vc.pretrain is None else f"{vc.pretrain:.2f}")
     ex = "not stored (seeds only)" if vc.examples is None else f"{vc.examples:.2f}"
     return f"fine-tuning seeds {vc.finetune:.2f}, pre-training seeds {pre}, dev examples {ex}"
 
@@ -98,7 +108,7 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
         target, source = ours - bound, f"ours a − b, {ours:+.1f}, less the ≫ bound {bound:g} its interval must clear"
     if target is None:
         raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
-    vca, vcb = average_components(sa.components), average_components(sb.components)
+    vca, vcb = side_components(sa), side_components(sb)
     examples = paired_average_example_variance(sa.components, sb.components)  # the difference's, same dev examples
     (pre_a, ft_a, hardware), (pre_b, ft_b, _) = _costs(data, sa), _costs(data, sb)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
@@ -110,8 +120,8 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
         f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
         f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
-        f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): a: {_fmt_vc(vca)}; "
-        f"b: {_fmt_vc(vcb)}.",
+        f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
+        f"a: {_fmt_vc(vca, sa.variant.pretraining is None)}; b: {_fmt_vc(vcb, sb.variant.pretraining is None)}.",
         f"Today: {est.pretrain_seeds[0]}×{runs[0] // est.pretrain_seeds[0]} / "
         f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"
         f"{' a task' if averaged else ''}, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} "
