@@ -1,6 +1,7 @@
 """`bertbench run`: every preset validates; the smoke preset runs raw text → report on the real data."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -224,6 +225,37 @@ def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):
     path.write_text(yaml.safe_dump(preset))
     with pytest.raises(BertbenchError, match="Did you mean: bert-base-paper"):
         load_preset(str(path))
+
+
+def test_a_preset_takes_another_presets_finetune_block(tmp_path, monkeypatch):
+    """masking and table6 run cpu-quick's fine-tuning protocol: they name it (finetune_from) instead of copying it,
+    and a key they write replaces the base's (table6's two tasks)."""
+    import yaml
+
+    from bertbench.errors import BertbenchError
+
+    quick = load_preset("cpu-quick").finetune
+    assert load_preset("masking").finetune == quick
+    table6 = load_preset("table6").finetune
+    assert table6.tasks == ["mrpc", "sst2"] and table6 == dataclasses.replace(quick, tasks=["mrpc", "sst2"])
+    preset = yaml.safe_load(list_presets()["table6"].read_text())
+    path = tmp_path / "p.yaml"
+    preset["finetune_from"] = "cpu-quik"
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match="finetune_from: .*Did you mean: cpu-quick"):
+        load_preset(str(path))
+    preset["finetune_from"] = "cpu-quick"
+    preset["finetune"] = {"epoch_selection": {"stbs": 7}}  # a misspelt task is not silently ignored
+    path.write_text(yaml.safe_dump(preset))
+    with pytest.raises(BertbenchError, match="finetune.epoch_selection: .*Did you mean: stsb"):
+        load_preset(str(path))
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    monkeypatch.setattr("bertbench.studies.preset.PRESETS_DIR", presets)
+    for name, base in (("a", "b"), ("b", "a")):
+        (presets / f"{name}.yaml").write_text(yaml.safe_dump({**preset, "name": name, "finetune_from": base}))
+    with pytest.raises(BertbenchError, match=r"finetune_from: a cycle \(a → b → a\)"):
+        load_preset("a")
 
 
 def _append(log: Path, word: str) -> None:  # a stage: module level, so a worker process can be handed it

@@ -53,6 +53,9 @@ class RunPreset:
     # A recipe (name in recipes/ or a YAML path) that `pretrain` starts from: the preset then writes only the
     # keys it changes, instead of a copy of the recipe that drifts from it.
     recipe: str = ""
+    # Another preset whose `finetune:` block this one starts from (a key written here replaces that key): one
+    # fine-tuning protocol shared by several studies, written once (masking and table6 use cpu-quick's).
+    finetune_from: str = ""
     # Stages run this many at a time, each in its own process with a share of the threads (1: one after the
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
@@ -77,6 +80,8 @@ def load_preset(name_or_path: str) -> RunPreset:
     if isinstance(raw, dict) and raw.get("recipe"):
         base = load_yaml(resolve_recipe(str(raw["recipe"])))
         raw = {**raw, "pretrain": deep_merge(base, raw.get("pretrain") or {})}
+    if isinstance(raw, dict) and raw.get("finetune_from"):
+        raw = {**raw, "finetune": _finetune_block(raw, p, [p.stem])}
     preset = from_dict(RunPreset, raw, str(p))
     names = [v.name for v in preset.variants]
     if len(set(names)) != len(names):
@@ -91,6 +96,20 @@ def load_preset(name_or_path: str) -> RunPreset:
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     return preset
+
+
+def _finetune_block(raw: dict, p: Path, chain: list[str]) -> dict:
+    """`raw`'s finetune block over the one of the preset it names in `finetune_from` (itself resolved the same
+    way): each key written here replaces the base's whole value (tasks, epoch_selection), the rest is the base's."""
+    name = str(raw["finetune_from"])
+    known = list_presets()
+    if name not in known:
+        raise BertbenchError(f"{p}: finetune_from: " + did_you_mean(name, known, "preset"))
+    if name in chain:
+        raise BertbenchError(f"{p}: finetune_from: a cycle ({' → '.join([*chain, name])})")
+    base = load_yaml(known[name])
+    base_block = _finetune_block(base, known[name], [*chain, name]) if base.get("finetune_from") else base.get("finetune") or {}
+    return {**base_block, **(raw.get("finetune") or {})}
 
 
 def _check_pretrain_seeds(preset: RunPreset, p: Path) -> None:
@@ -125,6 +144,15 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
+    from bertbench.tasks import load_tasks
+
+    known = load_tasks()
+    for key, per_task in (("epoch_selection", ft.epoch_selection), ("train_caps", ft.train_caps)):
+        # a misspelt task would be ignored, its tasks trained by the default; one a base (finetune_from) names
+        # and this preset does not run is fine
+        typo = next((task for task in per_task if task not in known), None)
+        if typo is not None:
+            raise BertbenchError(f"{p}: finetune.{key}: " + did_you_mean(typo, known, "task"))
     bad = {task: n for task, n in ft.epoch_selection.items() if not isinstance(n, int) or n < 1}
     if bad or (ft.epoch_selection and ft.grid == "none"):
         raise BertbenchError(f"{p}: finetune.epoch_selection {bad or ft.epoch_selection}: "
