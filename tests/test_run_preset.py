@@ -127,6 +127,8 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert {"tokenizer", "pretrain mlm_nsp", "pretrain ltr", "finetune random rte", "finetune random conll2003",
             "finetune mlm_nsp step-4 rte", "finetune ltr step-8 rte", "report", "wall"} <= set(stages)
     assert re.search(r"^stage times: .*, wall \d+ s$", r.output, re.M)  # a one-worker run ends with its wall time
+    # and says where it ran: the host's matmul peak, measured, beside its times
+    assert stages["host"]["hardware"] and all(stages["host"]["matmul_gflops_per_s"][p] > 0 for p in ("fp32", "bf16"))
     # the snapshots and the final model are one series per objective: a Figure 5 table and plot, no extra columns
     assert "## Figure 5" in report or "Figure 5 at our scale" in report
     assert (out / "plots" / "figure5.rte.v1.dev.accuracy.png").is_file()
@@ -136,14 +138,14 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "done before" in r.output
-    assert set(json.loads((out / "stages.json").read_text())) == {"report", "wall"}
+    assert set(json.loads((out / "stages.json").read_text())) == {"host", "report", "wall"}
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
     # ... and so does a run in a copy of the study folder elsewhere (stages are keyed on content, not paths)
     moved = tmp_path / "elsewhere" / "smoke-moved"
     shutil.copytree(out, moved)
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(moved)])
     assert r.exit_code == 0, r.output
-    assert set(json.loads((moved / "stages.json").read_text())) == {"report", "wall"}, r.output
+    assert set(json.loads((moved / "stages.json").read_text())) == {"host", "report", "wall"}, r.output
     # a second run from scratch, in another folder, gives the same records: the tokenizer is trained
     # (deterministically), then pre-training, fine-tuning and evaluation all follow from the seeds. This one is
     # killed (-9) at MLM+NSP's pre-training step 9 and rerun: the preset resumes from the step-6 checkpoint.
@@ -179,7 +181,7 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert "2 stages at a time" in r.output
     stages = json.loads((parallel / "stages.json").read_text())
     assert {"corpus", "pretrain mlm_nsp", "finetune ltr step-8 rte", "wall"} <= set(stages)
-    assert stages["wall"] < sum(v for k, v in stages.items() if k != "wall")  # the stages overlapped
+    assert stages["wall"] < sum(v for k, v in stages.items() if k not in ("wall", "host"))  # the stages overlapped
     # the same records, though not to the bit: one thread sums in another order than two, so the weights (and
     # the model fingerprint in a record's file name) differ in the last places
     def named(records):

@@ -2,7 +2,7 @@
 task with data → report. One command, re-runnable: a finished stage is skipped (studies.keys), and an
 interrupted pre-training resumes from its checkpoint. Besides the folders of studies.plan, the output folder
 holds <preset>.md, <preset>.csv, plots/ (`bertbench report` over results/) and stages.json (the wall time of
-each stage of the last invocation).
+each stage of the last invocation, and under "host" the machine it ran on, with its measured matmul peak).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def run_preset(
     workers = preset.workers if workers is None else workers
     if workers < 1:
         raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
-    times: dict[str, float] = {}
     t_start = time.perf_counter()
+    times: dict[str, Any] = {HOST_KEY: host_facts()}
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -57,6 +57,21 @@ def run_preset(
 
     atomic_write_json(out / "stages.json", times)
     return times
+
+
+HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
+
+
+def host_facts() -> dict[str, Any]:
+    """The machine an invocation ran on: hardware, threads, and its matmul peak as measured now (GFLOP/s, best of
+    a few 2048³ products in fp32 and bf16; under a second). Hosts of one machine class differ ~2x in that peak
+    (README), so a study's stage times mean little without the host they came from."""
+    import torch
+
+    from bertbench.benchmarks.common import PeakMeter
+    from bertbench.runtime.provenance import hardware
+
+    return {"hardware": hardware(), "threads": torch.get_num_threads(), "matmul_gflops_per_s": PeakMeter().result()}
 
 
 def ensure_tokenizer(base, data_dir: Path, out: Path, stage: Callable, echo: Callable[[str], None]) -> str:
