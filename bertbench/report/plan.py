@@ -10,8 +10,9 @@ report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: 
 One pre-training seed a variant measures no pre-training variance: the plan shows the design under two
 assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs found them of the same
 order). Random init has none by construction (nothing is pre-trained; each fine-tuning seed draws its own
-initialisation), so no assumption is added to its side. A claim on the mean of several tasks (GLUE-5) is planned on that mean:
-`multibootstrap.average_components` says how its components combine, and one seed a side runs every task.
+initialisation), so no assumption is added to its side. A claim on the mean of several tasks (GLUE-5) is
+planned on that mean: `multibootstrap.average_components` says how its components combine, and one seed a
+side runs every task.
 """
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def side_components(side: Side) -> VarianceComponents:
     return replace(vc, pretrain=0.0) if side.variant.pretraining is None else vc
 
 
-def _fmt_vc(vc: VarianceComponents, random_init: bool = False) -> str:
-    pre = ("none (random init)" if random_init else
+def _fmt_vc(vc: VarianceComponents, side: Side) -> str:
+    pre = ("none (random init)" if side.variant.pretraining is None else
            "not measured (one pre-training seed)" if vc.pretrain is None else f"{vc.pretrain:.2f}")
     ex = "not stored (seeds only)" if vc.examples is None else f"{vc.examples:.2f}"
     return f"fine-tuning seeds {vc.finetune:.2f}, pre-training seeds {pre}, dev examples {ex}"
@@ -121,7 +122,7 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
         + (f"the mean of {on}." if averaged else f"{on}."),
         f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
-        f"a: {_fmt_vc(vca, sa.variant.pretraining is None)}; b: {_fmt_vc(vcb, sb.variant.pretraining is None)}.",
+        f"a: {_fmt_vc(vca, sa)}; b: {_fmt_vc(vcb, sb)}.",
         f"Today: {est.pretrain_seeds[0]}×{runs[0] // est.pretrain_seeds[0]} / "
         f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"
         f"{' a task' if averaged else ''}, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} "

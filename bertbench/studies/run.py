@@ -22,8 +22,8 @@ def run_preset(
     preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
     workers: Optional[int] = None,
 ) -> dict[str, Any]:
-    """Run every stage not already done; returns {stage: seconds} of this invocation, and its wall time
-    under "wall"."""
+    """Run every stage not already done; returns {stage: seconds} of this invocation, its wall time under
+    "wall", and the host it ran on under HOST_KEY (host_facts)."""
     out, data_dir = Path(out), Path(data_dir)
     out.mkdir(parents=True, exist_ok=True)
     workers = preset.workers if workers is None else workers
