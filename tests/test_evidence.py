@@ -68,10 +68,24 @@ def test_plan_adds_no_pre_training_variance_to_random_init():
     claims = load_claims(paper=data.paper)
     claim = next(c for c in claims.claims if c.id == "pretraining-vs-random")
     a, b, _ = claim_sides(data, claim, "tiny")
-    assert b.variant.pretraining is None and side_components(b).pretrain == 0.0
+    assert b.variant.random_init and side_components(b).pretrain == 0.0
     assert side_components(a).pretrain is None  # MLM+NSP: one pre-training seed, not measured
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "20"])
     assert "b: fine-tuning seeds" in r.output and "pre-training seeds none (random init)" in r.output
+
+
+def test_a_claim_against_random_init_covers_the_pre_trained_sides_seeds():
+    """The rebuilt cpu-hour: MLM+NSP's 3 pre-training seeds against random init, which has none. The interval
+    resamples them, and its Covers label says P; random init's one seed None once kept P out of the label."""
+    from bertbench.report.model import collect
+    from bertbench.report.multibootstrap import PRETRAIN
+    from bertbench.report.tables.claims import evaluate, load_claims
+    from bertbench.report.tables.paired import fmt_covers
+
+    data = collect(load_records([ROOT / "leaderboards" / "records" / "cpu-hour"]))
+    outcome = next(o for o in evaluate(data, load_claims(paper=data.paper)) if o.claim.id == "pretraining-vs-random")
+    assert outcome.diff.b.variant.random_init and outcome.diff.estimate.pretrain_seeds == (3, 1)
+    assert PRETRAIN in outcome.diff.estimate.covers and fmt_covers(outcome.diff.estimate).startswith("P·F")
 
 
 def test_plan_refuses_an_unknown_claim_in_one_line():

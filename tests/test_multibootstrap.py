@@ -91,6 +91,22 @@ def test_several_pretraining_seeds_are_covered_and_paired_when_shared():
     assert got.pretrain_seeds == (3, 3) and got.df == pytest.approx(2)  # three pre-training seeds, paired
 
 
+
+def test_random_init_does_not_hide_the_other_sides_pretraining_seeds():
+    # Random init's one "seed" None is no pre-training at all: a pre-trained side with three pre-training seeds
+    # is resampled over them against it, and the interval says so (P); one of unknown seed does not (no P).
+    rng = np.random.default_rng(0)
+    a = Component("t", tuple((p, f) for p in (1, 2, 3) for f in (1, 2)), tuple(rng.normal(80, 1, 6)))
+    b = Component("t", tuple((None, f) for f in (1, 2, 3)), tuple(rng.normal(78, 1, 3)))
+    against_random = multi_bootstrap(Side((a,)), Side((b,), untrained=True), resamples=500)
+    against_unknown = multi_bootstrap(Side((a,)), Side((b,)), resamples=500)
+    assert against_random.covers == (PRETRAIN, FINETUNE) and against_random.paired == ()
+    assert against_unknown.covers == (FINETUNE,)
+    # the label is all that differs: the same draws, the same interval
+    assert (against_random.low, against_random.high) == (against_unknown.low, against_unknown.high)
+    # two untrained sides have no pre-training noise to cover
+    assert PRETRAIN not in multi_bootstrap(Side((b,), untrained=True), Side((b,), untrained=True)).covers
+
 @pytest.mark.parametrize("metric,fn,kind", [
     ("accuracy", M.accuracy, "label"), ("f1", M.f1, "label"), ("mcc", M.mcc, "label"),
     ("pearson", M.pearson, "value"), ("spearman", M.spearman, "value")])

@@ -237,6 +237,11 @@ class Variant:
     records: tuple[LoadedRecord, ...]
 
     @property
+    def random_init(self) -> bool:
+        """No pre-training at all (a record's `pretraining` is None only then; an imported model has `external`)."""
+        return self.pretraining is None
+
+    @property
     def objective(self) -> str:
         """The label without the size: 'MLM+NSP', 'LTR (causal)', 'MLM+NSP mask 100/0/0', 'random init'."""
         suffix = masking_suffix(self.pretraining)

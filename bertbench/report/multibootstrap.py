@@ -165,9 +165,13 @@ def _seed_order(seed: Optional[int]) -> tuple:
 
 @dataclass(frozen=True)
 class Side:
-    """One variant's components, averaged with equal weight (one component: a task; five: GLUE-5)."""
+    """One variant's components, averaged with equal weight (one component: a task; five: GLUE-5).
+
+    untrained: the variant has no pre-training (random init), so it has no pre-training noise to resample and
+    its one seed None does not keep the other side's pre-training seeds out of what the interval covers."""
 
     components: tuple[Component, ...]
+    untrained: bool = False
 
     def point(self) -> float:
         return math.fsum(c.point() for c in self.components) / len(self.components)
@@ -309,7 +313,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     total = np.zeros(resamples)
     parts: list[tuple[float, int]] = []  # (variance, units) of each share of the spread, for the df
     correction = 0.0  # what the seeds' shares gain from the small-sample scaling
-    covers = {FINETUNE} | ({PRETRAIN} if all(len(s) > 1 for s in pre_seeds) else set())
+    # pre-training noise is covered when every side that has some is resampled over several seeds
+    pretrained = [seeds for side, seeds in zip(sides, pre_seeds) if not side.untrained]
+    covers = {FINETUNE} | ({PRETRAIN} if pretrained and all(len(s) > 1 for s in pretrained) else set())
     paired: set[str] = {PRETRAIN} if paired_pre and len(pre_seeds[0]) > 1 else set()
     with_examples = 0
     for k, ca in enumerate(a.components):

@@ -53,11 +53,11 @@ def side_components(side: Side) -> VarianceComponents:
     """The side's components on its claim's score (averaged over tasks); random init's pre-training share is
     0, not unmeasured: it pre-trains nothing, and its fine-tuning seeds already vary the initialisation."""
     vc = average_components(side.components)
-    return replace(vc, pretrain=0.0) if side.variant.pretraining is None else vc
+    return replace(vc, pretrain=0.0) if side.variant.random_init else vc
 
 
 def _fmt_vc(vc: VarianceComponents, side: Side) -> str:
-    pre = ("none (random init)" if side.variant.pretraining is None else
+    pre = ("none (random init)" if side.variant.random_init else
            "not measured (one pre-training seed)" if vc.pretrain is None else f"{vc.pretrain:.2f}")
     ex = "not stored (seeds only)" if vc.examples is None else f"{vc.examples:.2f}"
     return f"fine-tuning seeds {vc.finetune:.2f}, pre-training seeds {pre}, dev examples {ex}"

@@ -40,7 +40,7 @@ class Side:
 
     @property
     def runs(self) -> Runs:
-        return Runs(self.components)
+        return Runs(self.components, untrained=self.variant.random_init)
 
     @property
     def n_runs(self) -> int:
@@ -136,7 +136,8 @@ COVERS_NOTE = ("Covers: the sources of noise the interval resamples: P pre-train
 
 
 def fmt_covers(est: Estimate) -> str:
-    """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on both sides; 'E 2/5 tasks'
+    """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on every pre-trained side
+    (random init has none to resample); 'E 2/5 tasks'
     where only some tasks of a multi-task score hold per-example predictions."""
     with_examples, components = est.examples_in
     shown = []
