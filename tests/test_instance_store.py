@@ -62,6 +62,21 @@ def test_worker_processes_tokenise_into_the_same_arrays(tok, tmp_path, monkeypat
     assert alone.fingerprint == pooled.fingerprint and alone.path.name == pooled.path.name
 
 
+def test_worker_processes_end_quietly_under_the_commands_stop_handlers(tok, tmp_path, monkeypatch, capfd):
+    """`pretrain` installs its SIGINT/SIGTERM handlers before it tokenises; the pool's workers must not inherit
+    them: its terminate() at the end (SIGTERM) printed each worker's traceback, 'interrupted by SIGTERM; rerun'."""
+    from bertbench.training.stop_signals import StopSignals
+
+    monkeypatch.setattr(corpus_mod, "POOL_MIN_BYTES", 0)
+    signals = StopSignals().install()
+    try:
+        corpus_mod.load_tokenized_corpus(MIXED, tok, num_proc=2, cache_dir=tmp_path)
+    finally:
+        signals.restore()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "interrupted" not in err, err
+
+
 def test_the_index_is_built_once_and_a_pickled_set_carries_no_data(tok, tmp_path, monkeypatch):
     from bertbench.data import instances
 

@@ -381,7 +381,15 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(tokenizer_json: str, dtype: str) -> None:
+    import signal
+
     from tokenizers import Tokenizer  # threads off (TOKENIZERS_PARALLELISM): one process per core already
+
+    # A forked worker inherits the command's stop handlers (training.stop_signals), which raise `Interrupted`:
+    # the pool's own terminate() (SIGTERM, at the end of every tokenisation) then printed a traceback per worker
+    # saying the run was interrupted. The parent owns stopping: Ctrl-C reaches it and it ends the pool.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     _WORKER.update(backend=Tokenizer.from_str(tokenizer_json), dtype=np.dtype(dtype))
 
