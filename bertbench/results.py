@@ -41,7 +41,9 @@ Rules a writer must know:
   (masked LM alone, the paper's "No NSP"), "clm" (left-to-right LM, the paper's "LTR & No NSP").
 - `heldout` losses are mean cross-entropies in nats (`mlm_loss`, `clm_loss`), accuracies 0-100;
   `mlm_loss_paper_masking` / `mlm_accuracy_paper_masking` / `mlm_ppl_paper_masking` are the masked LM's at
-  the paper's masking (15%, 80/10/10) when the run trained with another (else equal to `mlm_loss` …).
+  the paper's masking (15%, 80/10/10) when the run trained with another (else equal to `mlm_loss` …);
+  `cross_segment_match` (0-100, two-segment objectives, records from December 2026 on): the attention a
+  segment-B token puts on its twin in segment A, in the head that does most (bertbench.model.diagnostics).
 - Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
   and named the paper-masking scores `*_std`. It is still read: `migrate_record` turns it into version 2
   on read (mlm + nsp → "mlm+nsp", mlm alone → "mlm", clm → "clm"); files on disk are never rewritten.

@@ -67,6 +67,8 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     else:
         assert held["mlm_loss"] > 0 and "mlm_loss_paper_masking" in held
         assert ("nsp_accuracy" in held) == nsp
+        # the two-segment input's diagnostic (bertbench.model.diagnostics), in percent
+        assert ("cross_segment_match" in held) == nsp and 0 <= held.get("cross_segment_match", 0) <= 100
     if "--mask-ratio" in flags:
         assert summary["mask_ratio"] == 0.4 and summary["mask_procedure"] == [100, 0, 0] and summary["whole_word_mask"]
         assert held["mlm_loss"] != held["mlm_loss_paper_masking"]  # the paper's 15% yardstick is measured separately
