@@ -5,7 +5,8 @@ head of the model that does this most. Comparing two sentences token by token (S
 a head, and pre-training grows one only sometimes. In the cpu-hour study, three tiny MLM+NSP checkpoints of
 the same recipe, with the same held-out MLM (30.1-30.8%) and NSP accuracy (76-81%), scored 71, 37 and 27 on
 STS-B after fine-tuning; the one at 71 has a layer-0 head that puts 19% of a segment-B token's attention on
-its twin in segment A (this function, on 512 STS-B dev pairs), the others 0.1% and 0.8%. The same
+its twin in segment A (this function, on 512 STS-B dev pairs; 6.9% on the held-out pre-training pairs,
+where half of B is another document's), the others 0.1% and 0.8% (0.1% and 0.1%). The same
 pre-training seeds under another phase split landed the same way, so the head is settled early, and
 fine-tuning on STS-B's 5.7k pairs (longer, smaller batches, a higher lr) did not grow it. Recorded with the
 held-out metrics, it says which checkpoints of a study can compare sentences before any fine-tuning is spent.
