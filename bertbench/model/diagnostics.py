@@ -27,13 +27,16 @@ def cross_segment_match_sums(
 ) -> tuple[torch.Tensor, int]:
     """((L, nh) summed attention, n): over the segment-B tokens that also occur in segment A (special tokens and
     `ignore_ids`, e.g. [MASK], never count), each head's attention mass on those same tokens in A, summed; n is
-    the number of such tokens. The mean is sums / n. `bert` is a bidirectional `BertModel`; computed in fp32."""
+    the number of such tokens. The mean is sums / n. `bert` is a `BertModel`; computed in fp32."""
     real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()  # (B, T)
     ignore = torch.tensor(sorted(set(ignore_ids)), dtype=input_ids.dtype, device=input_ids.device)
     usable = real & ~torch.isin(input_ids, ignore)
     in_a, in_b = usable & (token_type_ids == 0), usable & (token_type_ids == 1)
     same = (input_ids[:, :, None] == input_ids[:, None, :]) & in_b[:, :, None] & in_a[:, None, :]  # (B, Tq, Tk)
     queries = same.any(-1)  # (B, T): a B token whose twin is in A
+    n_layers, nh = len(bert.layers), bert.layers[0].attn.nh
+    if not queries.any():  # one segment (contiguous text, a causal LM's input): nothing to measure, no forward
+        return torch.zeros(n_layers, nh, device=input_ids.device), 0
     enc = bert(input_ids, token_type_ids, attention_mask, output_hidden_states=True)
     sums = []
     for layer, x in zip(bert.layers, enc.hidden_states[:-1]):  # each layer's input: embeddings, then layer outputs

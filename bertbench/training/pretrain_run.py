@@ -210,8 +210,7 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
             result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
         if nsp_acc is not None:
             result["nsp_accuracy"] = nsp_acc
-        # on the paper's two-segment input only: a masked LM on contiguous text has one segment
-        match = cross_segment_match(model.bert, own, tokenizer.special_ids) if trains_nsp(cfg.objective) else None
+        match = cross_segment_match(model.bert, own, tokenizer.special_ids)  # None on one-segment input
         if match is not None:
             result["cross_segment_match"] = match
         return result
