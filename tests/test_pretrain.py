@@ -69,6 +69,7 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
         assert ("nsp_accuracy" in held) == nsp
         # the two-segment input's diagnostic (bertbench.model.diagnostics), in percent
         assert ("cross_segment_match" in held) == nsp and 0 <= held.get("cross_segment_match", 0) <= 100
+        assert (list(csv.DictReader(open(out / "metrics.csv")))[4]["eval_cross_segment_match"] != "") == nsp
     if "--mask-ratio" in flags:
         assert summary["mask_ratio"] == 0.4 and summary["mask_procedure"] == [100, 0, 0] and summary["whole_word_mask"]
         assert held["mlm_loss"] != held["mlm_loss_paper_masking"]  # the paper's 15% yardstick is measured separately
