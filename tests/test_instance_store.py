@@ -164,3 +164,42 @@ def test_offsets_read_through_the_file_equal_the_mapped_array(tmp_path):
         reads[1000]
     in_memory = _FileReads(np.asarray(mapped))
     assert in_memory.file is None and in_memory[10:12].tolist() == [30, 33]
+
+
+def _build_in_child(cfg, tok, cache_dir):
+    build_pretraining_data(cfg, tok, cache_dir=cache_dir)
+
+
+def test_processes_that_want_one_cache_at_once_build_it_once(tok, tmp_path, monkeypatch):
+    """Every rank of a multi-process pre-training (and a study's parallel stages) asks for the same corpus cache
+    and instance indexes at the same moment: one builds, the others wait and read what it built."""
+    import multiprocessing
+    import time
+
+    from bertbench.data import instances
+
+    log = tmp_path / "builds.log"
+
+    def logged(what, real):
+        def build(*args, **kwargs):
+            with open(log, "a") as fh:
+                fh.write(f"{what}\n")
+            time.sleep(0.5)  # long enough that the other process arrives while this one builds
+            return real(*args, **kwargs)
+        return build
+
+    monkeypatch.setattr(corpus_mod, "_write_arrays", logged("corpus", corpus_mod._write_arrays))
+    monkeypatch.setattr(instances, "make_instances", logged("instances", instances.make_instances))
+    cfg, cache = DataConfig(corpus=MIXED, max_seq_len=32), tmp_path / "cache"
+    ctx = multiprocessing.get_context("fork")  # the children inherit the logging builders
+    children = [ctx.Process(target=_build_in_child, args=(cfg, tok, cache)) for _ in range(2)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+        assert child.exitcode == 0
+    assert sorted(log.read_text().split()) == ["corpus", "instances", "instances"]  # train and held-out, once each
+    leftovers = [p.name for p in cache.rglob(".*")]  # no lock file, no temporary folder
+    assert leftovers == [], leftovers
+    built = build_pretraining_data(cfg, tok, cache_dir=cache)
+    assert len(built.train) > 0 and len(built.heldout) > 0

@@ -39,6 +39,7 @@ import numpy as np
 
 from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs
 from bertbench.errors import BertbenchError
+from bertbench.runtime.files import build_lock
 
 READER_VERSION = "1"
 HUB_PREFIX = "hub:"
@@ -529,13 +530,21 @@ def load_tokenized_corpus(
     final = root / f"corpus-{key[:20]}"
     if (final / "meta.json").is_file():
         return TokenizedCorpus.load(final)
-
-    t0 = time.perf_counter()
     echo = progress_echo(log)
+    with build_lock(final, echo):  # one process tokenises; another that wants the same cache waits for it
+        if not (final / "meta.json").is_file():
+            _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key, final, echo)
+    return TokenizedCorpus.load(final)
+
+
+def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_documents: Optional[int], num_proc: int,
+                         key: str, final: Path, echo) -> None:
+    """The corpus tokenised into a temporary folder beside `final`, then renamed into place."""
+    t0 = time.perf_counter()
     if echo:
         echo(f"tokenising the corpus (first run; cached in {final})")
     selected, records = _scan(shards, max_documents)
-    work = root / f".tmp-{final.name}-{os.getpid()}"
+    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     try:
         dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
@@ -563,11 +572,10 @@ def load_tokenized_corpus(
         (work / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         try:
             os.replace(work, final)
-        except OSError:  # another process finished the same build first: use theirs
+        except OSError:  # another process finished the same build first (one without the lock): use theirs
             pass
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return TokenizedCorpus.load(final)
 
 
 def iter_documents(corpus: list[str], max_documents: Optional[int] = None) -> Iterator[list[str]]:

@@ -47,6 +47,7 @@ import numpy as np
 from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, trains_nsp
 from bertbench.data.instance_store import IndexWriter, InstanceSet
 from bertbench.errors import BertbenchError
+from bertbench.runtime.files import build_lock
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's convention for next_sentence_label
 NO_LABEL = -1
@@ -375,30 +376,38 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
 
 def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
                      what: str, echo=None) -> InstanceSet:
-    """The instances of `docs`, from their index beside the tokenised corpus, built there on first use."""
-    from bertbench.data.instance_store import publish, write_meta
-
+    """The instances of `docs`, from their index beside the tokenised corpus, built there on first use (by one
+    process: another that wants the same index meanwhile waits for it, `build_lock`)."""
     key = hashlib.sha256(json.dumps(dict(
         corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(docs, dtype=np.int64).tobytes()).hexdigest(),
         rng=rng_label, copies=copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
     ), sort_keys=True).encode()).hexdigest()
     final = Path(corpus.path) / "instances" / f"{what}-{key[:20]}"
     if not (final / "meta.json").is_file():
-        t0 = time.perf_counter()
-        work = final.parent / f".tmp-{final.name}-{os.getpid()}"
-        shutil.rmtree(work, ignore_errors=True)
-        try:
-            built = make_instances(corpus, docs, data_cfg, objective, random.Random(rng_label), cls_id, sep_id,
-                                   folder=work, copies=copies, echo=echo, what=what)
-            # the writer's running statistics: reading the memory-mapped arrays back would make them resident
-            write_meta(work, dict(instances=len(built), documents=len(docs), copies=copies, rng=rng_label,
-                                  **built.built_stats,
-                                  build_seconds=round(time.perf_counter() - t0, 2), **_layout(data_cfg, objective)))
-            del built
-            publish(work, final)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        with build_lock(final, echo):
+            if not (final / "meta.json").is_file():  # not built while this process waited for the lock
+                _build_instances(corpus, docs, data_cfg, objective, rng_label, copies, cls_id, sep_id, what, echo, final)
     return InstanceSet.open(final, corpus.tokens, cls_id, sep_id)
+
+
+def _build_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int,
+                     sep_id: int, what: str, echo, final: Path) -> None:
+    from bertbench.data.instance_store import publish, write_meta
+
+    t0 = time.perf_counter()
+    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        built = make_instances(corpus, docs, data_cfg, objective, random.Random(rng_label), cls_id, sep_id,
+                               folder=work, copies=copies, echo=echo, what=what)
+        # the writer's running statistics: reading the memory-mapped arrays back would make them resident
+        write_meta(work, dict(instances=len(built), documents=len(docs), copies=copies, rng=rng_label,
+                              **built.built_stats,
+                              build_seconds=round(time.perf_counter() - t0, 2), **_layout(data_cfg, objective)))
+        del built
+        publish(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def build_pretraining_data(

@@ -1,11 +1,13 @@
-"""Atomic file writes: write to a temporary file in the same folder, then rename over the target."""
+"""Atomic file writes (write to a temporary file in the same folder, then rename over the target), and the lock
+under which one process builds a cache that several may want at once."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Optional
 
 from bertbench.errors import BertbenchError
 
@@ -31,6 +33,38 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if isinstance(err, OSError):
             raise BertbenchError(f"{path}: cannot write ({err.strerror or err}); any earlier file is unchanged") from None
         raise
+
+
+@contextlib.contextmanager
+def build_lock(final: Path, echo: Optional[Callable[[str], None]] = None) -> Iterator[None]:
+    """Held while this process builds the cache folder `final`: another process that wants the same folder (every
+    rank of a multi-process pre-training starts the same way, as do the parallel stages of a study) waits here,
+    then finds it built, instead of building it again beside it. A lock file beside the folder, `flock`ed: the
+    kernel releases it when the holder exits, however it ends, so a killed build never blocks the next one.
+    The holder removes the file before it lets go: a waiter then holds a lock on a name no one else can open,
+    which is harmless, because every builder writes into its own temporary folder and the first finished one is
+    kept; the lock only spares the work. Where `fcntl` does not exist the builds run side by side that way."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    lock = final.parent / f".lock-{final.name}"
+    with open(lock, "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if echo:
+                echo(f"waiting for another process that is building {final}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
