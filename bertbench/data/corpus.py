@@ -39,7 +39,7 @@ import numpy as np
 
 from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs
 from bertbench.errors import BertbenchError
-from bertbench.runtime.files import build_lock
+from bertbench.runtime.files import build_once
 
 READER_VERSION = "1"
 HUB_PREFIX = "hub:"
@@ -530,10 +530,9 @@ def load_tokenized_corpus(
     final = root / f"corpus-{key[:20]}"
     if (final / "meta.json").is_file():
         return TokenizedCorpus.load(final)
-    echo = progress_echo(log)
-    with build_lock(final, echo):  # one process tokenises; another that wants the same cache waits for it
-        if not (final / "meta.json").is_file():
-            _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key, final, echo)
+    echo = progress_echo(log)  # one process tokenises; another that wants the same cache waits for it, then reads it
+    build_once(final, lambda: _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key,
+                                                   final, echo), echo)
     return TokenizedCorpus.load(final)
 
 

@@ -47,7 +47,7 @@ import numpy as np
 from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, trains_nsp
 from bertbench.data.instance_store import IndexWriter, InstanceSet
 from bertbench.errors import BertbenchError
-from bertbench.runtime.files import build_lock
+from bertbench.runtime.files import build_once
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face's convention for next_sentence_label
 NO_LABEL = -1
@@ -377,16 +377,14 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
 def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
                      what: str, echo=None) -> InstanceSet:
     """The instances of `docs`, from their index beside the tokenised corpus, built there on first use (by one
-    process: another that wants the same index meanwhile waits for it, `build_lock`)."""
+    process: another that wants the same index meanwhile waits for it, `build_once`)."""
     key = hashlib.sha256(json.dumps(dict(
         corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(docs, dtype=np.int64).tobytes()).hexdigest(),
         rng=rng_label, copies=copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
     ), sort_keys=True).encode()).hexdigest()
     final = Path(corpus.path) / "instances" / f"{what}-{key[:20]}"
-    if not (final / "meta.json").is_file():
-        with build_lock(final, echo):
-            if not (final / "meta.json").is_file():  # not built while this process waited for the lock
-                _build_instances(corpus, docs, data_cfg, objective, rng_label, copies, cls_id, sep_id, what, echo, final)
+    build_once(final, lambda: _build_instances(corpus, docs, data_cfg, objective, rng_label, copies, cls_id, sep_id,
+                                               what, echo, final), echo)
     return InstanceSet.open(final, corpus.tokens, cls_id, sep_id)
 
 

@@ -67,6 +67,18 @@ def build_lock(final: Path, echo: Optional[Callable[[str], None]] = None) -> Ite
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def build_once(final: Path, build: Callable[[], None], echo: Optional[Callable[[str], None]] = None) -> None:
+    """Run `build` to make the cache folder `final` unless it is there already, finished (its `meta.json` is
+    written last): under `build_lock`, and checked again once the lock is held, since the process it waited for
+    has usually just built it."""
+    final = Path(final)
+    if (final / "meta.json").is_file():
+        return
+    with build_lock(final, echo):
+        if not (final / "meta.json").is_file():
+            build()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
