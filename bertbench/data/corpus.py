@@ -528,8 +528,6 @@ def load_tokenized_corpus(
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(shards, max_documents, tokenizer)
     final = root / f"corpus-{key[:20]}"
-    if (final / "meta.json").is_file():
-        return TokenizedCorpus.load(final)
     echo = progress_echo(log)  # one process tokenises; another that wants the same cache waits for it, then reads it
     build_once(final, lambda: _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key,
                                                    final, echo), echo)
