@@ -576,8 +576,9 @@ def variant_label(record: Record) -> str:
 
 
 # What makes two pre-trainings the same procedure, whatever their seed: what they optimised, how, and for how
-# many steps. Not tokens_seen nor data_fingerprint: both follow from the seed (the pairs and masks it draws), and
-# not where, when or how fast they ran.
+# many steps; a record from a newer run adds procedure_fingerprint, which covers every other setting (lr,
+# schedule, phases, batches, the model's shape). Not tokens_seen nor data_fingerprint: both follow from the seed
+# (the pairs and masks it draws), and not where, when or how fast they ran.
 _PROCEDURE_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mask", "full_sentences", "steps",
                    "precision")
 
@@ -588,6 +589,8 @@ def pretraining_procedure(record: Record) -> str:
     keys = {k: pre.get(k) for k in _PROCEDURE_KEYS}
     if pre.get("budget_seconds") is not None:  # minutes on the clock ended it: its steps are an outcome, like tokens
         keys.update(steps=None, budget_seconds=pre["budget_seconds"])
+    if pre.get("procedure_fingerprint") is not None:  # every other setting (lr, phases, shape …); older records lack it
+        keys["procedure_fingerprint"] = pre["procedure_fingerprint"]
     identity = json.dumps([record["model"]["size"], keys], sort_keys=True)
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
@@ -618,6 +621,10 @@ def record_filename(record: Record) -> str:
 
 # --- pre-training summaries (summary.json) ---------------------------------------------------------------
 
+# Keys newer than summaries that are kept (committed studies): written only when known, so that an older
+# summary reads back as the file it is.
+_NEWER_KEYS = ("procedure_fingerprint",)
+
 # What only a finished run's summary holds; a Figure 5 snapshot's (`snapshot: true`) has none of them.
 _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds", "tokens_per_second",
                "final_train_loss", "data", "library_versions")
@@ -639,6 +646,7 @@ class PretrainSummary:
     masking: Optional[str] = None
     model_size: Optional[str] = None
     model_config: Optional[dict[str, Any]] = None
+    procedure_fingerprint: Optional[str] = None  # training.pretrain_run.procedure_fingerprint: seeds of one procedure share it
     parameters: Optional[int] = None
     max_seq_len: Optional[int] = None
     data_fingerprint: Optional[str] = None
@@ -670,6 +678,9 @@ class PretrainSummary:
             out["data"] = {**out["data"], "cache": Path(out["data"]["cache"]).name}
         for key in (_FINAL_ONLY if self.snapshot else ("snapshot",)):
             del out[key]
+        for key in _NEWER_KEYS:
+            if out[key] is None:
+                del out[key]
         return out
 
     @property
@@ -687,7 +698,7 @@ class PretrainSummary:
 PRETRAINING_KEYS = (
     "objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
     "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
-    "budget_seconds",
+    "budget_seconds", "procedure_fingerprint",
 )
 
 

@@ -158,7 +158,8 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
     model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
                                            intermediate_size=64, causal=True))
     summary = {"objective": "clm", "tokens_seen": 10, "wall_seconds": 5.0, "data_fingerprint": "abc",
-               "code_version": "test", "hardware": "cpu", "run_dir": "x", "heldout": {}}
+               "code_version": "test", "hardware": "cpu", "run_dir": "x", "heldout": {},
+               "procedure_fingerprint": "sha256:0123456789abcdef"}
     got = {}
     for name, run_config in (("seeded", {"seed": 7, "objective": "clm"}), ("unknown", {"objective": "clm"})):
         save_checkpoint(tmp_path / name, model, tok, run_config=run_config)
@@ -166,6 +167,9 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
         finetune("--model", str(tmp_path / name), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA), "--max-steps", "1",
                  "--seeds", "1", "--out", str(tmp_path / f"out-{name}"), "--precision", "32")
         got[name] = [rec.data.get("pretrain_seed") for rec in load_records([tmp_path / f"out-{name}"])]
+        # and the procedure its seeds share (results.pretraining_procedure)
+        assert [rec.data["model"]["pretraining"]["procedure_fingerprint"] for rec in load_records([tmp_path / f"out-{name}"])] \
+            == [summary["procedure_fingerprint"]]
     finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA),
              "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "out-random"), "--precision", "32")
     got["random"] = [rec.data.get("pretrain_seed") for rec in load_records([tmp_path / "out-random"])]

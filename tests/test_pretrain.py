@@ -59,7 +59,8 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["objective"] == objective and "nsp" not in summary
     assert summary["steps"] == 10 and summary["tokens_seen"] > 0 and 0 < summary["loss_tokens"] <= summary["tokens_seen"]
-    for key in ("data_fingerprint", "code_version", "hardware", "wall_seconds", "final_train_loss", "precision"):
+    for key in ("data_fingerprint", "code_version", "hardware", "wall_seconds", "final_train_loss", "precision",
+                "procedure_fingerprint"):
         assert summary[key] is not None, key
     held = summary["heldout"]
     if objective == "clm":

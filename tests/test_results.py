@@ -437,3 +437,38 @@ def test_seeds_of_a_run_on_the_clock_are_one_procedure_whatever_steps_they_reach
     other = copy.deepcopy(tiny[2])
     other["model"]["pretraining"]["budget_seconds"] = 900.0
     assert pretraining_procedure(other) != pretraining_procedure(tiny[2])  # another budget: another procedure
+
+
+def test_two_pretrainings_are_one_procedure_exactly_when_only_their_seed_and_machine_differ():
+    """A variant re-run with another lr, phase split or model shape into the same study folder must not pool
+    with the first as its pre-training seeds: those settings are in procedure_fingerprint, which the record
+    carries and pretraining_procedure keys on. A seed, a data-dir path, a device count or a report cadence is not."""
+    import dataclasses
+
+    from bertbench.config import OptimConfig, PhaseConfig, PretrainConfig
+    from bertbench.results import pretraining_procedure
+    from bertbench.training.pretrain_run import procedure_fingerprint
+
+    shape = {"hidden_size": 128, "num_layers": 2, "initializer_range": 0.02}
+    base = PretrainConfig(model_size="tiny", data=dataclasses.replace(PretrainConfig().data, corpus=["/a/data/wiki"]))
+    same = [dataclasses.replace(base, seed=7, eval_every=5, log_every=1, devices="4", num_workers=2),
+            dataclasses.replace(base, data=dataclasses.replace(base.data, corpus=["/elsewhere/wiki"], num_proc=3))]
+    other = [dataclasses.replace(base, optim=OptimConfig(lr=2e-3)),
+             dataclasses.replace(base, phases=[PhaseConfig(0.6, 32, 128), PhaseConfig(0.4, 128)]),
+             dataclasses.replace(base, batch_size=64),
+             dataclasses.replace(base, data=dataclasses.replace(base.data, mask_ratio=0.4)),
+             dataclasses.replace(base, data=dataclasses.replace(base.data, corpus=["/a/data/books"]))]
+    first = procedure_fingerprint(base, shape)
+    assert all(procedure_fingerprint(cfg, shape) == first for cfg in same)
+    assert len({first, *(procedure_fingerprint(cfg, shape) for cfg in other)}) == 1 + len(other)
+    assert procedure_fingerprint(base, {**shape, "initializer_range": 0.05}) != first
+
+    records = load_records([COMMITTED / "cpu-hour"])
+    seed1, seed2 = ([r.data for r in records if r.data.get("pretrain_seed") == s
+                     and (r.data["model"]["pretraining"] or {}).get("objective") == "mlm+nsp"][0] for s in (1, 2))
+    assert pretraining_procedure(seed1) == pretraining_procedure(seed2)  # older records, no fingerprint: as before
+    for rec in (seed1, seed2):
+        rec["model"]["pretraining"]["procedure_fingerprint"] = first
+    assert pretraining_procedure(seed1) == pretraining_procedure(seed2)
+    seed2["model"]["pretraining"]["procedure_fingerprint"] = procedure_fingerprint(other[0], shape)
+    assert pretraining_procedure(seed1) != pretraining_procedure(seed2)

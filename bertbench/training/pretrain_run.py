@@ -247,6 +247,31 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
     return sorted({round(k * cfg.max_steps / n) for k in range(1, n)} - {0, cfg.max_steps}) if n > 1 else []
 
 
+# What does not make a pre-training another procedure: its seed (one procedure is run with several), where and on
+# what it runs, how often it reports or saves, and settings resolved elsewhere in the identity (the model's
+# shape and vocabulary are its model_config; precision is the one it ran at). The corpus counts by its files'
+# names, not their paths on this machine; the tokenizer likewise.
+_NOT_PROCEDURE = ("seed", "eval_every", "eval_batches", "checkpoint_every", "snapshots", "log_every", "devices",
+                  "accelerator", "strategy", "num_nodes", "num_workers", "precision", "model", "model_size",
+                  "tokenizer_vocab_size")
+_NOT_DATA_PROCEDURE = ("num_proc",)
+
+
+def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> str:
+    """A short hash of every setting that makes this pre-training what it is (optimiser, schedule, phases,
+    batches, masking, data preparation, the model's shape), and of nothing that differs between its seeds or
+    machines: two pre-trainings share it exactly when they are seeds of one procedure (results.pretraining_procedure)."""
+    import hashlib
+    import json
+
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_PROCEDURE}
+    data = {k: v for k, v in settings.pop("data").items() if k not in _NOT_DATA_PROCEDURE}
+    data["corpus"] = [Path(c).name for c in data["corpus"]]
+    settings["tokenizer"] = Path(settings["tokenizer"]).name
+    identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
 def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path) -> dict[str, Any]:
     """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
@@ -262,6 +287,7 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
         "masking": cfg.data.masking,
         "model_size": cfg.model_size,
         "model_config": asdict(model.cfg),
+        "procedure_fingerprint": procedure_fingerprint(cfg, asdict(model.cfg)),
         "parameters": sum(p.numel() for p in model.parameters()),
         "max_seq_len": cfg.data.max_seq_len,
         "data_fingerprint": data.fingerprint,
