@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data
-OUT ?= runs/cpu-quick
+PRESET ?= cpu-quick
+OUT ?= runs/$(PRESET)
 
-.PHONY: setup test demo archive leaderboard clean
+.PHONY: setup test demo study archive leaderboard clean
 
 # torch first, pinned: 2.13.0 is the CPU build on this disk; an open range would pull a multi-GB CUDA build.
 $(BIN)/bertbench: pyproject.toml
@@ -24,15 +25,17 @@ test: setup
 # (`bertbench bench` reports whether it is preloaded); never required.
 TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 
-demo: setup
-	LD_PRELOAD=$(TCMALLOC) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/bertbench run --preset cpu-quick --data-dir $(DATA_DIR) --out $(OUT)
+# The main job is the cpu-quick study; `make study PRESET=cpu-hour` runs another (recipes/presets/), the same way.
+demo: study
+
+study: setup
+	LD_PRELOAD=$(TCMALLOC) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/bertbench run --preset $(PRESET) --data-dir $(DATA_DIR) --out $(OUT)
 
 # The committed study: result records (and the pre-training curves and stage times) copied from a run
 # into leaderboards/records/PRESET, so that `make leaderboard` regenerates the tables and plots from the
 # repository and the dev files (DATA_DIR: records written before records kept their predictions get them
 # back from example_correct and the gold labels), byte for byte, without re-running anything. The losing grid points (*.grid.json, the
 # learning rates that selection compared and did not pick) are kept too, so a selection can be re-checked.
-PRESET ?= cpu-quick
 RECORDS := leaderboards/records/$(PRESET)
 
 archive:
