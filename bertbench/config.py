@@ -411,6 +411,12 @@ MODEL_PANEL, DATA_PANEL, OPTIM_PANEL, RUN_PANEL, HW_PANEL = (
     "Model and objective", "Data and masking", "Optimisation", "Evaluation, logging and checkpoints", "Hardware")
 
 
+# DataConfig fields that change how fast the data is made, never what it is: left out of every key and
+# fingerprint of a pre-training (studies.keys, training.pretrain_run.procedure_fingerprint), so that a run on
+# a machine with more cores is the same run
+DATA_SPEED_ONLY = ("num_proc",)
+
+
 @dataclass
 class DataConfig:
     """Corpus → instances → masked batches. Every ablation of the paper's pre-training data is a field."""

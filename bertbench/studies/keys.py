@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import PretrainConfig, to_dict
+from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, to_dict
 from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
 
 STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
@@ -37,14 +37,10 @@ def _relative_to(path: str, data_dir: Path) -> str:
     return "{data_dir}/" + path[len(prefix):] if path.startswith(prefix) else path
 
 
-# Pre-training fields that change how fast the data is made, never what it is: out of every key, so that a
-# study keeps its keys on a machine with more cores (and older folders, written before the field, still match)
-_NOT_IN_PRETRAIN_KEY = ("num_proc",)  # under `data`
-
-
 def _keyed_fields(cfg: PretrainConfig) -> dict:
+    # without the fields that only change how fast the data is made (older folders, written before them, still match)
     fields = to_dict(cfg)
-    for name in _NOT_IN_PRETRAIN_KEY:
+    for name in DATA_SPEED_ONLY:
         fields["data"].pop(name, None)
     return fields
 

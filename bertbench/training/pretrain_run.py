@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.config import (
+    DATA_SPEED_ONLY,
     PAPER_MASK_PROCEDURE,
     PAPER_MASK_RATIO,
     DataConfig,
@@ -247,14 +248,13 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
     return sorted({round(k * cfg.max_steps / n) for k in range(1, n)} - {0, cfg.max_steps}) if n > 1 else []
 
 
-# What does not make a pre-training another procedure: its seed (one procedure is run with several), where and on
-# what it runs, how often it reports or saves, and settings resolved elsewhere in the identity (the model's
-# shape and vocabulary are its model_config; precision is the one it ran at). The corpus counts by its files'
-# names, not their paths on this machine; the tokenizer likewise.
-_NOT_PROCEDURE = ("seed", "eval_every", "eval_batches", "checkpoint_every", "snapshots", "log_every", "devices",
-                  "accelerator", "strategy", "num_nodes", "num_workers", "precision", "model", "model_size",
-                  "tokenizer_vocab_size")
-_NOT_DATA_PROCEDURE = ("num_proc",)
+# What does not make a pre-training another procedure, beside what a resume may change (RESUMABLE_CHANGES: no
+# training step depends on it): its seed (one procedure is run with several), what it runs on, what it
+# evaluates and keeps, and settings resolved elsewhere in the identity (the model's shape and vocabulary are its
+# model_config; precision is the one it ran at). The corpus counts by its files' names, not their paths on this
+# machine; the tokenizer likewise.
+_NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator", "strategy", "num_nodes",
+                  "precision", "model", "model_size", "tokenizer_vocab_size")
 
 
 def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> str:
@@ -264,8 +264,9 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> 
     import hashlib
     import json
 
-    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_PROCEDURE}
-    data = {k: v for k, v in settings.pop("data").items() if k not in _NOT_DATA_PROCEDURE}
+    skip = {*_NOT_PROCEDURE, *RESUMABLE_CHANGES}
+    settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
+    data = {k: v for k, v in settings.pop("data").items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
     settings["tokenizer"] = Path(settings["tokenizer"]).name
     identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
@@ -377,7 +378,7 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
 # What may change when a run is resumed: how often it evaluates, logs and checkpoints, loader workers and
 # the processes that tokenise the corpus (the same arrays whatever their number; its default became
 # "every core"). None of them changes a training step, so the resumed run stays bit-identical.
-RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", "data.num_proc")
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", *(f"data.{f}" for f in DATA_SPEED_ONLY))
 
 
 def _same_tokenizer(saved: Any, now: Any, run_dir: Path) -> bool:
