@@ -589,7 +589,8 @@ def pretraining_procedure(record: Record) -> str:
     keys = {k: pre.get(k) for k in _PROCEDURE_KEYS}
     if pre.get("budget_seconds") is not None:  # minutes on the clock ended it: its steps are an outcome, like tokens
         keys.update(steps=None, budget_seconds=pre["budget_seconds"])
-    if pre.get("procedure_fingerprint") is not None:  # every other setting (lr, phases, shape …); older records lack it
+    # every other setting (lr, phases, shape …); older records lack it
+    if pre.get("procedure_fingerprint") is not None:
         keys["procedure_fingerprint"] = pre["procedure_fingerprint"]
     identity = json.dumps([record["model"]["size"], keys], sort_keys=True)
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
@@ -646,7 +647,7 @@ class PretrainSummary:
     masking: Optional[str] = None
     model_size: Optional[str] = None
     model_config: Optional[dict[str, Any]] = None
-    procedure_fingerprint: Optional[str] = None  # training.pretrain_run.procedure_fingerprint: seeds of one procedure share it
+    procedure_fingerprint: Optional[str] = None  # seeds of one procedure share it (pretrain_run.procedure_fingerprint)
     parameters: Optional[int] = None
     max_seq_len: Optional[int] = None
     data_fingerprint: Optional[str] = None

@@ -260,7 +260,8 @@ _NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator",
 def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> str:
     """A short hash of every setting that makes this pre-training what it is (optimiser, schedule, phases,
     batches, masking, data preparation, the model's shape), and of nothing that differs between its seeds or
-    machines: two pre-trainings share it exactly when they are seeds of one procedure (results.pretraining_procedure)."""
+    machines: two pre-trainings share it exactly when they are seeds of one procedure
+    (results.pretraining_procedure)."""
     import hashlib
     import json
 
@@ -279,6 +280,7 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
     from bertbench.runtime.provenance import code_version, hardware
 
     mlm = is_masked(cfg.objective)
+    shape = asdict(model.cfg)
     return {
         "objective": cfg.objective,
         "full_sentences": cfg.data.full_sentences,
@@ -287,8 +289,8 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
         "whole_word_mask": cfg.data.whole_word_mask if mlm else None,
         "masking": cfg.data.masking,
         "model_size": cfg.model_size,
-        "model_config": asdict(model.cfg),
-        "procedure_fingerprint": procedure_fingerprint(cfg, asdict(model.cfg)),
+        "model_config": shape,
+        "procedure_fingerprint": procedure_fingerprint(cfg, shape),
         "parameters": sum(p.numel() for p in model.parameters()),
         "max_seq_len": cfg.data.max_seq_len,
         "data_fingerprint": data.fingerprint,
@@ -378,7 +380,8 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
 # What may change when a run is resumed: how often it evaluates, logs and checkpoints, loader workers and
 # the processes that tokenise the corpus (the same arrays whatever their number; its default became
 # "every core"). None of them changes a training step, so the resumed run stays bit-identical.
-RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", *(f"data.{f}" for f in DATA_SPEED_ONLY))
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers",
+                     *(f"data.{f}" for f in DATA_SPEED_ONLY))
 
 
 def _same_tokenizer(saved: Any, now: Any, run_dir: Path) -> bool:
