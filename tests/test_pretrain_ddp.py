@@ -41,14 +41,19 @@ def rows(out):
 
 
 def test_two_processes_train_what_one_process_trains(tmp_path):
+    from bertbench.model.tokenizer import WordPieceTokenizer
+
     corpus = write_corpus(tmp_path / "docs")
+    vocab = tmp_path / "tokenizer"  # one tokenizer for both runs, given the same way: one procedure
+    WordPieceTokenizer.train((p.read_text() for p in sorted(corpus.glob("*.txt"))), vocab_size=200).save(vocab)
     one, two = tmp_path / "one", tmp_path / "two"
-    run(["--corpus", str(corpus), "--out", str(one), "--batch-size", "8"], tmp_path)
+    run(["--corpus", str(corpus), "--out", str(one), "--batch-size", "8", "--tokenizer", str(vocab)], tmp_path)
     said = run(["--corpus", str(corpus), "--out", str(two), "--batch-size", "4", "--devices", "2",
-                "--strategy", "ddp", "--tokenizer", str(one / "tokenizer")], tmp_path)
+                "--strategy", "ddp", "--tokenizer", str(vocab)], tmp_path)
     assert said.count("done:") == 1  # rank 0 reports; the other rank is silent
     a, b = json.loads((one / "summary.json").read_text()), json.loads((two / "summary.json").read_text())
     assert b["batch_size"] == a["batch_size"] == 8
+    assert b["procedure_fingerprint"] == a["procedure_fingerprint"]  # one procedure: seeds of it may pool
     # global counts: both ranks' tokens, exactly the tokens one process saw (same instances, same masks)
     assert (b["tokens_seen"], b["loss_tokens"]) == (a["tokens_seen"], a["loss_tokens"])
     ra, rb = rows(one), rows(two)

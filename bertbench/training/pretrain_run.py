@@ -252,15 +252,17 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
 # training step depends on it): its seed (one procedure is run with several), what it runs on, what it
 # evaluates and keeps, and settings resolved elsewhere in the identity (the model's shape and vocabulary are its
 # model_config; precision is the one it ran at). The corpus counts by its files' names, not their paths on this
-# machine; the tokenizer likewise.
+# machine; the tokenizer likewise. The device and node counts are left out, but the batch is counted whole: each of
+# the world's processes collates the global batch and trains its share (tests/test_pretrain_ddp.py), so batch 4 on
+# 2 processes is the procedure of batch 8 on one.
 _NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator", "strategy", "num_nodes",
                   "precision", "model", "model_size", "tokenizer_vocab_size")
 
 
-def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> str:
+def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], world_size: int = 1) -> str:
     """A short hash of every setting that makes this pre-training what it is (optimiser, schedule, phases,
-    batches, masking, data preparation, the model's shape), and of nothing that differs between its seeds or
-    machines: two pre-trainings share it exactly when they are seeds of one procedure
+    global batches, masking, data preparation, the model's shape), and of nothing that differs between its seeds
+    or machines: two pre-trainings share it exactly when they are seeds of one procedure
     (results.pretraining_procedure)."""
     import hashlib
     import json
@@ -270,11 +272,15 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> 
     data = {k: v for k, v in settings.pop("data").items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
     settings["tokenizer"] = Path(settings["tokenizer"]).name
+    if world_size > 1:  # the global batch; a one-process run keeps the fingerprint its committed records carry
+        settings["batch_size"] *= world_size
+        settings["phases"] = [{**p, "batch_size": p["batch_size"] and p["batch_size"] * world_size}
+                              for p in settings["phases"]]
     identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
     return "sha256:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
-def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path) -> dict[str, Any]:
+def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path, world_size: int) -> dict[str, Any]:
     """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
     from bertbench.runtime.provenance import code_version, hardware
@@ -290,7 +296,7 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
         "masking": cfg.data.masking,
         "model_size": cfg.model_size,
         "model_config": shape,
-        "procedure_fingerprint": procedure_fingerprint(cfg, shape),
+        "procedure_fingerprint": procedure_fingerprint(cfg, shape, world_size),
         "parameters": sum(p.numel() for p in model.parameters()),
         "max_seq_len": cfg.data.max_seq_len,
         "data_fingerprint": data.fingerprint,
@@ -438,7 +444,8 @@ def _pretrain_locked(
 
     model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision)
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
-    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
+    # called from checkpoint saves and the final summary, all after `trainer` below exists (its world size)
+    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir, trainer.world_size)  # noqa: E731
     callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), extra_callbacks)
     trainer = _trainer(cfg, out_dir, precision, fused, progress_bar, callbacks)
     loader = _loader(cfg, plan, datas, tokenizer, trainer, module, start_step, device_type)
