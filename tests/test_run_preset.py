@@ -181,7 +181,13 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert "2 stages at a time" in r.output
     stages = json.loads((parallel / "stages.json").read_text())
     assert {"corpus", "pretrain mlm_nsp", "finetune ltr step-8 rte", "wall"} <= set(stages)
-    assert stages["wall"] < sum(v for k, v in stages.items() if k not in ("wall", "host"))  # the stages overlapped
+    from bertbench.studies.run import NOT_STAGES
+
+    ran = {k: v for k, v in stages.items() if k not in (*NOT_STAGES, "wall")}
+    assert stages["wall"] < sum(ran.values())  # the stages overlapped
+    # what each scheduled stage ran on (test_studies checks the counts); corpus and report run before and after
+    assert set(stages["threads"]) == set(ran) - {"corpus", "report"}
+    assert all(counts and all(n >= 1 for n in counts) for counts in stages["threads"].values())
     # the same records, though not to the bit: one thread sums in another order than two, so the weights (and
     # the model fingerprint in a record's file name) differ in the last places
     def named(records):
@@ -307,9 +313,10 @@ def test_an_interrupted_invocation_keeps_the_times_of_its_finished_stages(tmp_pa
             _Stage("finetune random mrpc", _fail, ("mrpc: no training file",))]
     for n in (1, 2):  # each interrupted invocation gets its own file
         with pytest.raises(BertbenchError, match="mrpc: no training file"):
-            run_stages_keeping_times(tmp_path, jobs, 1, lambda message: None, {}, 0.0)
+            run_stages_keeping_times(tmp_path, jobs, 1, lambda message: None, {}, 0.0, {}, False)
         saved = json.loads((tmp_path / f"stages.interrupted-{n}.json").read_text())
-        assert set(saved) == {"finetune random rte", "wall (interrupted: mrpc: no training file)"}
+        assert set(saved) == {"finetune random rte", "wall (interrupted: mrpc: no training file)", "threads"}
+        assert set(saved["threads"]) == {"finetune random rte", "finetune random mrpc"}  # what each started on
     assert not (tmp_path / "stages.json").exists()  # that name is the finished invocation's
 
 

@@ -69,19 +69,32 @@ def test_a_killed_worker_is_one_line_naming_the_stage_and_the_signal(tmp_path):
     assert set(times) == {"finetune random rte"} and (tmp_path / "rte").read_text() == "done"
 
 
-def test_the_remaining_stage_takes_the_freed_core(tmp_path):
+def _short_then_long(tmp_path: Path, wait_s: float, fixed_threads: bool) -> tuple[list[str], dict[str, list[int]]]:
+    """Two stages on two one-thread workers; "short" ends once "long" runs beside it (a loaded machine may take
+    long to start a worker). The threads "long" saw at its start and at its end, and what the scheduler says."""
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # two workers of one thread each, whatever this machine has
+    threads: dict[str, list[int]] = {}
     try:
-        # "short" ends once "long" runs beside it (a loaded machine may take long to start a worker)
-        jobs = [Stage("short", _wait_for, (tmp_path / "t.started",)), Stage("long", _threads_once_alone, (tmp_path / "t", 60.0))]
-        run_stages(jobs, 2, lambda message: None, {})
+        jobs = [Stage("short", _wait_for, (tmp_path / "t.started",)), Stage("long", _threads_once_alone, (tmp_path / "t", wait_s))]
+        run_stages(jobs, 2, lambda message: None, {}, threads, fixed_threads)
     finally:
         torch.set_num_threads(before)
-    start, end = (tmp_path / "t").read_text().split()
-    assert (start, end) == ("1", "2")
+    return (tmp_path / "t").read_text().split(), threads
+
+
+def test_the_remaining_stage_takes_the_freed_core(tmp_path):
+    seen, said = _short_then_long(tmp_path, 60.0, fixed_threads=False)
+    assert seen == ["1", "2"]
+    assert said == {"short": [1], "long": [1, 2]}
+
+
+def test_with_fixed_threads_a_stage_keeps_its_share_and_the_freed_core_idles(tmp_path):
+    seen, said = _short_then_long(tmp_path, 3.0, fixed_threads=True)  # 3 s: the share would have grown by then
+    assert seen == ["1", "1"]
+    assert said == {"short": [1], "long": [1]}
 
 
 @pytest.mark.skipif(os.environ.get("BERTBENCH_MALLOC_TUNING") == "0" or "tcmalloc" in os.environ.get("LD_PRELOAD", ""),

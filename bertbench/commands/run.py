@@ -19,7 +19,7 @@ def run(
     skips finished stages (by config hash) and resumes an interrupted pre-training."""
     from bertbench.paths import default_data_dir
     from bertbench.studies.preset import load_preset
-    from bertbench.studies.run import HOST_KEY, run_preset
+    from bertbench.studies.run import NOT_STAGES, run_preset
 
     spec = load_preset(preset)
     if validate_only:
@@ -28,4 +28,4 @@ def run(
         return
     stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots,
                         workers=workers)
-    typer.echo("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items() if k != HOST_KEY))
+    typer.echo("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items() if k not in NOT_STAGES))

@@ -59,6 +59,10 @@ class RunPreset:
     # Stages run this many at a time, each in its own process with a share of the threads (1: one after the
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
+    # With workers > 1: keep every stage on its first share of the threads, start to end, instead of giving the
+    # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended
+    # first (a stage's thread count is the order of its floating-point sums; studies.scheduler).
+    fixed_threads: bool = False
     # Pre-train every pre-trained variant once per seed (its initialisation and data order), each a stage of
     # its own; every (variant, seed) checkpoint is fine-tuned with the tasks' fine-tuning seeds. Empty: once,
     # with `pretrain.seed`, as a preset without this key always did. A variant may give its own.

@@ -23,7 +23,7 @@ def run_preset(
     workers: Optional[int] = None,
 ) -> dict[str, Any]:
     """Run every stage not already done; returns {stage: seconds} of this invocation, its wall time under
-    "wall", and the host it ran on under HOST_KEY (host_facts)."""
+    "wall", the host it ran on under HOST_KEY (host_facts) and each stage's thread counts under THREADS_KEY."""
     out, data_dir = Path(out), Path(data_dir)
     out.mkdir(parents=True, exist_ok=True)
     workers = preset.workers if workers is None else workers
@@ -49,7 +49,10 @@ def run_preset(
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
         # reads: not once per process at the same time on a share of the threads
         stage("corpus", lambda: tokenise_corpus(base, tokenizer))
-    run_stages_keeping_times(out, stages, workers, echo, times, t_start)
+    threads: dict[str, list[int]] = {}
+    run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads)
+    if threads:  # none when every stage was done before
+        times[THREADS_KEY] = threads
     # 3. the report
     stage("report", lambda: write_report(out, preset, plots))
     times["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
@@ -60,6 +63,8 @@ def run_preset(
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
+THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
+NOT_STAGES = (HOST_KEY, THREADS_KEY)
 
 
 def host_facts() -> dict[str, Any]:
@@ -104,20 +109,22 @@ def tokenise_corpus(base, tokenizer: str) -> None:
 
 
 def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],
-                             times: dict[str, float], t_start: float) -> None:
+                             times: dict[str, Any], t_start: float, threads: dict[str, list[int]],
+                             fixed_threads: bool) -> None:
     """run_stages; if it stops (a failed or killed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which the
     scheduler turns into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the
     error goes on, so that a study resumed over several invocations keeps every invocation's times (a finished
     one writes `stages.json`)."""
     try:
-        run_stages(stages, workers, echo, times)
+        run_stages(stages, workers, echo, times, threads, fixed_threads)
     except BaseException as err:
         from bertbench.runtime.files import atomic_write_json
 
         n = 1 + len(list(out.glob("stages.interrupted-*.json")))
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
         atomic_write_json(out / f"stages.interrupted-{n}.json",
-                          {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1)})
+                          {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
+                           THREADS_KEY: threads})
         raise
 
 

@@ -4,7 +4,8 @@ Public API:
 - `Stage`: a named call of a module-level function, with its dependency (`after`), its follow-ups (`then`,
   stages known only once it has run), and whether it runs `alone` (in this process, with every thread,
   nothing beside it).
-- `run_stages(stages, workers, echo, times)`: runs them; `times` gets each finished stage's seconds.
+- `run_stages(stages, workers, echo, times, threads, fixed_threads)`: runs them; `times` gets each finished
+  stage's seconds, `threads` the thread counts it ran on, in order.
 - `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
 
 With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
@@ -19,7 +20,11 @@ share lives in shared memory; the scheduler sends the worker SIGUSR1 and the wor
 `torch.set_num_threads` with its new share. Python runs a signal handler on the main thread between two
 bytecodes, never inside a torch operation: that is the safe point, and it needs nothing from the training
 loops. (Starting the next stage on the freed core is the other way, and the scheduler does that first
-whenever a stage is ready.) Only the order of floating-point sums changes; every stage keeps its seeds.
+whenever a stage is ready.) Only the order of floating-point sums changes; every stage keeps its seeds. But that
+order is a stage's last digits: cpu-hour's random-init SST-2 seed 3 scored 77.52 on two threads and 77.41 on one,
+and which it gets depends on when its neighbours end, that is, on the host. `fixed_threads` keeps every stage on
+its first share, start to end (the freed core idles), so that a study's numbers do not depend on its schedule;
+`threads` says what each stage ran on either way.
 """
 from __future__ import annotations
 
@@ -53,26 +58,28 @@ def thread_shares(total: int, busy: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(busy)]
 
 
-def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], times: dict[str, float]) -> None:
+def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], times: dict[str, float],
+               threads: Optional[dict[str, list[int]]] = None, fixed_threads: bool = False) -> None:
     """Run `stages` in list order as their `after` stages finish: one after the other in this process when
     `workers` is 1, else `workers` at a time, each in its own process with a share of the threads. A small
     model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on one, so two
     side by side do 1.8x the work). A stage marked `alone` waits until nothing else runs, then runs here with
     every thread, and nothing starts beside it."""
-    queue = _Queue(list(stages), echo, times)
+    queue = _Queue(list(stages), echo, times, {} if threads is None else threads)
     if workers == 1:
         while (stage := queue.next_ready()) is not None:
             queue.run_here(stage)
         queue.check_nothing_stranded()
         return
-    _run_side_by_side(queue, workers, echo)
+    _run_side_by_side(queue, workers, echo, fixed_threads)
 
 
 class _Queue:
     """The stages not yet started, the ones finished, and what finishing one means (its time, its follow-ups)."""
 
-    def __init__(self, pending: list[Stage], echo: Callable[[str], None], times: dict[str, float]):
-        self.pending, self.echo, self.times = pending, echo, times
+    def __init__(self, pending: list[Stage], echo: Callable[[str], None], times: dict[str, float],
+                 threads: dict[str, list[int]]):
+        self.pending, self.echo, self.times, self.threads = pending, echo, times, threads
         self.finished: set[str] = set()
 
     def next_ready(self) -> Optional[Stage]:
@@ -89,7 +96,10 @@ class _Queue:
             self.pending.extend(stage.then())
 
     def run_here(self, stage: Stage) -> None:  # in this process, with every thread
+        import torch
+
         self.echo(f"[{stage.name}] started")
+        self.threads[stage.name] = [torch.get_num_threads()]
         t0 = time.perf_counter()
         stage.fn(*stage.args, **({"echo": self.echo} if stage.echo_here else {}))
         self.complete(stage, round(time.perf_counter() - t0, 1))
@@ -99,14 +109,14 @@ class _Queue:
             raise BertbenchError(f"stages {', '.join(s.name for s in self.pending)} wait on stages that did not run")
 
 
-def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None]) -> None:
+def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], fixed_threads: bool) -> None:
     import multiprocessing
 
     import torch
 
     total = torch.get_num_threads()
     share = thread_shares(total, workers)[-1]
-    echo(f"{workers} stages at a time, {share} thread(s) each")
+    echo(f"{workers} stages at a time, {share} thread(s) each" + (", always" if fixed_threads else ""))
     # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
     context = multiprocessing.get_context("spawn")
     slots = [_Worker(context, share) for _ in range(workers)]
@@ -119,7 +129,12 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None]) 
             if not busy:
                 queue.check_nothing_stranded()
                 return
-            _rebalance(busy, total)
+            if not fixed_threads:
+                _rebalance(busy, total)
+            for worker in busy:  # what each stage runs on from here on
+                used = queue.threads.setdefault(worker.stage.name, [])
+                if not used or used[-1] != worker.threads.value:
+                    used.append(worker.threads.value)
             for worker, outcome in _wait_for_any(slots):
                 stage = worker.stage
                 worker.stage = None
