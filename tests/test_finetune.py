@@ -166,9 +166,9 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
         (tmp_path / name / "summary.json").write_text(json.dumps(summary))  # a pre-training's summary beside it
         finetune("--model", str(tmp_path / name), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA), "--max-steps", "1",
                  "--seeds", "1", "--out", str(tmp_path / f"out-{name}"), "--precision", "32")
-        got[name] = [rec.data.get("pretrain_seed") for rec in load_records([tmp_path / f"out-{name}"])]
-        # and the procedure its seeds share (results.pretraining_procedure)
         records = load_records([tmp_path / f"out-{name}"])
+        got[name] = [rec.data.get("pretrain_seed") for rec in records]
+        # and the procedure its seeds share (results.pretraining_procedure)
         assert [rec.data["model"]["pretraining"]["procedure_fingerprint"] for rec in records] \
             == [summary["procedure_fingerprint"]]
     finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte", "--data-dir", str(FIXTURE_DATA),

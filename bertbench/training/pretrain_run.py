@@ -274,8 +274,8 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], wor
     settings["tokenizer"] = Path(settings["tokenizer"]).name
     if world_size > 1:  # the global batch; a one-process run keeps the fingerprint its committed records carry
         settings["batch_size"] *= world_size
-        settings["phases"] = [{**p, "batch_size": p["batch_size"] and p["batch_size"] * world_size}
-                              for p in settings["phases"]]
+        settings["phases"] = [p if p["batch_size"] is None else {**p, "batch_size": p["batch_size"] * world_size}
+                              for p in settings["phases"]]  # None: the phase takes the run's batch, counted above
     identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
     return "sha256:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
