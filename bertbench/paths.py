@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = Path(os.environ.get("BERTBENCH_TASKS_DIR", PROJECT_ROOT / "tasks"))
@@ -15,3 +16,27 @@ def default_data_dir() -> Path:
     if env:
         return Path(env)
     return PROJECT_ROOT.parent / "shared" / "data"
+
+
+
+def _relative(path: str, folder: Path, spelling: str) -> str:
+    prefix = str(folder).rstrip("/") + "/"
+    return spelling + path[len(prefix):] if path.startswith(prefix) else path
+
+
+def data_dir_relative(path: str, data_dir: Path) -> str:
+    """A path under the data folder written `{data_dir}/...`, the recipes' own spelling; any other path as given."""
+    return _relative(path, Path(data_dir), "{data_dir}/")
+
+
+def portable(value: Any, data_dir: Path) -> Any:
+    """`value` (a result's config: dicts, lists, strings) with each path under the data folder written
+    `{data_dir}/...` and each path inside the checkout relative to it. A committed result then names no folder
+    of the machine that made it, and the same run on two machines writes the same config."""
+    if isinstance(value, dict):
+        return {k: portable(v, data_dir) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(v, data_dir) for v in value]
+    if isinstance(value, str):
+        return _relative(data_dir_relative(value, data_dir), PROJECT_ROOT, "")
+    return value

@@ -3,6 +3,7 @@ JSON carries the curve, tokens, rates and the unigram baseline."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -72,6 +73,41 @@ def test_every_side_trains_for_the_budget_and_reports_a_curve(quality_result):
         assert all(0.0 <= p["mlm_accuracy"] <= 100.0 and p["mlm_loss"] > 0 for p in curve)
         assert s["final"] == curve[-1]
         assert s["gain_over_unigram"] == pytest.approx(s["final"]["mlm_accuracy"] - s["unigram_accuracy"], abs=1e-3)
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        yield from (s for v in value.values() for s in _strings(v))
+    elif isinstance(value, list):
+        yield from (s for v in value for s in _strings(v))
+    elif isinstance(value, str):
+        yield value
+
+
+def test_the_saved_config_names_the_data_folder_as_recipes_do(quality_result):
+    """A committed result is read on other machines: its corpus is `{data_dir}/...`, not this machine's folder."""
+    config = quality_result["config"]
+    assert config["corpus"] == config["pretrain"]["data"]["corpus"] == ["{data_dir}/corpus"]
+    assert not [s for s in _strings(config) if s.startswith("/") and "/data/" in s]
+
+
+def test_committed_results_give_their_corpus_as_the_recipes_do():
+    from bertbench.paths import PROJECT_ROOT
+
+    saved = sorted(PROJECT_ROOT.glob("leaderboards/quality*/**/*.json")) + [PROJECT_ROOT / "leaderboards/bench/data-scale.json"]
+    assert len(saved) > 20
+    for path in saved:
+        corpus = json.loads(path.read_text())["config"]["corpus"]
+        assert all(c.startswith("{data_dir}/") for c in ([corpus] if isinstance(corpus, str) else corpus)), (path, corpus)
+
+
+def test_portable_rewrites_paths_under_the_data_folder_and_the_checkout_only():
+    from bertbench.paths import PROJECT_ROOT, portable
+
+    got = portable({"corpus": ["/d/x/corpus/a", "/d/xy/b"], "n": 3, "recipe": str(PROJECT_ROOT / "recipes" / "r.yaml"),
+                    "phases": [{"path": "/d/x"}], "other": "/elsewhere/t.yaml"}, data_dir=Path("/d/x/"))
+    assert got == {"corpus": ["{data_dir}/corpus/a", "/d/xy/b"], "n": 3, "recipe": "recipes/r.yaml",
+                   "phases": [{"path": "/d/x"}], "other": "/elsewhere/t.yaml"}
 
 
 def test_both_sides_on_the_shared_vocabulary_score_identical_positions(quality_result):

@@ -35,6 +35,7 @@ from bertbench.benchmarks import common
 from bertbench.config import PAPER_MASK_RATIO, trains_nsp
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
+from bertbench.paths import portable
 
 SIDES = ("ours", "hf", "ours-recipe")
 HF_LR = 5e-4  # run_mlm's usual choice for a small BERT (../shared/docs/library-notes.md, outside the repository)
@@ -303,12 +304,12 @@ def run(
     base = _config(recipe, data_dir, minutes, model_size)
     if max_documents is not None:
         base = dataclasses.replace(base, data=dataclasses.replace(base.data, max_documents=max_documents))
-    result["config"] = {
+    result["config"] = portable({
         "recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base),
         "phases": [dataclasses.asdict(p) for p in base.phases], "batch_size": base.batch_size,
         "corpus": base.data.corpus, "points": points, "max_documents": max_documents,
         "pretrain": dataclasses.asdict(base),
-    }
+    }, data_dir)
     shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))
     heldouts: dict[str, HeldOut] = {}
 

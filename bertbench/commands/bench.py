@@ -201,7 +201,7 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
     from bertbench.benchmarks import common, data_scale
     from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text
-    from bertbench.paths import default_data_dir
+    from bertbench.paths import default_data_dir, portable
 
     try:
         scales = [int(x) for x in scale.split(",") if x.strip()]
@@ -210,6 +210,7 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
     corpus = corpus or default_data_dir() / "corpus"
     tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
     result = data_scale.run(scales, corpus, tokenizer, seq_len, common.progress_to_stderr(quiet))
+    result["config"] = portable(result["config"], default_data_dir())
     text = json.dumps(result, indent=2)
     if save_json is not None:
         atomic_write_text(save_json, text + "\n")

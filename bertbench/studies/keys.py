@@ -24,17 +24,13 @@ from typing import Any, Optional
 
 from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, to_dict
 from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
+from bertbench.paths import data_dir_relative
 
 STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
 
 
 def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
-
-
-def _relative_to(path: str, data_dir: Path) -> str:
-    prefix = str(data_dir).rstrip("/") + "/"
-    return "{data_dir}/" + path[len(prefix):] if path.startswith(prefix) else path
 
 
 def _keyed_fields(cfg: PretrainConfig) -> dict:
@@ -53,7 +49,7 @@ def _tokenizer_fields(cfg: PretrainConfig, corpus: list[str]) -> str:
 def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
     """A study's trained tokenizer: its corpus (relative to the data folder, so a data folder elsewhere keeps the
     key), documents, vocabulary size and case."""
-    return _tokenizer_fields(cfg, [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus])
+    return _tokenizer_fields(cfg, [data_dir_relative(c, data_dir) for c in cfg.data.corpus])
 
 
 def legacy_tokenizer_key(cfg: PretrainConfig) -> str:
@@ -64,7 +60,7 @@ def legacy_tokenizer_key(cfg: PretrainConfig) -> str:
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
     fields = _keyed_fields(cfg)
     fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
-    fields["data"]["corpus"] = [_relative_to(c, Path(data_dir)) for c in cfg.data.corpus]
+    fields["data"]["corpus"] = [data_dir_relative(c, data_dir) for c in cfg.data.corpus]
     return config_hash(fields)
 
 
