@@ -176,6 +176,30 @@ def test_fmt_stats():
     assert stats.by_seed() == {0: 60.0, 1: 50.0, 2: 58.0}
 
 
+def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):
+    """A variant pre-trained twice gets a row per pre-training seed: its held-out numbers, and the GLUE score of
+    its own fine-tuning records (mean over fine-tuning seeds, then over the main table's GLUE scores)."""
+    from bertbench.report.model import pretraining_seeds_table
+
+    t = _template(fixture_records)
+
+    def rec(task, seed, pretrain_seed, value, cross):
+        r = _make(t, task, seed, {"accuracy": value}, "accuracy", pretrain_seed=pretrain_seed)
+        r.data["model"]["pretraining"]["heldout"] = {"mlm_accuracy": 30.0 + pretrain_seed, "nsp_accuracy": 80.0,
+                                                     "cross_segment_match": cross}
+        return r
+
+    first = [rec("rte", 1, 1, 60.0, 0.1), rec("rte", 2, 1, 62.0, 0.1), rec("sst2", 1, 1, 80.0, 0.1)]
+    second = [rec("rte", 1, 2, 70.0, 7.0), rec("sst2", 1, 2, 90.0, 7.0), rec("sst2", 2, 2, 92.0, 7.0)]
+    table = pretraining_seeds_table(collect(first + second))
+    assert table.header[6] == "GLUE (2 of 8 tasks)"
+    assert [row[1:] for row in table.rows] == [
+        ("1", "3.3M", "31.0", "80.0", "0.1", "70.5", "3"),  # ((60 + 62) / 2 + 80) / 2
+        ("2", "3.3M", "32.0", "80.0", "7.0", "80.5", "3"),  # (70 + (90 + 92) / 2) / 2
+    ]
+    assert pretraining_seeds_table(collect(first)) is None  # one pre-training seed: the main table says it all
+
+
 def test_glue_partial_coverage_label_and_same_task_paper_average(fixture_records):
     t = _template(fixture_records)
     recs = [_make(t, "rte", 1, {"accuracy": 60.0}, "accuracy"), _make(t, "sst2", 1, {"accuracy": 80.0}, "accuracy"),

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bertbench.report.model import (ReportData, Table, main_table, provenance_table, size_variants, table5, table6,
-                                    table8)
+from bertbench.report.model import (ReportData, Table, main_table, pretraining_seeds_table, provenance_table, size_variants,
+                                    table5, table6, table8)
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.masking import masking_ratio_table, ratio_series
@@ -41,8 +41,9 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
                f"({', '.join(tasks) or 'none'}).")
     figure5 = (figure5_table(data),) if series(data) else ()
     masking = (masking_ratio_table(data),) if ratio_series(data) else ()
+    seeds = pretraining_seeds_table(data)
     tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
-              table8(data), *masking, *figure5, protocol_table(data), provenance_table(data))
+              table8(data), *masking, *figure5, *((seeds,) if seeds else ()), protocol_table(data), provenance_table(data))
     # a study that sweeps the masking ratio, or pre-trains two or more sizes, asks that question
     questions = (("masking_ratio",) if masking else ()) + (("table6",) if len({v.size for v in size_variants(data)}) > 1 else ())
     return Report(title, summary, tables, figures, questions)
