@@ -20,7 +20,7 @@ runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("name", ["smoke", "cpu-quick", "cpu-hour", "paper-base", "gpu-quick"])
+@pytest.mark.parametrize("name", ["smoke", "cpu-quick", "cpu-hour", "cpu-hour-wide", "paper-base", "gpu-quick"])
 def test_presets_validate(name):
     assert name in list_presets()
     r = runner.invoke(app, ["run", "--preset", name, "--validate"])
@@ -86,6 +86,21 @@ def test_epoch_selection_reaches_its_tasks_only_and_keeps_older_stages_done(tmp_
     write_key(marker, legacy)
     selecting = dataclasses.replace(req, select_epoch=True)  # a stage that selects epochs reruns
     assert not finetune_done(marker, finetune_key(selecting, "rte", "model"), legacy_finetune_key(selecting))
+
+
+def test_cpu_hour_wide_is_cpu_hour_with_a_wider_model():
+    """Its header says each cell compares with cpu-hour's row of the same seed: the same pre-training but for the
+    model size, the same fine-tuning, the same pre-training seeds for MLM+NSP, and random init of its own size."""
+    from bertbench.studies.preset import pretrain_seeds, variant_config
+
+    hour, wide = load_preset("cpu-hour"), load_preset("cpu-hour-wide")
+    assert wide.finetune == hour.finetune
+    by_name = {v.name: v for v in hour.variants}
+    for v in wide.variants:
+        assert pretrain_seeds(wide, v) == pretrain_seeds(hour, by_name[v.name])
+        a, b = (variant_config(p, spec, Path("/data")) for p, spec in ((hour, by_name[v.name]), (wide, v)))
+        assert b.model_size == "L2-H256" and a.model_size == "tiny"
+        assert dataclasses.replace(b, model_size=a.model_size) == a, v.name
 
 
 def test_epoch_selection_applies_to_the_tasks_it_names():
