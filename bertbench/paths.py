@@ -18,7 +18,6 @@ def default_data_dir() -> Path:
     return PROJECT_ROOT.parent / "shared" / "data"
 
 
-
 def _relative(path: str, folder: Path, spelling: str) -> str:
     prefix = str(folder).rstrip("/") + "/"
     return spelling + path[len(prefix):] if path.startswith(prefix) else path

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bertbench.report.model import (ReportData, Table, main_table, pretraining_seeds_table, provenance_table, size_variants,
-                                    table5, table6, table8)
+from bertbench.report.model import (ReportData, Table, main_table, pretraining_seeds_table, provenance_table,
+                                    size_variants, table5, table6, table8)
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.masking import masking_ratio_table, ratio_series

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from bertbench.config import is_masked, model_shape
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, is_masked, model_shape
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_seconds
 from bertbench.report.stats import Interval, fmt_interval, t_interval
@@ -890,8 +890,9 @@ def pretraining_seeds_table(data: ReportData) -> Optional[Table]:
     has two pre-training seeds."""
     glue = glue_rows(data)
     covered = glue[0].covered if glue else ()
-    header = ("Variant", "Pre-training seed", "Tokens seen", "Held-out MLM acc. (15% 80/10/10)", "NSP acc.", "Cross-segment match",
-              glue[0].label if glue else "GLUE", "Records")
+    paper_masking = f"{PAPER_MASK_RATIO:.0%} " + "/".join(map(str, PAPER_MASK_PROCEDURE))
+    header = ("Variant", "Pre-training seed", "Tokens seen", f"Held-out MLM acc. ({paper_masking})", "NSP acc.",
+              "Cross-segment match", glue[0].label if glue else "GLUE", "Records")
     rows = []
     for v in data.variants:
         by_seed: dict[Any, list[LoadedRecord]] = defaultdict(list)
