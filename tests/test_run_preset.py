@@ -154,6 +154,7 @@ def test_smoke_preset_end_to_end_and_rerun_skips(shared_data, tmp_path, monkeypa
     assert r.exit_code == 0, r.output
     assert "done before" in r.output
     assert set(json.loads((out / "stages.json").read_text())) == {"host", "report", "wall"}
+    assert json.loads((out / "stages.earlier-1.json").read_text()) == stages  # the first invocation's times kept
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
     # ... and so does a run in a copy of the study folder elsewhere (stages are keyed on content, not paths)
     moved = tmp_path / "elsewhere" / "smoke-moved"

@@ -2,7 +2,9 @@
 task with data → report. One command, re-runnable: a finished stage is skipped (studies.keys), and an
 interrupted pre-training resumes from its checkpoint. Besides the folders of studies.plan, the output folder
 holds <preset>.md, <preset>.csv, plots/ (`bertbench report` over results/) and stages.json (the wall time of
-each stage of the last invocation, and under "host" the machine it ran on, with its measured matmul peak).
+each stage of the last invocation, and under "host" the machine it ran on, with its measured matmul peak). An
+earlier invocation's stages.json is kept as stages.earlier-<n>.json, so a re-run that only re-renders the
+report does not erase the times of the invocation that did the work.
 """
 from __future__ import annotations
 
@@ -58,8 +60,18 @@ def run_preset(
     times["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
     from bertbench.runtime.files import atomic_write_json
 
+    keep_earlier_stages(out)
     atomic_write_json(out / "stages.json", times)
     return times
+
+
+def keep_earlier_stages(out: Path) -> None:
+    """stages.json names the last finished invocation; the one before it becomes stages.earlier-<n>.json (n = 1,
+    2, … in the order they ran), as an interrupted one's times go to stages.interrupted-<n>.json."""
+    last = out / "stages.json"
+    if last.is_file():
+        n = 1 + len(list(out.glob("stages.earlier-*.json")))
+        last.replace(out / f"stages.earlier-{n}.json")
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
