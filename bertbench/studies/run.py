@@ -66,12 +66,20 @@ def run_preset(
 
 
 def keep_earlier_stages(out: Path) -> None:
-    """stages.json names the last finished invocation; the one before it becomes stages.earlier-<n>.json (n = 1,
-    2, … in the order they ran), as an interrupted one's times go to stages.interrupted-<n>.json."""
+    """stages.json names the last finished invocation; the one before it becomes stages.earlier-<n>.json, as an
+    interrupted one's times go to stages.interrupted-<n>.json."""
     last = out / "stages.json"
     if last.is_file():
-        n = 1 + len(list(out.glob("stages.earlier-*.json")))
-        last.replace(out / f"stages.earlier-{n}.json")
+        last.replace(numbered_stages_file(out, "earlier"))
+
+
+def numbered_stages_file(out: Path, kind: str) -> Path:
+    """stages.<kind>-<n>.json with the first n (1, 2, …) not taken, so that no kept file is ever overwritten
+    (counting the files would overwrite the last one once an earlier one was deleted)."""
+    n = 1
+    while (out / f"stages.{kind}-{n}.json").exists():
+        n += 1
+    return out / f"stages.{kind}-{n}.json"
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
@@ -132,9 +140,8 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
     except BaseException as err:
         from bertbench.runtime.files import atomic_write_json
 
-        n = 1 + len(list(out.glob("stages.interrupted-*.json")))
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
-        atomic_write_json(out / f"stages.interrupted-{n}.json",
+        atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
                            THREADS_KEY: threads})
         raise
