@@ -391,3 +391,16 @@ def test_pretrain_seeds_pretrain_each_seed_and_the_report_shows_one_variant(shar
     assert {s for s, _ in seeds[None]} == {None}  # random init has no pre-training seed
     header = (out / "seeds.md").read_text().split("| Task |")[1].split("\n")[0]
     assert header.count("tiny MLM+NSP") == 1 and "[" not in header, header
+
+
+def test_kept_stages_files_take_the_first_free_number_and_never_overwrite(tmp_path):
+    from bertbench.studies.run import keep_earlier_stages, numbered_stages_file
+
+    assert numbered_stages_file(tmp_path, "earlier").name == "stages.earlier-1.json"
+    (tmp_path / "stages.earlier-2.json").write_text('{"kept": 2}')  # earlier-1 deleted by hand, earlier-2 kept
+    (tmp_path / "stages.json").write_text('{"kept": 3}')
+    keep_earlier_stages(tmp_path)
+    assert json.loads((tmp_path / "stages.earlier-1.json").read_text()) == {"kept": 3}
+    assert json.loads((tmp_path / "stages.earlier-2.json").read_text()) == {"kept": 2}
+    assert not (tmp_path / "stages.json").exists()
+    assert numbered_stages_file(tmp_path, "earlier").name == "stages.earlier-3.json"
