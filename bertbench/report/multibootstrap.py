@@ -8,7 +8,10 @@ chance: the pre-training seed (the checkpoint), the fine-tuning seed (classifier
 order) and the evaluation examples. One replicate draws all three at once:
 1. the pre-training seeds of a side, with replacement (shared by every task of that side: one seed is one
    checkpoint);
-2. under each drawn pre-training seed, its fine-tuning seeds, with replacement (per task);
+2. the fine-tuning seeds: with one pre-training seed a side (or none: random init) they are the top level and are
+   drawn with replacement, per task; with several, a drawn pre-training seed brings all of its fine-tuning runs,
+   undrawn (Davison & Hinkley's strategy 2 for two-stage samples: drawing both stages would count the fine-tuning
+   noise twice, since it is already in the spread of the pre-training seeds' means; `_seed_weights`);
 3. the evaluation examples of each task, with replacement, as a count per example;
 and recomputes the metric of every run on the drawn examples (from per-example sufficient statistics,
 so F1, MCC and correlations are recomputed, not averaged), then the mean over the drawn seeds.
@@ -297,9 +300,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     """a − b (or a alone) with its multi-bootstrap interval; see the module docstring for the draws.
 
     Draw order from `numpy.random.default_rng(seed)`: per side (a, then b unless paired), the pre-training
-    seed counts; then per component, in order: a's fine-tuning counts under each pre-training seed in
-    seed order, b's (unless paired), then the example counts (once per task, shared by both sides, CHUNK
-    replicates at a time).
+    seed counts; then per component, in order: a's fine-tuning counts where a has one pre-training seed (with
+    several, none are drawn: each drawn pre-training seed weighs its runs equally), b's likewise (unless paired),
+    then the example counts (once per task, shared by both sides, CHUNK replicates at a time).
     """
     rng = np.random.default_rng(seed)
     sides = [a] + ([b] if b is not None else [])
@@ -505,16 +508,18 @@ class Design:
 
 def plan_designs(a: VarianceComponents, b: VarianceComponents, effect: float, *, cost_pretrain: tuple[float, float],
                  cost_finetune: tuple[float, float], max_seeds: int = 10, pretrain_default: float = 0.0,
-                 examples: Optional[float] = None, power: float = POWER, confidence: float = CONFIDENCE
-                 ) -> list[Design]:
-    """Every design P × F (1..max_seeds each) whose MDE is at most `effect`, cheapest first.
+                 examples: Optional[float] = None, power: float = POWER, confidence: float = CONFIDENCE,
+                 min_pretrain_seeds: int = 1) -> list[Design]:
+    """Every design P × F (min_pretrain_seeds..max_seeds × 1..max_seeds) whose MDE is at most `effect`, cheapest
+    first. A caller comparing pre-trained models passes min_pretrain_seeds=2: with one pre-training seed a side the
+    verdict is about those two checkpoints, not about the procedures that made them (MultiBERTs).
 
     cost_pretrain: seconds of one pre-training run per side (0 for random init); cost_finetune: seconds of
     one fine-tuning run (all of its grid) per side. The MDE takes t quantiles at the design's degrees of
     freedom (`design_df`), as the report's verdicts do: two pre-training seeds measure their variance with one
     degree of freedom, and a plan at normal quantiles would promise an interval the report will not print."""
     out = []
-    for p in range(1, max_seeds + 1):
+    for p in range(max(1, min_pretrain_seeds), max_seeds + 1):
         for f in range(1, max_seeds + 1):
             if p == f == 1:
                 continue  # one run a side: the report prints no interval, and no verdict but inconclusive

@@ -13,15 +13,23 @@ order). Random init has none by construction (nothing is pre-trained; each fine-
 initialisation), so no assumption is added to its side. A claim on the mean of several tasks (GLUE-5) is
 planned on that mean: `multibootstrap.average_components` says how its components combine, and one seed a
 side runs every task.
+
+What a plan never does: recommend one pre-training seed a side where a side pre-trains (that verdict is about two
+checkpoints, not two procedures), size a ≫ claim on the estimate it is about to test (post hoc: it plans on the ≫
+bound, or on the effect given), or plan from a side with a degenerate or near-constant seed (its variance is the
+majority class's, not the model's: the MDE it would print is 0 or meaningless). A stage's cost is its wall time ×
+the threads it ran on (the study's stages.json records them; a causal LM pre-trains alone on the host's threads).
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import replace
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Optional, Sequence
 
 from bertbench.errors import BertbenchError
-from bertbench.report.model import ReportData
+from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
 from bertbench.report.multibootstrap import (
     VarianceComponents,
     average_components,
@@ -30,13 +38,59 @@ from bertbench.report.multibootstrap import (
     plan_designs,
 )
 from bertbench.report.tables.claims import Claims, claim_sides, evaluate, load_claims
-from bertbench.report.tables.paired import Side
+from bertbench.report.tables.paired import DEV_KINDS, Side
 
 
-def _costs(data: ReportData, side: Side) -> tuple[float, float, str]:
-    """(seconds of one pre-training run, seconds of one fine-tuning seed with its whole lr grid, on every task
-    the claim averages, hardware)."""
+STAGES_FILE = "stages.json"  # beside a study's records: each stage's seconds, the host, each stage's threads
+THREADS_KEY = "threads"  # bertbench.studies.run.THREADS_KEY: {stage: the thread counts it ran on, in order}
+
+
+@dataclass(frozen=True)
+class StageThreads:
+    """The threads a study's stages ran on, from its stages.json: a stage's CPU cost is its wall time × these."""
+
+    host: Optional[int] = None  # the invocation's threads (what a stage that runs alone takes)
+    recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def of(self, stage: Optional[str], alone: bool) -> int:
+        """A stage's threads: the most it was given (recorded), else the host's for a stage that runs alone, else 1."""
+        if stage is not None and self.recorded.get(stage):
+            return max(self.recorded[stage])
+        return (self.host or 1) if alone else 1
+
+
+def stage_threads(folders: Sequence[Path]) -> StageThreads:
+    """The thread counts in the stages.json of the given record folders (an empty StageThreads where none is)."""
+    host, recorded = None, {}
+    for folder in folders:
+        path = Path(folder) / STAGES_FILE
+        if not path.is_file():
+            continue
+        try:
+            stages = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise BertbenchError(f"{path}: not a stages file ({e})") from e
+        host = host or (stages.get("host") or {}).get("threads")
+        recorded.update({k: tuple(v) for k, v in (stages.get(THREADS_KEY) or {}).items()})
+    return StageThreads(host, recorded)
+
+
+def _model_label(run_folder: Optional[str]) -> Optional[str]:
+    """A study's model label from its run folder ('pretrain/ltr-seed1-8eccd69119' -> 'ltr seed1'), as its stage
+    names spell it (bertbench.studies.plan); None when the folder is not a study's."""
+    if not run_folder:
+        return None
+    parts = PurePosixPath(run_folder).name.rsplit("-", 1)
+    return parts[0].replace("-seed", " seed") if len(parts) == 2 else None
+
+
+def _costs(data: ReportData, side: Side, threads: StageThreads) -> tuple[float, float, str, int]:
+    """(CPU-seconds of one pre-training run, CPU-seconds of one fine-tuning seed with its whole lr grid on every task
+    the claim averages, hardware, the pre-training's threads): wall time × the threads each stage ran on."""
     pre = side.variant.pretraining or {}
+    label = _model_label(pre.get("run_dir"))
+    alone = pre.get("objective") == "clm"  # bertbench.studies.plan.runs_alone: a causal LM takes the whole machine
+    pre_threads = threads.of(f"pretrain {label}" if label else None, alone)
     finetune, hardware = 0.0, "unknown hardware"
     for row in side.rows:
         records = data.cell(side.variant, row).records
@@ -45,8 +99,10 @@ def _costs(data: ReportData, side: Side) -> tuple[float, float, str]:
             raise BertbenchError(f"plan: the {row.task} records of {side.variant.label} hold no wall_seconds")
         grid = max(len(((r["finetune"].get("selection") or {}).get("grid")) or [None]) for r in records)
         hardware = records[0].get("hardware") or hardware
-        finetune += math.fsum(walls) / len(walls) * grid
-    return float(pre.get("wall_seconds") or 0.0), finetune, hardware
+        ft_label = _model_label(str(PurePosixPath(str((records[0].get("model") or {}).get("source", ""))).parent))
+        ft_threads = threads.of(f"finetune {ft_label} {row.task}" if ft_label else None, False)
+        finetune += math.fsum(walls) / len(walls) * grid * ft_threads
+    return float(pre.get("wall_seconds") or 0.0) * pre_threads, finetune, hardware, pre_threads
 
 
 def side_components(side: Side) -> VarianceComponents:
@@ -65,10 +121,11 @@ def _fmt_vc(vc: VarianceComponents, side: Side) -> str:
 
 def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effect: float,
                  costs: tuple[tuple[float, float], tuple[float, float]], max_seeds: int, pretrain_default: float,
-                 examples: Optional[float]) -> str:
+                 examples: Optional[float], min_pretrain_seeds: int) -> str:
     designs = plan_designs(a, b, effect, cost_pretrain=(costs[0][0], costs[1][0]),
                            cost_finetune=(costs[0][1], costs[1][1]), max_seeds=max_seeds,
-                           pretrain_default=pretrain_default, examples=examples)
+                           pretrain_default=pretrain_default, examples=examples,
+                           min_pretrain_seeds=min_pretrain_seeds)
     if not designs:
         return f"- {label}: no design up to {max_seeds} × {max_seeds} seeds a side detects {effect:.1f}."
     d = designs[0]
@@ -77,7 +134,7 @@ def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effec
 
 
 def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
-               claims: Optional[Claims] = None) -> list[str]:
+               claims: Optional[Claims] = None, threads: Optional[StageThreads] = None) -> list[str]:
     """The plan's lines for one claim of claims.yaml, once per model size that has both of its variants."""
     claims = claims or load_claims(paper=data.paper)
     claim = next((c for c in claims.claims if c.id == claim_id), None)
@@ -86,37 +143,78 @@ def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, 
         raise BertbenchError(f"plan: no claim {claim_id!r} in claims.yaml (known: {known})")
     if claim.checkpoint != "last":
         raise BertbenchError(f"plan: claim {claim_id} compares checkpoints (Figure 5); plan a claim on final models")
+    if effect is not None and effect <= 0:
+        raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
     lines: list[str] = []
     for outcome in (o for o in evaluate(data, claims) if o.claim.id == claim_id):
         if outcome.diff is None:
             lines.append(f"{claim_id}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
             continue
-        lines += _plan_lines(data, claims, outcome, effect, max_seeds)
+        _refuse_flagged(data, outcome)
+        lines += _plan_lines(data, claims, outcome, effect, max_seeds, threads or StageThreads())
     return lines
 
 
-def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) -> list[str]:
+def _refuse_flagged(data: ReportData, outcome) -> None:
+    """A side with a degenerate or near-constant seed measures the majority class's variance (0 when every seed
+    predicts one class), not the model's: an MDE from it would promise what no number of seeds delivers."""
+    for s in (outcome.diff.a, outcome.diff.b):
+        if not (s.degenerate or s.near_constant):
+            continue
+        tasks = [row.task for row in s.rows
+                 if is_degenerate(data.cell(s.variant, row).records) or is_near_constant(data.cell(s.variant, row).records)]
+        kind = "degenerate (one class for every example)" if s.degenerate else "near-constant (one label for ≥ 95%)"
+        raise BertbenchError(
+            f"plan: {outcome.claim.id}: {s.variant.label} has a {kind} seed on {', '.join(tasks)}; its variance is the "
+            "constant prediction's, not the model's, so no MDE can be planned from it (fix the fine-tuning first: "
+            "lr, epochs, selection)")
+
+
+def _pre_cost(side: Side, seconds: float, threads: int) -> str:
+    if side.variant.random_init:
+        return "none (random init)"
+    return f"{seconds / 60:.1f} ({threads} thread{'s' if threads > 1 else ''})"
+
+
+def _metrics_of(data: ReportData, side: Side, claim) -> list[str]:
+    """The record metric each of the claim's scores is computed on (what the variance components measure)."""
+    names = []
+    for (ptask, pmetric), row in zip(claim.scores, side.rows):
+        metric, _ = metric_for(data, side.variant, ptask, pmetric, claim.approach, DEV_KINDS)
+        names.append(metric or row.metric)
+    return names
+
+
+def _target(claims: Claims, claim, outcome, effect: Optional[float]) -> tuple[Optional[float], str]:
+    """The effect to detect, and where it comes from: given; the paper's |a − b|; for ≫, the bound itself. Never the
+    estimate the plan is about to test: sizing a study on what its own data showed is post hoc."""
+    if effect is not None:
+        return effect, "given"
+    if claim.test == "much_greater":
+        bound = claims.bound(claim.test)
+        return bound, (f"the ≫ bound, {bound:g}: the least effect the claim calls far greater; to plan for clearing it, "
+                       "give the margin above it you expect with --effect")
+    if outcome.effect is None:
+        return None, ""
+    return outcome.effect, f"the paper's |a − b|, {claim.source}"
+
+
+def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, threads: StageThreads) -> list[str]:
     claim = outcome.claim
     sa, sb, _ = claim_sides(data, claim, outcome.size)
-    target = effect if effect is not None else outcome.effect
-    source = "given" if effect is not None else f"the paper's |a − b|, {claim.source}"
-    if target is None and claim.test == "much_greater":
-        # reproduced only when the interval's low end clears the bound: what must be detected is the margin above it
-        bound, ours = claims.bound(claim.test), outcome.diff.estimate.estimate
-        if ours <= bound:
-            return [f"{claim.id}: ours a − b is {ours:+.1f}, not above the ≫ bound {bound:g}; no number of seeds "
-                    "reproduces it at this effect (give one to plan for: --effect)."]
-        target, source = ours - bound, f"ours a − b, {ours:+.1f}, less the ≫ bound {bound:g} its interval must clear"
+    target, source = _target(claims, claim, outcome, effect)
     if target is None:
         raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
     vca, vcb = side_components(sa), side_components(sb)
     examples = paired_average_example_variance(sa.components, sb.components)  # the difference's, same dev examples
-    (pre_a, ft_a, hardware), (pre_b, ft_b, _) = _costs(data, sa), _costs(data, sb)
+    (pre_a, ft_a, hardware, thr_a), (pre_b, ft_b, _, thr_b) = _costs(data, sa, threads), _costs(data, sb, threads)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
     est = outcome.diff.estimate
-    on = " + ".join(f"{row.task} ({row.metric})" for row in sa.rows)
+    on = " + ".join(f"{row.task} ({metric})" for row, metric in zip(sa.rows, _metrics_of(data, sa, claim)))
     averaged = len(sa.rows) > 1
     runs = [round(sum(len(c.runs) for c in s.components) / len(s.components)) for s in (sa, sb)]
+    pretrains = not (sa.variant.random_init and sb.variant.random_init)
+    min_p = 2 if pretrains else 1
     lines = [
         f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
@@ -127,19 +225,24 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
         f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"
         f"{' a task' if averaged else ''}, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} "
         "(multi-bootstrap, t quantiles).",
-        f"Cost of one run on {hardware}: pre-training a {pre_a / 60:.1f} min, b {pre_b / 60:.1f} min; one fine-tuning "
-        f"seed (its whole lr grid{', every task' if averaged else ''}) a {ft_a / 60:.1f} min, b {ft_b / 60:.1f} min.",
+        f"Cost of one run on {hardware}, in CPU-minutes (wall time × threads): pre-training a "
+        f"{_pre_cost(sa, pre_a, thr_a)}, b {_pre_cost(sb, pre_b, thr_b)}; one fine-tuning seed (its whole lr grid"
+        f"{', every task' if averaged else ''}) a {ft_a / 60:.1f}, b {ft_b / 60:.1f}.",
     ]
+    if pretrains:
+        lines.append("Designs keep at least 2 pre-training seeds a side: with one, a verdict is about those "
+                     "checkpoints, not the procedure that made them.")
     unmeasured = vca.pretrain is None or vcb.pretrain is None
+    design = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p)
     if unmeasured:
         lines.append(_design_line("assuming no pre-training variance (a lower bound)", vca, vcb, target, costs,
-                                  max_seeds, 0.0, examples))
+                                  pretrain_default=0.0, **design))
         same = (vca.finetune + vcb.finetune) / 2
         lines.append(_design_line(f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb,
-                                  target, costs, max_seeds, same, examples))
+                                  target, costs, pretrain_default=same, **design))
     else:
-        lines.append(_design_line("with the measured pre-training variance", vca, vcb, target, costs, max_seeds, 0.0,
-                                  examples))
+        lines.append(_design_line("with the measured pre-training variance", vca, vcb, target, costs,
+                                  pretrain_default=0.0, **design))
     ex_text = "not stored (seeds only)" if examples is None else f"{examples:.2f}"
     lines.insert(3, f"Dev examples' variance of a − b, paired (the same examples): {ex_text}.")
     floor = mde_floor(vca, vcb, examples=examples)
@@ -149,4 +252,4 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int) 
     return lines
 
 
-__all__ = ["plan_claim"]
+__all__ = ["StageThreads", "plan_claim", "stage_threads"]

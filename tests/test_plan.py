@@ -1,0 +1,170 @@
+"""`bertbench plan` sizes a study honestly: at least two pre-training seeds where a side pre-trains, the metric the
+variance is computed on named, each stage costed at its threads, ≫ planned on its bound (never on the estimate it
+tests), flagged sides refused in one line, and the docs quoting exactly what it prints."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from bertbench.report.model import collect
+from bertbench.report.plan import StageThreads, _costs, plan_claim, stage_threads
+from bertbench.report.tables.claims import claim_sides, load_claims
+from bertbench.results import load_records
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "leaderboards" / "records"
+CPU_HOUR = RECORDS / "cpu-hour"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def cpu_hour():
+    data = collect(load_records([CPU_HOUR]))
+    return data, load_claims(paper=data.paper)
+
+
+def _designs(text: str) -> list[tuple[int, int, float]]:
+    return [(int(p), int(f), float(m)) for p, f, m in
+            re.findall(r"(\d+) pre-training × (\d+) fine-tuning seeds a side \(MDE ([\d.]+)\)", text)]
+
+
+def test_a_design_keeps_two_pre_training_seeds_a_side():
+    """Asked for a large effect, one pre-training seed × two fine-tuning seeds would be the cheapest design (what
+    plan used to print); its verdict would be about two checkpoints, so the plan starts at two seeds and says why."""
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nsp", "--effect", "12"])
+    assert r.exit_code == 0, r.output
+    designs = _designs(r.output)
+    assert designs and all(p >= 2 for p, _, _ in designs)
+    assert "at least 2 pre-training seeds a side" in r.output
+
+
+def test_the_plan_names_the_metric_it_computes_on(cpu_hour):
+    """MRPC's primary metric is F1, but a claim on its accuracy is computed on accuracy: the plan says accuracy."""
+    data, claims = cpu_hour
+    base = next(c for c in claims.claims if c.id == "t5-mrpc-mlm-vs-ltr")
+    claim = dataclasses.replace(base, b="random init")  # both tiny sides are free of near-constant MRPC seeds
+    mine = dataclasses.replace(claims, claims=(claim,))
+    lines = plan_claim(data, claim.id, effect=5.0, claims=mine)
+    assert lines[0].endswith("tiny MLM+NSP − tiny random init on mrpc (accuracy)."), lines[0]
+
+
+def test_a_stage_costs_its_wall_time_times_its_threads(cpu_hour):
+    """The causal LM pre-trains alone on the host's threads (cpu-hour: 2), so one seed costs twice its wall time;
+    a masked LM beside another costs its wall time once. Recorded counts win over the rule."""
+    data, claims = cpu_hour
+    claim = next(c for c in claims.claims if c.id == "t5-mrpc-mlm-vs-ltr")
+    mlm, ltr, _ = claim_sides(data, claim, "tiny")
+    threads = stage_threads([CPU_HOUR])
+    assert threads.host == 2
+    pre_ltr, _, _, n_ltr = _costs(data, ltr, threads)
+    pre_mlm, _, _, n_mlm = _costs(data, mlm, threads)
+    assert (n_ltr, n_mlm) == (2, 1)
+    assert pre_ltr == pytest.approx(2 * ltr.variant.pretraining["wall_seconds"])
+    assert pre_mlm == pytest.approx(mlm.variant.pretraining["wall_seconds"])
+    recorded = stage_threads([RECORDS / "cpu-hour-wide"])
+    assert recorded.of("pretrain mlm_nsp seed1", alone=False) == 1
+    assert StageThreads(host=2, recorded={"pretrain ltr seed1": (1, 2)}).of("pretrain ltr seed1", alone=True) == 2
+    assert StageThreads(host=4, recorded={}).of("pretrain x seed1", alone=False) == 1
+
+
+def test_much_greater_is_planned_on_its_bound_not_on_the_estimate():
+    """"≫" is reproduced when the interval clears the +5 bound. Planning on (ours − bound) sized the study on the
+    number it was about to test; the plan detects the bound itself, or the effect given."""
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "40"])
+    assert r.exit_code == 0, r.output
+    assert "Effect to detect: 5.0 (the ≫ bound, 5" in r.output and "ours a − b" not in r.output
+    given = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--effect", "8"])
+    assert "Effect to detect: 8.0 (given)" in given.output
+
+
+def test_a_side_with_a_near_constant_seed_is_refused_in_one_line():
+    """cpu-hour's LTR predicts one MRPC label for ≥ 95% of dev on some seed: its variance is the majority class's,
+    and a plan from it would print an MDE that no number of seeds delivers."""
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-mrpc-mlm-vs-ltr"])
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: plan: t5-mrpc-mlm-vs-ltr: tiny LTR (causal)")
+    assert "near-constant" in lines[0] and "mrpc" in lines[0] and "MDE" not in r.output.split("error:")[0]
+
+
+def test_a_degenerate_side_is_refused_not_given_an_mde_of_zero():
+    """The masking study's 40% variant has seeds that predict one class for every CoLA and MRPC example."""
+    r = runner.invoke(app, ["plan", str(RECORDS / "masking"), "--claim", "wettig-mask40-vs-mask15", "--effect", "3"])
+    assert r.exit_code != 0 and "degenerate (one class for every example) seed on cola, mrpc" in r.output
+    assert "MDE 0.0" not in r.output
+
+
+def _blocks(text: str):
+    pattern = re.compile(r"<!-- bertbench plan: begin (\S+) -->\n_Generated by `bertbench plan ([^`]+)`; do not edit "
+                         r"between the markers._\n\n```\n(.*?)\n```\n<!-- bertbench plan: end \1 -->", re.S)
+    return pattern.findall(text)
+
+
+@pytest.mark.parametrize("page", ["docs/plan.md"])
+def test_the_docs_quote_what_plan_prints(page, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / page).read_text(encoding="utf-8")
+    blocks = _blocks(text)
+    assert len(blocks) == text.count("<!-- bertbench plan: begin ")  >= 1
+    for name, command, body in blocks:
+        r = runner.invoke(app, ["plan", *command.split()])
+        assert r.exit_code == 0, r.output
+        assert r.output.rstrip("\n") == body, f"{page}: block {name} is not what `bertbench plan {command}` prints"
+
+
+def _one_seed(seed: int = 1):
+    """cpu-hour as if each variant had been pre-trained once (seed 1): no pre-training variance measured."""
+    records = [r for r in load_records([CPU_HOUR]) if r.data.get("pretrain_seed") in (None, seed)]
+    return collect(records)
+
+
+def test_with_one_pre_training_seed_the_plan_states_both_assumptions():
+    """One pre-training seed a variant measures no pre-training variance: two designs, under none (a lower bound)
+    and under as much as the fine-tuning seeds', the second never cheaper."""
+    data = _one_seed()
+    lines = plan_claim(data, "t5-qnli-nsp")
+    text = "\n".join(lines)
+    assert "Plan for t5-qnli-nsp" in text and "Effect to detect: 3.5 (the paper's |a − b|, BERT paper Table 5)" in text
+    designs = re.findall(r"(\d+) pre-training × (\d+) fine-tuning seeds a side \(MDE ([\d.]+)\), (\d+) CPU-minutes",
+                         text)
+    assert len(designs) == 2 and all(float(mde) <= 3.5 for *_, mde, _ in designs)
+    assert int(designs[1][3]) >= int(designs[0][3])
+    assert "pre-training seeds not measured (one pre-training seed)" in text and "AMD EPYC, 2 cores" in text
+
+
+def test_plan_sizes_a_claim_on_the_mean_of_five_tasks():
+    """MLM+NSP ≫ random init on GLUE-5: three pre-training seeds measure the pre-training variance of the mean, and
+    one design (cheapest first) detects the effect planned for."""
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "40"])
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "on the mean of sst2 (accuracy) + cola (mcc) + stsb (spearman) + mrpc (f1) + rte (accuracy)." in out
+    assert "Today: 3×3 / 1×3 seeds a task" in out and "not measured" not in out
+    (design,) = re.findall(r"with the measured pre-training variance: (\d+) pre-training × (\d+) fine-tuning seeds "
+                           r"a side \(MDE ([\d.]+)\)", out)
+    assert float(design[2]) <= 5.0 and int(design[0]) > 3  # today's three seeds a side could not: MDE 12.9
+
+
+def test_plan_adds_no_pre_training_variance_to_random_init():
+    """Random init pre-trains nothing: its side's pre-training share is 0, not an unmeasured one that the plan's
+    'as large as the fine-tuning seeds'' assumption would fill (which made its designs dearer than they are)."""
+    from bertbench.report.plan import side_components
+
+    data = _one_seed()
+    claims = load_claims(paper=data.paper)
+    claim = next(c for c in claims.claims if c.id == "pretraining-vs-random")
+    a, b, _ = claim_sides(data, claim, "tiny")
+    assert b.variant.random_init and side_components(b).pretrain == 0.0
+    assert side_components(a).pretrain is None  # MLM+NSP: one pre-training seed, not measured
+    text = "\n".join(plan_claim(data, "pretraining-vs-random", max_seeds=20))
+    assert "b: fine-tuning seeds" in text and "pre-training seeds none (random init)" in text
+
+
+def test_plan_refuses_an_unknown_claim_in_one_line():
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
+    assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output
