@@ -216,7 +216,7 @@ class Outcome:
         if self.diff is None:
             return False
         sides = (self.diff.a, self.diff.b)
-        return any(s.variant.pretraining is not None and n <= 1
+        return any(not s.variant.random_init and n <= 1
                    for s, n in zip(sides, self.diff.estimate.pretrain_seeds))
 
 

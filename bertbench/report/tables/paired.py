@@ -187,8 +187,8 @@ def differences_table(data: ReportData) -> Table:
             if b is None:
                 continue
             for other in data.variants:
-                if other is ref or other.size != ref.size:
-                    continue
+                if other is ref or other.size != ref.size or other.external is not None:
+                    continue  # an external model is no ablation of ours: a user claim compares it
                 a = row_side(data, other, row)
                 if a is None:
                     continue
