@@ -97,6 +97,22 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
 # Per-type scoring and predictions files
 
 
+# What `Scored.degenerate` means for each task type, as a run's line says it: a regression predicts values, not
+# classes (issue 40: "one class" was printed for STS-B).
+DEGENERATE_TEXT = {
+    "classification": "one class for every example",
+    "multiple_choice": "one choice for every example",
+    "regression": "constant prediction: one value for every example",
+    "span_qa": "one answer for every question",
+    "token_classification": "no entity in any sentence",
+}
+
+
+def degenerate_flag(task_type: str) -> str:
+    """The mark after a degenerate run's score, e.g. '  [degenerate: constant prediction: one value for every example]'."""
+    return f"  [degenerate: {DEGENERATE_TEXT.get(task_type, 'one prediction for every example')}]"
+
+
 def _argmax_rows(outputs: list) -> np.ndarray:
     return np.array([int(np.argmax(o)) for o in outputs])
 
@@ -373,7 +389,7 @@ def _train_grid(job: _TaskJob, echo: Callable[[str], None]):
                     near_constant.add((lr, epoch))
             runs[(lr, seed)] = run
             scored = by_epoch[max(by_epoch)][1]
-            flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
+            flag = degenerate_flag(task.type) if scored.degenerate else ""
             primary = _primary(task, scored.metrics)
             echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
     return runs, selection_scores, near_constant
