@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
-from bertbench.results import load_records, validate_record, variant_label
+from bertbench.results import LoadedRecord, load_records, validate_record, variant_label
+
+from record_factory import variant
 
 runner = CliRunner()
 TESTS = Path(__file__).resolve().parent
@@ -73,6 +75,20 @@ def test_the_record_of_an_hf_folder_states_only_the_folders_facts(hf_run):
         assert variant_label(rec.data) == LABEL
 
 
+def _beside_ours(hf_run) -> list:
+    """Our tiny MLM+NSP, MLM (no NSP) and random init, and the external model, on the tasks of Tables 5, 6 and 8 (MNLI, SST-2):
+    the external's records are the factory's with the model block its fine-tuning wrote."""
+    _, results = hf_run
+    model = load_records([results])[0].data["model"]
+    gold = "0101010101" * 3
+    seeds = ["0111010101" * 3, "0101110101" * 3, "0101011101" * 3]
+    ours = [r for task in ("mnli", "sst2") for objective in ("mlm+nsp", "mlm", None)
+            for r in variant(task, objective, seeds, gold)]
+    theirs = [LoadedRecord(Path(f"/external/{r.path.name}"), validate_record({**r.data, "model": model}))
+              for task in ("mnli", "sst2") for r in variant(task, "mlm+nsp", seeds, gold)]
+    return ours + theirs
+
+
 def test_the_report_labels_it_by_name_and_keeps_it_out_of_our_variants_rows(hf_run):
     from bertbench.report.build import build_report
     from bertbench.report.model import collect, provenance_table, table5, table6, table8
@@ -80,23 +96,22 @@ def test_the_report_labels_it_by_name_and_keeps_it_out_of_our_variants_rows(hf_r
     from bertbench.report.tables.claims import claims_table
     from bertbench.report.tables.paired import differences_table
 
-    _, results = hf_run
-    data = collect(load_records([OUR_RECORDS, results]))  # beside ours, tiny MLM+NSP of the same shape included
+    data = collect(_beside_ours(hf_run))  # the same shape as our tiny MLM+NSP, on the same rows
     labels = [v.label for v in data.variants]
-    assert LABEL in labels and labels[-1] == LABEL  # a column of its own, after ours
-    assert "tiny MLM+NSP" in labels and "tiny random init" not in labels
+    assert labels == ["tiny MLM+NSP", "tiny MLM (no NSP)", "tiny random init", LABEL]  # its own column, after ours
     [external] = [v for v in data.variants if v.label == LABEL]
-    assert not external.random_init and external.objective == "external"
+    assert not external.random_init and external.objective == "external" and external.size == "tiny"
     for table in (table5(data), table6(data), table8(data)):
-        assert not any(LABEL in row[0] for row in table.rows), table.key
-    assert not any(LABEL in row[3] for row in differences_table(data).rows)
+        ours = [row[0] for row in table.rows if not row[0].startswith(("paper", "Turc"))]
+        assert "tiny MLM+NSP" in ours and LABEL not in ours, (table.key, ours)
+    differences = [row[3] for row in differences_table(data).rows]
+    assert differences and not any(LABEL in label for label in differences), differences
     assert not any(LABEL in cell for row in claims_table(data).rows for cell in row)
     [prov] = [row for row in provenance_table(data).rows if row[0] == LABEL]
     assert prov[1] == "unknown (external)" and prov[2] == "–"
     assert any(note.startswith(LABEL + ": an external model") and "hfbert" in note
                for note in provenance_table(data).notes)
-    report = build_report(data)
-    main = report.tables[0]
+    main = build_report(data).tables[0]
     assert LABEL in main.header and any(note.startswith("External models (" + LABEL) for note in main.notes)
     short = short_table(data)
     assert short.labels[short.n_ours:short.n_ours + short.n_external] == (LABEL,)
