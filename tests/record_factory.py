@@ -24,7 +24,7 @@ def record(task: str, seed: int, predictions: str, gold: str, *, objective: Opti
     data = validate_record({
         "schema_version": 2, "task": task, "task_version": 1, "task_type": task_type,
         "split": {"train": "train", "eval": "dev", "eval_kind": "dev", "train_size": 100, "eval_size": len(gold)},
-        "metrics": {"accuracy": round(100.0 * correct.count("1") / len(gold), 4)}, "primary_metric": "accuracy",
+        "metrics": {"accuracy": 100.0 * correct.count("1") / len(gold)}, "primary_metric": "accuracy",
         "model": {"source": f"runs/{objective}", "fingerprint": fingerprint, "size": size, "pretraining": pretraining},
         "finetune": {"lr": 5e-5, "epochs": 3, "batch_size": 32, "max_seq_len": 128, "max_steps": None,
                      "max_train_examples": None, "precision": "fp32"},
