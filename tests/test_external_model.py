@@ -188,3 +188,16 @@ def test_a_folder_is_kept_as_given_and_never_as_a_machine_path(tmp_path, monkeyp
     assert portable_folder(str(tmp_path / "elsewhere" / "hfbert"), data) == "hfbert"  # its name alone
     monkeypatch.chdir("/")  # standing at the root makes no path relative to it
     assert portable_folder(str(tmp_path / "elsewhere" / "hfbert"), data) == "hfbert"
+
+
+def test_a_user_claim_may_name_the_external_model_by_its_label(hf_run):
+    from bertbench.report.model import collect
+    from bertbench.report.tables.user_claims import evaluate_user_claims, parse_claim
+
+    data = collect(_beside_ours(hf_run))
+    [outcome] = evaluate_user_claims(data, [parse_claim(f"{LABEL} − mlm+nsp on sst2 > 0")])
+    assert (outcome.a.label, outcome.b.label) == (LABEL, "tiny MLM+NSP")  # our model of its size
+    assert outcome.diff is not None and outcome.diff.estimate.estimate == 0.0  # the factory's same predictions
+    # "mlm+nsp" names our variants only: the external model is no MLM+NSP of ours
+    outcomes = evaluate_user_claims(data, [parse_claim("mlm+nsp − random on sst2 > 0")])
+    assert [(o.a.label, o.b.label) for o in outcomes] == [("tiny MLM+NSP", "tiny random init")]
