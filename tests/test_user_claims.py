@@ -185,3 +185,19 @@ def test_report_claim_errors_are_one_line(tmp_path, claim, message):
     assert r.exit_code == 2, r.output
     errors = [line for line in r.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in r.output
+
+
+def test_the_claims_in_docs_parse():
+    """Every `--claim "..."` and claims.yaml line shown in docs/claims.md is a claim the parser takes."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "claims.md").read_text(encoding="utf-8")
+    shown = re.findall(r'--claim "([^"]+)"', doc)
+    [block] = re.findall(r"```yaml\n(claims:.*?)```", doc, re.S)
+    shown += [c if isinstance(c, str) else c["claim"] for c in yaml.safe_load(block)["claims"]]
+    assert len(shown) >= 6
+    for text in shown:
+        parse_claim(text, "docs/claims.md")
