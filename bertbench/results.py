@@ -51,14 +51,9 @@ Rules a writer must know:
   (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
 - `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
   written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`); committed older records keep theirs.
-- `model.external` (optional): a model bertbench did not pre-train (a Hugging Face BERT folder, or a checkpoint
-  folder without a pre-training summary, as `convert --from-hf` writes). Its `pretraining` is null (nothing
-  is known of how it was trained: never our defaults) and `external` holds the folder's own facts:
-  {"format": "huggingface" | "bertbench", "name": "hfbert" (the folder's name), "name_or_path": config.json's
-  `_name_or_path` or the import's source | null, "architectures": [...] | null, "transformers_version": ... | null,
-  "shape": {"layers", "hidden", "heads", "intermediate", "vocab", "max_position"}, "weights_file":
-  "model.safetensors" (the file `model.fingerprint` is the sha256 of)}; `source` is the folder as the user gave
-  it (paths.portable_folder). The report labels it "HF hfbert, L2-H128" (`external_label`), apart from ours.
+- `model.external` (optional): a model bertbench did not pre-train (an HF folder, a checkpoint without a
+  pre-training summary): the folder's own facts (`_EXTERNAL`; bertbench.model.external says what each is), beside
+  `pretraining: null`, never our defaults; `source` is the folder as given (paths.portable_folder).
 - `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score

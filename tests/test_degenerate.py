@@ -1,5 +1,6 @@
 """Degenerate runs said as what they are (issue 40): a difference between two constant predictors is "–" with its
-flag, never a precise-looking zero such as RTE +0.0 [+0.0, +0.0]; a regression run that predicts one value says "constant prediction", not "one class"."""
+flag, never a precise-looking zero such as RTE +0.0 [+0.0, +0.0]; a regression run that predicts one value says
+"constant prediction", not "one class"."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +31,8 @@ def test_two_constant_predictors_print_a_dash_with_the_flag():
     assert "+0.0" not in "".join(row)
     # constant on different classes: the interval is not zero-wide, but nothing is compared either
     apart = variant("rte", "mlm+nsp", [ALL_ZERO] * 3, GOLD) + variant("rte", "mlm", [ALL_ONE] * 3, GOLD)
-    assert _differences(apart)["tiny MLM+NSP − tiny MLM (no NSP) ⊘ ≈"][4:6] == ("–", "– (⊘ both sides degenerate)")
+    row = _differences(apart)["tiny MLM+NSP − tiny MLM (no NSP) ⊘ ≈"]
+    assert row[4:6] == ("–", "– (⊘ both sides degenerate)")
 
 
 def test_one_constant_side_is_still_compared_and_flagged():

@@ -76,8 +76,8 @@ def test_the_record_of_an_hf_folder_states_only_the_folders_facts(hf_run):
 
 
 def _beside_ours(hf_run) -> list:
-    """Our tiny MLM+NSP, MLM (no NSP) and random init, and the external model, on the tasks of Tables 5, 6 and 8 (MNLI, SST-2):
-    the external's records are the factory's with the model block its fine-tuning wrote."""
+    """Our tiny MLM+NSP, MLM (no NSP) and random init, and the external model, on the tasks of Tables 5, 6 and 8
+    (MNLI, SST-2): the external's records are the factory's with the model block its fine-tuning wrote."""
     _, results = hf_run
     model = load_records([results])[0].data["model"]
     gold = "0101010101" * 3

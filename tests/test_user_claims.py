@@ -49,8 +49,8 @@ def _write(folder, records):
 # --- the grammar ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["mlm+nsp - mlm on stsb > 0", "mlm+nsp − mlm on stsb > 0", "mlm+nsp – mlm on stsb>0",
-                                  "  mlm+nsp  -  mlm  on stsb  >  0  "])
+@pytest.mark.parametrize("text", ["mlm+nsp - mlm on stsb > 0", "mlm+nsp − mlm on stsb > 0",
+                                  "mlm+nsp – mlm on stsb>0", "  mlm+nsp  -  mlm  on stsb  >  0  "])
 def test_either_minus_sign_states_the_same_claim(text):
     claim = parse_claim(text)
     assert (claim.a, claim.b, claim.scores, claim.comparator, claim.threshold) == (
@@ -160,7 +160,8 @@ def test_report_claim_on_the_command_line_prints_the_verdict(tmp_path):
 def test_claims_yaml_beside_the_records_is_read_and_named_by_line(tmp_path):
     results = _write(tmp_path / "results", _records())
     (results / "claims.yaml").write_text('claims:\n  - "mlm+nsp − mlm on rte > 0"\n'
-                                         '  - claim: "mlm+nsp − mlm on sst2 within 50"\n    name: NSP barely matters on SST-2\n')
+                                         '  - claim: "mlm+nsp − mlm on sst2 within 50"\n'
+                                         '    name: NSP barely matters on SST-2\n')
     r = runner.invoke(app, ["report", str(results)])
     assert r.exit_code == 0, r.output
     assert "  NSP barely matters on SST-2: tiny MLM+NSP − tiny MLM (no NSP) on sst2 accuracy" in r.output

@@ -112,7 +112,8 @@ def short_table(data: ReportData) -> ShortTable:
         columns.append((header, (*ours, *theirs)))
     notes = (
         "Ours: mean over fine-tuning seeds ± half its 95% t-interval (one seed: the mean alone); "
-        "⊘ degenerate (one class, or a constant prediction, for every example), ‡ best of several settings on this split.",
+        "⊘ degenerate (one class, or a constant prediction, for every example), ‡ best of several settings on this "
+        "split.",
         "Paper: the published number of the model of our size and its split; devsplit columns are ours, "
         "cut from the official data, so the paper's number beside them is not comparable. GLUE averages "
         "the paper's same scores (Table 1's Average when all are covered).",

@@ -283,9 +283,10 @@ def _adjusted(o: UserOutcome, p_holm: float) -> UserOutcome:
     found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
     why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
     flags = ("⊘ degenerate" if o.diff.degenerate else "") or ("≈ near-constant" if o.diff.near_constant else "")
-    if flags:
-        why = f"{flags} cell" + (f"; the test alone says {found}" if found != INCONCLUSIVE else (f"; {why}" if why else ""))
-        found = INCONCLUSIVE
+    if flags and found != INCONCLUSIVE:
+        found, why = INCONCLUSIVE, f"{flags} cell; the test alone says {found}"
+    elif flags:
+        why = f"{flags} cell" + (f"; {why}" if why else "")
     mde, effect = o.diff.estimate.mde(), o.claim.effect
     if found == INCONCLUSIVE and effect is not None and mde > effect:
         found, why = NOT_MEASURABLE, f"MDE {mde:.1f} > |T| {effect:g}" + (f"; {why}" if why else "")
