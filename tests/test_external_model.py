@@ -201,3 +201,32 @@ def test_a_user_claim_may_name_the_external_model_by_its_label(hf_run):
     # "mlm+nsp" names our variants only: the external model is no MLM+NSP of ours
     outcomes = evaluate_user_claims(data, [parse_claim("mlm+nsp − random on sst2 > 0")])
     assert [(o.a.label, o.b.label) for o in outcomes] == [("tiny MLM+NSP", "tiny random init")]
+
+
+def test_an_import_and_a_named_hf_folder_state_where_they_came_from(hf_run, tmp_path, monkeypatch):
+    """`convert --from-hf` makes a bertbench folder without a pre-training summary: external too, and it says what it
+    imported; a config.json's own `_name_or_path` is kept, as portably as the folder itself."""
+    from bertbench.config import ModelConfig
+    from bertbench.model.external import external_facts
+
+    work, _ = hf_run
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    _invoke("convert", "--from-hf", work / "hfbert", "--out", "imported")
+    _invoke("finetune", "--model", "imported", "--tasks", "rte", "--data-dir", FIXTURE_DATA, "--max-steps", "1",
+            "--seeds", "1", "--out", "results", "--precision", "32")
+    [rec] = load_records([tmp_path / "results"])
+    model = rec.data["model"]
+    assert model["pretraining"] is None and model["source"] == "imported"
+    assert model["external"]["format"] == "bertbench" and model["external"]["name_or_path"] == "hfbert"
+    assert variant_label(rec.data) == "external imported, L2-H128"
+    named = tmp_path / "named"
+    named.mkdir()
+    for f in (work / "hfbert").iterdir():
+        (named / f.name).write_bytes(f.read_bytes())
+    config = json.loads((named / "config.json").read_text())
+    (named / "config.json").write_text(json.dumps({**config, "_name_or_path": str(tmp_path / "home" / "bert-x")}))
+    monkeypatch.chdir(named)  # the working folder no longer holds the home folder
+    facts = external_facts(named, str(named), ModelConfig(vocab_size=600, hidden_size=128, num_layers=2, num_heads=2,
+                                                           intermediate_size=256), None, tmp_path / "data")
+    assert facts["name_or_path"] == "~/bert-x" and facts["name"] == "named"
