@@ -39,3 +39,22 @@ def portable(value: Any, data_dir: Path) -> Any:
     if isinstance(value, str):
         return _relative(data_dir_relative(value, data_dir), PROJECT_ROOT, "")
     return value
+
+
+def portable_folder(given: str, data_dir: Path) -> str:
+    """A folder the user named on the command line (e.g. `finetune --model`), as a result record keeps it: a
+    relative path as given; an absolute one under the data folder as `{data_dir}/...`, inside the checkout or
+    the working folder relative to it, under the home folder as `~/...`, and anywhere else by its name alone.
+    A record then names no folder of the machine that made it, yet says what the user gave."""
+    path = Path(given)
+    if not path.is_absolute():
+        return path.as_posix()
+    for folder, spelling in ((Path(data_dir), "{data_dir}/"), (PROJECT_ROOT, ""), (Path.cwd(), ""),
+                             (Path.home(), "~/")):
+        try:
+            rest = path.relative_to(folder)
+        except ValueError:
+            continue
+        if rest.parts and len(folder.parts) > 1:  # not the root ("/" as the working folder names nothing)
+            return spelling + rest.as_posix()
+    return path.name

@@ -51,6 +51,9 @@ Rules a writer must know:
   (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
 - `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
   written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`); committed older records keep theirs.
+- `model.external` (optional): a model bertbench did not pre-train (an HF folder, a checkpoint without a
+  pre-training summary): the folder's own facts (`_EXTERNAL`; bertbench.model.external says what each is), beside
+  `pretraining: null`, never our defaults; `source` is the folder as given (paths.portable_folder).
 - `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
@@ -123,11 +126,14 @@ class PretrainingInfo(TypedDict, total=False):
     heldout: Optional[dict[str, Optional[float]]]
 
 
-class ModelInfo(TypedDict):
+class ModelInfo(TypedDict, total=False):
+    """`model`: every key but `external` is required (`_MODEL`)."""
+
     source: str
     fingerprint: str
     size: str
     pretraining: Optional[PretrainingInfo]
+    external: dict[str, Any]  # a model bertbench did not pre-train (`_EXTERNAL`); pretraining is then None
 
 
 class FinetuneInfo(TypedDict, total=False):
@@ -199,7 +205,8 @@ class ResultRecord:
 
 
 def _without_machine_paths(obj: dict) -> dict:
-    """The record's paths as `portable_path` keeps them: model.source, pretraining.run_dir and .external."""
+    """The record's paths as `portable_path` keeps them: model.source, pretraining.run_dir and .external, and
+    an external model's name_or_path."""
     model = obj.get("model")
     if not isinstance(model, dict):
         return obj
@@ -212,6 +219,9 @@ def _without_machine_paths(obj: dict) -> dict:
             if isinstance(pre.get(key), str):
                 pre[key] = portable_path(pre[key])
         model["pretraining"] = pre
+    external = model.get("external")
+    if isinstance(external, dict) and isinstance(external.get("name_or_path"), str):
+        model["external"] = {**external, "name_or_path": portable_path(external["name_or_path"])}
     return {**obj, "model": model}
 
 
@@ -240,19 +250,18 @@ _TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True)}
 _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
           "train_size": (_INT, False), "eval_size": (_INT, False)}
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
+_MODEL_OPTIONAL = {"external": (_DICT, False)}
+_EXTERNAL = {"format": (_STR, False), "name": (_STR, False), "name_or_path": (_STR, True),
+             "architectures": (None, True), "transformers_version": (_STR, True), "shape": (_DICT, False),
+             "weights_file": (_STR, True)}
+_EXTERNAL_SHAPE = {"layers": (_INT, False), "hidden": (_INT, False), "heads": (_INT, False),
+                   "intermediate": (_INT, False), "vocab": (_INT, False), "max_position": (_INT, False)}
 _FINETUNE = {"lr": (_NUM, False), "epochs": (_NUM, True), "batch_size": (_INT, False), "max_seq_len": (_INT, False),
              "max_steps": (_INT, True), "max_train_examples": (_INT, True), "precision": (_STR, False)}
 _PRETRAINING = {"objective": (_STR, False), "mask_ratio": (_NUM, True),
                 "mask_procedure": (None, True), "whole_word_mask": (_BOOL, True), "tokens_seen": (_INT, True),
                 "wall_seconds": (_NUM, True), "data_fingerprint": (_STR, True), "code_version": (_STR, True),
                 "hardware": (_STR, True), "run_dir": (_STR, True), "heldout": (_DICT, True)}
-
-
-def pretraining_block(objective: str, known: Mapping[str, Any]) -> dict[str, Any]:
-    """A `model.pretraining` block with every key of the schema present: what `known` says, and null
-    ("unknown", the schema's own way) for the rest. A checkpoint without a pre-training summary (a Hugging Face
-    folder, an import) knows only its objective; a summary from an older bertbench may lack newer keys."""
-    return {**{key: None for key in _PRETRAINING}, **dict(known), "objective": objective}
 
 
 def _is(value: Any, kind: Optional[str]) -> bool:
@@ -338,6 +347,17 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
                 problems.append(f"model.pretraining.heldout.{key} must be a finite number or null, got {value!r}")
 
 
+def _check_external(model: dict, problems: list[str]) -> None:
+    """`model.external`: the folder's own facts, and no pre-training block beside them (it would be invented)."""
+    external = model["external"]
+    _check_section(external, _EXTERNAL, "model.external.", problems, strict=True)
+    if isinstance(external.get("shape"), dict):
+        _check_section(external["shape"], _EXTERNAL_SHAPE, "model.external.shape.", problems, strict=True)
+    if model.get("pretraining") is not None:
+        problems.append("model.pretraining must be null beside model.external (nothing is known of how an external "
+                        "model was trained)")
+
+
 def migrate_pretraining(pre: Any) -> Any:
     """A `model.pretraining` mapping (or a pre-training summary.json) written before the objective said
     everything → today's form, as a new dict: `objective` "mlm"|"clm" with `nsp` → one of OBJECTIVES
@@ -403,9 +423,11 @@ def validate_record(
         if isinstance(kind, str) and kind not in EVAL_KINDS:
             problems.append(f"split.eval_kind {kind!r} is not one of {', '.join(EVAL_KINDS)}")
     if isinstance(obj.get("model"), dict):
-        _check_section(obj["model"], _MODEL, "model.", problems, strict=True)
+        _check_section(obj["model"], _MODEL, "model.", problems, strict=True, optional=_MODEL_OPTIONAL)
         if isinstance(obj["model"].get("pretraining"), dict):
             _check_pretraining(obj["model"]["pretraining"], problems)
+        if isinstance(obj["model"].get("external"), dict):
+            _check_external(obj["model"], problems)
     if isinstance(obj.get("finetune"), dict):
         _check_section(obj["finetune"], _FINETUNE, "finetune.", problems, strict=False)
     metrics = obj.get("metrics")
@@ -567,8 +589,22 @@ def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
     return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
 
 
+def external_label(external: Mapping[str, Any]) -> str:
+    """An external model's report label: its kind, its folder's name and its shape, e.g. 'HF hfbert, L2-H128'
+    ('-A4' added when the heads are not hidden / 64, the rule of every released BERT)."""
+    shape = external["shape"]
+    text = f"L{shape['layers']}-H{shape['hidden']}"
+    if shape["heads"] * 64 != shape["hidden"]:
+        text += f"-A{shape['heads']}"
+    kind = "HF" if external["format"] == "huggingface" else "external"
+    return f"{kind} {external['name']}, {text}"
+
+
 def variant_label(record: Record) -> str:
-    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ..."""
+    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ...;
+    a model we did not pre-train is named by what it is (`external_label`)."""
+    if record["model"].get("external"):
+        return external_label(record["model"]["external"])
     pretraining = record["model"]["pretraining"]
     label = f"{record['model']['size']} {objective_label(pretraining)}"
     suffix = masking_suffix(pretraining)
@@ -754,7 +790,7 @@ def provenance() -> dict[str, Any]:
 
 __all__ = [
     "EVAL_KINDS", "GRID_SUFFIX", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
-    "ResultRecord", "portable_path", "read_summary", "write_summary",
+    "ResultRecord", "external_label", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure", "migrate_pretraining", "migrate_record",
     "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
     "validate_record", "variant_label", "write_record",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bertbench.training.finetune_run import DEGENERATE_TEXT
 from tests.test_pretrain import write_corpus
 
 FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
@@ -26,7 +27,7 @@ OURS = tuple(re.compile(p) for p in (
     r"stopped at step \d+; continue with --resume auto",
     r"resuming \S+ from its checkpoint of step \d+",
     rf"{_RUN}: step \d+/\d+ \(\d+%\){_ETA}",  # fine-tuning progress
-    rf"{_RUN}: \w+ -?[\d.]+ \(\d+ s\)(  \[degenerate: one class for every example\])?",
+    rf"{_RUN}: \w+ -?[\d.]+ \(\d+ s\)(  \[degenerate: ({'|'.join(map(re.escape, DEGENERATE_TEXT.values()))})\])?",
     r"\S+: done in \d+ s \(lr \S+( selected on .+)?\)",
     r"\d+ result records in \S+",
     r"\[[\w -]+\] (started|\d+ s|done before: \S+)",  # run --preset's stages ('finetune mlm_nsp step-4 rte')

@@ -38,6 +38,13 @@ def report(
         typer.Option("--data-dir", help="Read the dev files' gold labels here, so that records written before records "
                      "kept their predictions get them back from example_correct (F1, MCC, the near-constant flag)."),
     ] = None,
+    claim: Annotated[
+        Optional[list[str]],
+        typer.Option("--claim", metavar="CLAIM",
+                     help="A claim of your own, judged like the paper's (multi-bootstrap, Holm, MDE): "
+                     "\"A − B on TASK > T\" (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\". Repeatable; "
+                     "a claims.yaml in RESULTS_DIR is read too. See docs/claims.md."),
+    ] = None,
     wide: Annotated[
         bool,
         typer.Option("--wide", help="Print every table with every paper column, as the markdown has them (about 250 "
@@ -49,5 +56,5 @@ def report(
     from bertbench.report.run import make_report
 
     make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, data_dir=data_dir,
-                index=index,
+                index=index, claims=claim or (),
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

@@ -2,7 +2,7 @@
 plus the plots made beside it (`Figures`). What the renderers (`report.render`) turn into text."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -13,6 +13,7 @@ from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.masking import masking_ratio_table, ratio_series
 from bertbench.report.tables.paired import differences_table
 from bertbench.report.tables.protocol import protocol_table
+from bertbench.report.tables.user_claims import user_claims_table
 
 
 @dataclass(frozen=True)
@@ -35,14 +36,17 @@ class Report:
     questions: tuple[str, ...] = ()  # keys of the tables that answer the study's own question (shown beside its main table)
 
 
-def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None) -> Report:
+def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None,
+                 user_claims: Sequence = ()) -> Report:
+    """The report; `user_claims` (report.tables.user_claims.UserClaim) add the table of the user's own claims."""
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
     figure5 = (figure5_table(data),) if series(data) else ()
     masking = (masking_ratio_table(data),) if ratio_series(data) else ()
     seeds = pretraining_seeds_table(data)
-    tables = (main_table(data), differences_table(data), claims_table(data), table5(data), table6(data),
+    yours = (user_claims_table(data, user_claims),) if user_claims else ()
+    tables = (main_table(data), differences_table(data), claims_table(data), *yours, table5(data), table6(data),
               table8(data), *masking, *figure5, *((seeds,) if seeds else ()), protocol_table(data), provenance_table(data))
     # a study that sweeps the masking ratio, or pre-trains two or more sizes, asks that question
     questions = (("masking_ratio",) if masking else ()) + (("table6",) if len({v.size for v in size_variants(data)}) > 1 else ())

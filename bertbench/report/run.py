@@ -2,7 +2,7 @@
 tables. The Typer command (commands/report.py) and `run --preset`'s report stage both call `make_report`."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -68,10 +68,12 @@ def make_report(
     wide: bool = False,
     data_dir: Optional[Path] = None,
     index: bool = False,
+    claims: Sequence[str] = (),
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = print,
 ) -> None:
-    """The report of the records under `results`: each output that is asked for, then the terminal tables."""
+    """The report of the records under `results`: each output that is asked for, then the terminal tables.
+    `claims`: the user's own claims (report.tables.user_claims), judged beside those of a claims.yaml in `results`."""
     from rich.console import Console
 
     from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
@@ -85,6 +87,10 @@ def make_report(
         raise BertbenchError(f"{out}: README.md is the folder's generated index; name the report something else")
     if out is not None:
         _check_replaceable(out, force)
+    from bertbench.report.tables.user_claims import claims_beside, parse_claim
+
+    user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
+    user_claims = claims_beside(results) + user_claims
     records = load_records(results, _known_task_versions(warn))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
@@ -100,7 +106,8 @@ def make_report(
 
         figures = make_figures(data, plots, link_base=out.parent if out is not None else plots)
         echo(f"wrote plots to {plots}")
-    rep = build_report(data, title=out.stem if out is not None else "bertbench report", figures=figures)
+    rep = build_report(data, title=out.stem if out is not None else "bertbench report", figures=figures,
+                       user_claims=user_claims)
 
     if out is not None:
         atomic_write_text(out, render_markdown(rep))
@@ -136,4 +143,11 @@ def make_report(
         from bertbench.report.render.terminal import print_short
 
         print_short(data, out)
+        if user_claims:  # the verdicts asked for are shown, a line each (the markdown has the table)
+            from bertbench.report.tables.user_claims import claim_lines
+
+            [table] = [t for t in rep.tables if t.key == "user_claims"]
+            echo(f"\n{table.title}:")
+            for line in claim_lines(table):
+                echo(f"  {line}")
 

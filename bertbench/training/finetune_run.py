@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
+from bertbench.config import PAPER_DROPOUT
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest
@@ -39,6 +39,9 @@ class ModelSource:
     # the seed of the pre-training that made the weights (its config's `seed`); None for random init and for a
     # model whose pre-training seed we do not know (an imported Hugging Face BERT)
     pretrain_seed: Optional[int] = None
+    # a model bertbench did not pre-train: the folder's own facts (model.external.external_facts); its
+    # `pretraining` is None, as nothing is known of how it was trained
+    external: Optional[dict] = None
 
     def backbone(self, seed: int):
         import torch
@@ -74,23 +77,40 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         ckpt.tokenizer = WordPieceTokenizer.load(Path(tokenizer))
         if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
-    if ckpt.summary is not None:
-        pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
-    else:  # a Hugging Face BERT: pre-trained with the paper's MLM+NSP; tokens, time, data and held-out unknown
-        from bertbench.results import pretraining_block
-
-        pre = pretraining_block("mlm+nsp", {"mask_ratio": PAPER_MASK_RATIO, "mask_procedure": list(PAPER_MASK_PROCEDURE),
-                                            "whole_word_mask": False, "external": str(path)})
     state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     # the paper's fine-tuning dropout whatever the pre-training used (a recipe may pre-train without any)
     cfg = dataclasses.replace(ckpt.config, dropout=PAPER_DROPOUT, attention_dropout=PAPER_DROPOUT)
-    seed = ckpt.run_config.get("seed") if ckpt.summary is not None and isinstance(ckpt.run_config, dict) else None
+    if ckpt.summary is None:  # not pre-trained by bertbench (an HF folder, an import): its own facts, no defaults
+        from bertbench.model.external import external_facts
+        from bertbench.paths import portable_folder
+
+        facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir)
+        return ModelSource(portable_folder(spec, data_dir), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path),
+                           None, None, facts)
+    pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
+    seed = ckpt.run_config.get("seed") if isinstance(ckpt.run_config, dict) else None
     return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre,
                        seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
 
 
 # ----------------------------------------------------------------------------------------------
 # Per-type scoring and predictions files
+
+
+# What `Scored.degenerate` means for each task type, as a run's line says it: a regression predicts values, not
+# classes (issue 40: "one class" was printed for STS-B).
+DEGENERATE_TEXT = {
+    "classification": "one class for every example",
+    "multiple_choice": "one choice for every example",
+    "regression": "constant prediction: one value for every example",
+    "span_qa": "one answer for every question",
+    "token_classification": "no entity in any sentence",
+}
+
+
+def degenerate_flag(task_type: str) -> str:
+    """The mark after a degenerate run's score, e.g. '  [degenerate: constant prediction: one value for every example]'."""
+    return f"  [degenerate: {DEGENERATE_TEXT.get(task_type, 'one prediction for every example')}]"
 
 
 def _argmax_rows(outputs: list) -> np.ndarray:
@@ -369,7 +389,7 @@ def _train_grid(job: _TaskJob, echo: Callable[[str], None]):
                     near_constant.add((lr, epoch))
             runs[(lr, seed)] = run
             scored = by_epoch[max(by_epoch)][1]
-            flag = "  [degenerate: one class for every example]" if scored.degenerate else ""
+            flag = degenerate_flag(task.type) if scored.degenerate else ""
             primary = _primary(task, scored.metrics)
             echo(f"{task.name} seed {seed} lr {fmt_lr(lr)}: {primary} {scored.metrics[primary]:.2f} ({run.wall:.0f} s){flag}")
     return runs, selection_scores, near_constant
@@ -479,7 +499,8 @@ def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, select
                "train_size": len(job.train_ex), "eval_size": len(job.eval_ex)},
         metrics=scored.metrics, primary_metric=_primary(task, scored.metrics),
         model={"source": source.source, "fingerprint": source.fingerprint,
-               "size": source.config.size_name(), "pretraining": source.pretraining},
+               "size": source.config.size_name(), "pretraining": source.pretraining,
+               **({"external": source.external} if source.external is not None else {})},
         finetune={"lr": lr, "epochs": hp.epochs, "batch_size": hp.batch_size, "max_seq_len": job.max_seq_len,
                      "max_steps": req.max_steps, "max_train_examples": job.cap,
                      "max_eval_examples": req.max_eval_examples, "precision": job.precision,

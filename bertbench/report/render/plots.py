@@ -145,7 +145,8 @@ def plot_curves(data: ReportData, path: Path) -> tuple[bool, dict[str, str]]:
     for variant in data.variants:
         pre = variant.pretraining
         if pre is None:
-            notes[variant.label] = "random init, no pre-training"
+            notes[variant.label] = ("external model, its pre-training unknown" if variant.external is not None
+                                    else "random init, no pre-training")
             continue
         run_dir = pre.get("run_dir")
         if not run_dir:

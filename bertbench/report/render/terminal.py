@@ -42,6 +42,7 @@ class ShortTable:
     n_ours: int  # the first n_ours labels are our variants
     columns: tuple[tuple[str, tuple[str, ...]], ...]
     notes: tuple[str, ...]
+    n_external: int = 0  # after ours, the models we did not pre-train (a section of their own), then the paper's
 
 
 def closest_paper_columns(data: ReportData) -> list[PaperColumnSpec]:
@@ -111,12 +112,16 @@ def short_table(data: ReportData) -> ShortTable:
         columns.append((header, (*ours, *theirs)))
     notes = (
         "Ours: mean over fine-tuning seeds ± half its 95% t-interval (one seed: the mean alone); "
-        "⊘ degenerate (one class for every example), ‡ best of several settings on this split.",
+        "⊘ degenerate (one class, or a constant prediction, for every example), ‡ best of several settings on this "
+        "split.",
         "Paper: the published number of the model of our size and its split; devsplit columns are ours, "
         "cut from the official data, so the paper's number beside them is not comparable. GLUE averages "
         "the paper's same scores (Table 1's Average when all are covered).",
     )
-    return ShortTable(labels, len(data.variants), tuple(columns), notes)
+    n_external = sum(v.external is not None for v in data.variants)  # last among data.variants (collect's order)
+    if n_external:
+        notes += ("External models (not pre-trained by bertbench) are in the middle section, by their folder's name.",)
+    return ShortTable(labels, len(data.variants) - n_external, tuple(columns), notes, n_external)
 
 
 def render_short(table: ShortTable, width: int = TERMINAL_WIDTH) -> list:
@@ -135,7 +140,8 @@ def render_short(table: ShortTable, width: int = TERMINAL_WIDTH) -> list:
         for header, _ in columns:
             rich_table.add_column(header, no_wrap=True, justify="right")
         for i, label in enumerate(table.labels):
-            rich_table.add_row(label, *(cells[i] for _, cells in columns), end_section=i == table.n_ours - 1)
+            rich_table.add_row(label, *(cells[i] for _, cells in columns),
+                               end_section=i in (table.n_ours - 1, table.n_ours + table.n_external - 1))
         return rich_table
 
     out, chunk = [], []

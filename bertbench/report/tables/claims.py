@@ -204,7 +204,7 @@ class Outcome:
     @property
     def compared(self) -> bool:
         """A comparison was made: a difference with an interval (a member of Holm's family)."""
-        return self.diff is not None and self.diff.has_interval
+        return self.diff is not None and self.diff.has_interval and not self.diff.unmeasured
 
     @property
     def mde(self) -> Optional[float]:
@@ -216,7 +216,7 @@ class Outcome:
         if self.diff is None:
             return False
         sides = (self.diff.a, self.diff.b)
-        return any(s.variant.pretraining is not None and n <= 1
+        return any(not s.variant.random_init and n <= 1
                    for s, n in zip(sides, self.diff.estimate.pretrain_seeds))
 
 
@@ -270,6 +270,8 @@ def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome
     if diff is None:
         return Outcome(claim, size, None, NOT_RUN, "no seed ran on both sides of the same row")
     effect = claims.thresholds["about_a_point"] if claim.test == "equivalent" else _paper_effect(data.paper, claim)
+    if diff.unmeasured:  # two constant predictors: no difference to test, and no member of Holm's family
+        return Outcome(claim, size, diff, INCONCLUSIVE, f"{diff.unmeasured}: no difference measured", effect=effect)
     if not diff.has_interval:
         tasks = ", ".join(diff.single_run_tasks)
         return Outcome(claim, size, diff, INCONCLUSIVE, f"one run of {tasks}: no interval", effect=effect)

@@ -37,6 +37,7 @@ class Side:
     components: tuple[Component, ...]  # one per row, every seed it has
     degenerate: bool  # some seed of some row predicted one class for every example
     near_constant: bool = False  # some seed of some row predicted one label (value) for >= 95% of examples
+    constant: bool = False  # every seed of every row predicted one class (one value) for every example
 
     @property
     def runs(self) -> Runs:
@@ -62,6 +63,13 @@ class Difference:
         return self.a.near_constant or self.b.near_constant
 
     @property
+    def unmeasured(self) -> Optional[str]:
+        """Why no difference was measured although both sides ran, or None: two constant predictors (every seed
+        of both sides degenerate; issue 40's RTE "+0.0 [+0.0, +0.0]"). Shown as – with its flag, never as a
+        precise zero, and never judged."""
+        return "⊘ both sides degenerate" if self.a.constant and self.b.constant else None
+
+    @property
     def has_interval(self) -> bool:
         """Every task of both sides ran at least two seeds: a task with one run has no measured noise."""
         return _units(self.a) > 1 and _units(self.b) > 1
@@ -78,7 +86,7 @@ DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split w
 def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
     """`variant`'s runs on each (paper task, paper metric), every seed of each; None if one is missing."""
-    rows, comps, degenerate, near = [], [], False, False
+    rows, comps, degenerate, near, constant = [], [], False, False, True
     for ptask, pmetric in scores:
         metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
         if metric is None:
@@ -88,7 +96,8 @@ def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
         rows.append(row)
         degenerate = degenerate or is_degenerate(records)
         near = near or is_near_constant(records)
-    return Side(variant, tuple(rows), tuple(comps), degenerate, near)
+        constant = constant and all_degenerate(records)
+    return Side(variant, tuple(rows), tuple(comps), degenerate, near, constant)
 
 
 def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
@@ -97,7 +106,8 @@ def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
     comp = component_for(cell.records, row.metric, row.task) if cell else None
     if comp is None:
         return None
-    return Side(variant, (row,), (comp,), is_degenerate(cell.records), is_near_constant(cell.records))
+    return Side(variant, (row,), (comp,), is_degenerate(cell.records), is_near_constant(cell.records),
+                all_degenerate(cell.records))
 
 
 def gain_side(first: Side, last: Side) -> Optional[Side]:
@@ -112,7 +122,12 @@ def gain_side(first: Side, last: Side) -> Optional[Side]:
         gains = tuple(v - at_first[r] for r, v in zip(cl.runs, cl.values) if r in at_first)
         comps.append(Component(cl.task, runs, gains))
     return Side(last.variant, last.rows, tuple(comps), first.degenerate or last.degenerate,
-                first.near_constant or last.near_constant)
+                first.near_constant or last.near_constant, first.constant and last.constant)
+
+
+def all_degenerate(records) -> bool:
+    """Every seed predicted one class (one value) for every example: a constant predictor, nothing to compare."""
+    return bool(records) and all(bool((r.get("extra") or {}).get("degenerate")) for r in records)
 
 
 def difference(a: Side, b: Side) -> Optional[Difference]:
@@ -150,9 +165,12 @@ def fmt_covers(est: Estimate) -> str:
 
 
 def fmt_difference(diff: Optional[Difference], decimals: int = 1) -> tuple[str, str]:
-    """('+2.3', '[+0.4, +4.2]'); ('+2.3', 'no interval (1 run)'); ('–', '–') with nothing compared."""
+    """('+2.3', '[+0.4, +4.2]'); ('+2.3', 'no interval (1 run)'); ('–', '–') with nothing compared; ('–',
+    '– (⊘ both sides degenerate)') for a difference not measured (`Difference.unmeasured`)."""
     if diff is None:
         return MISSING, MISSING
+    if diff.unmeasured:
+        return MISSING, f"{MISSING} ({diff.unmeasured})"
     est = diff.estimate
     value = f"{est.estimate:+.{decimals}f}"
     if not diff.has_interval:
@@ -187,8 +205,8 @@ def differences_table(data: ReportData) -> Table:
             if b is None:
                 continue
             for other in data.variants:
-                if other is ref or other.size != ref.size:
-                    continue
+                if other is ref or other.size != ref.size or other.external is not None:
+                    continue  # an external model is no ablation of ours: a user claim compares it
                 a = row_side(data, other, row)
                 if a is None:
                     continue
