@@ -255,3 +255,21 @@ def test_one_comparison_has_one_number_everywhere(outcomes):
     glue = next(o for o in outcomes[0].values() if o.claim.id == "pretraining-vs-random")
     (row,) = [g for g in glue_rows(data) if len(g.covered) == 5]
     assert glue.diff.estimate.estimate == pytest.approx(row.ours["mini MLM+NSP"] - row.ours["mini random init"])
+
+
+def test_a_claim_that_cannot_be_decided_still_says_when_its_interval_excludes_the_papers_effect():
+    """cpu-hour's MRPC claim (MLM+NSP beats LTR): the LTR side has a near-constant seed, so no verdict; its interval
+    [−2.4, +5.3] still rules out the paper's +9.2, and the table says so (issue 42)."""
+    from pathlib import Path
+
+    from bertbench.report.model import collect
+    from bertbench.report.tables.claims import claims_table
+    from bertbench.results import load_records
+
+    root = Path(__file__).resolve().parents[1]
+    table = claims_table(collect(load_records([root / "leaderboards" / "records" / "cpu-hour"])))
+    verdict = table.header.index("Verdict")
+    (mrpc,) = [r for r in table.rows if r[0] == "MLM+NSP beats a left-to-right LM on MRPC"]
+    assert mrpc[verdict].startswith("inconclusive (≈ near-constant cell") and "the paper's +9.2 excluded" in mrpc[verdict]
+    qnli = [r for r in table.rows if "QNLI" in r[0]]
+    assert qnli and all("excluded" not in r[verdict] for r in qnli)  # its interval holds the paper's +3.5

@@ -89,8 +89,13 @@ def make_report(
         _check_replaceable(out, force)
     from bertbench.report.tables.user_claims import claims_beside, parse_claim
 
+    from bertbench.report.tables.claims import load_claims
+    from bertbench.report.tables.preregistration import load_preregistration
+
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
-    user_claims = claims_beside(results) + user_claims
+    preregistration = load_preregistration(results, load_claims())
+    registered = list(preregistration.user_claims) if preregistration else []
+    user_claims = registered + claims_beside(results) + user_claims
     records = load_records(results, _known_task_versions(warn))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
@@ -107,7 +112,7 @@ def make_report(
         figures = make_figures(data, plots, link_base=out.parent if out is not None else plots)
         echo(f"wrote plots to {plots}")
     rep = build_report(data, title=out.stem if out is not None else "bertbench report", figures=figures,
-                       user_claims=user_claims)
+                       user_claims=user_claims, preregistration=preregistration)
 
     if out is not None:
         atomic_write_text(out, render_markdown(rep))

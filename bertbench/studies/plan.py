@@ -54,7 +54,8 @@ class Planner:
         stages.sort(key=lambda s: not s.alone)
         ft = self.preset.finetune
         for m in models:
-            stages += self.finetune_stages(m, ft.tasks, feature_based=False)
+            stages += self.finetune_stages(m, [t for t in ft.tasks if t in (m.variant.tasks or ft.tasks)],
+                                           feature_based=False)
             if not ft.feature_based_variants or m.variant.name in ft.feature_based_variants:
                 features = [t for t in ft.tasks if t in ft.feature_based_tasks]
                 stages += self.finetune_stages(dataclasses.replace(m, folder=m.folder + "-features",

@@ -2,6 +2,7 @@
 fine-tunes them. Loading one checks all of it, so that a bad value is one line before anything runs."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -21,6 +22,9 @@ class VariantSpec:
     random_init: bool = False  # no pre-training: the control row (same size, same tokenizer)
     # this variant's pre-training seeds, instead of the preset's `pretrain_seeds` (see RunPreset)
     pretrain_seeds: Optional[list[int]] = None
+    # this variant's fine-tuning tasks, some of finetune.tasks (None: all of them): a claim on one task need not
+    # pay for the others' fine-tunings on every pre-training seed
+    tasks: Optional[list[str]] = None
 
 
 @dataclass(kw_only=True)
@@ -67,6 +71,10 @@ class RunPreset:
     # its own; every (variant, seed) checkpoint is fine-tuned with the tasks' fine-tuning seeds. Empty: once,
     # with `pretrain.seed`, as a preset without this key always did. A variant may give its own.
     pretrain_seeds: Optional[list[int]] = None
+    # What the study will be judged on, stated before it runs (report.tables.preregistration): its claims family,
+    # headline scores with the outside evidence that admits each task, seeds and any planned extension. Parsed
+    # by load_preset into a Preregistration; `run` writes it into results/ before the first stage.
+    preregistration: Any = None
 
 
 def list_presets() -> dict[str, Path]:
@@ -97,6 +105,17 @@ def load_preset(name_or_path: str) -> RunPreset:
             raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
+    if preset.preregistration is not None:
+        from bertbench.report.tables.claims import load_claims
+        from bertbench.report.tables.preregistration import parse_preregistration
+
+        if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:
+            raise BertbenchError(f"{p}: preregistration: no 'seeds' key: the seeds are the preset's own "
+                                 "(pretrain_seeds, finetune.seeds), and the pre-registration records them from there")
+        prereg = parse_preregistration(preset.preregistration, f"{p}: preregistration", load_claims(), preset=preset.name)
+        seeds = {v.name: pretrain_seeds(preset, v) for v in preset.variants if not v.random_init}
+        preset.preregistration = dataclasses.replace(
+            prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds})
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     return preset
@@ -145,6 +164,10 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
     ft.check(lambda key: f"{p}: finetune.{key}")
     if bool(ft.figure5_variants) != bool(ft.figure5_tasks):
         raise BertbenchError(f"{p}: finetune.figure5_variants and figure5_tasks go together (Figure 5 needs both)")
+    for v in preset.variants:
+        if v.tasks is not None and (not v.tasks or set(v.tasks) - set(ft.tasks)):
+            raise BertbenchError(f"{p}: variant {v.name!r}: tasks {v.tasks}: expected some of finetune.tasks "
+                                 f"({', '.join(ft.tasks)})")
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")

@@ -31,6 +31,10 @@ def run_preset(
     workers = preset.workers if workers is None else workers
     if workers < 1:
         raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
+    if preset.preregistration is not None:  # before any stage: what the study will be judged on, fixed now
+        from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, write_preregistration
+
+        write_preregistration(out / "results" / PREREGISTRATION_FILE, preset.preregistration)
     t_start = time.perf_counter()
     times: dict[str, Any] = {HOST_KEY: host_facts()}
 

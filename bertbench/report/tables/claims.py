@@ -200,6 +200,7 @@ class Outcome:
     p: Optional[float] = None  # raw two-sided p
     p_holm: Optional[float] = None  # Holm-adjusted over the table's family
     effect: Optional[float] = None  # the effect the claim is about: the paper's |a − b|, or the margin m
+    registration: str = ""  # with a pre-registration: 'pre-registered' or 'exploratory' (tables.preregistration)
 
     @property
     def compared(self) -> bool:
@@ -279,7 +280,7 @@ def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome
     return Outcome(claim, size, diff, direction, p=p, effect=effect)
 
 
-def _adjusted(o: Outcome, p_holm: float) -> Outcome:
+def holm_verdict(o: Outcome, p_holm: float) -> Outcome:
     """The verdict after Holm's adjustment, the flags and the power check."""
     found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
     why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
@@ -292,21 +293,28 @@ def _adjusted(o: Outcome, p_holm: float) -> Outcome:
     if found == INCONCLUSIVE and o.effect is not None and mde > o.effect:
         found = NOT_MEASURABLE
         why = f"MDE {mde:.1f} > the effect {o.effect:.1f}" + (f"; {why}" if why else "")
-    return Outcome(o.claim, o.size, o.diff, found, why, o.p, p_holm, o.effect)
+    return Outcome(o.claim, o.size, o.diff, found, why, o.p, p_holm, o.effect, o.registration)
 
 
-def evaluate(data: ReportData, claims: Claims) -> list[Outcome]:
-    """Every claim, once per size that has both variants (once, not run, when no size has); Holm-adjusted
-    over the family of every comparison made."""
+def judge_claims(data: ReportData, claims: Claims) -> list[Outcome]:
+    """Every claim, once per size that has both variants (once, not run, when no size has); each comparison's
+    raw p and direction, before Holm (`holm_verdict`)."""
     out = []
     for claim in claims.claims:
         sizes = [v.size for v in data.variants if v.objective == claim.a and _pick(data, claim.b, v.size)]
         if not sizes:
             out.append(Outcome(claim, None, None, NOT_RUN, f"no size has both {claim.a} and {claim.b}"))
         out += [_judge(data, claims, claim, size) for size in sizes]
+    return out
+
+
+def evaluate(data: ReportData, claims: Claims) -> list[Outcome]:
+    """`judge_claims`, Holm-adjusted over the family of every comparison made (a pre-registered study judges
+    two families instead: tables.preregistration.evaluate_families)."""
+    out = judge_claims(data, claims)
     family = [i for i, o in enumerate(out) if o.p is not None]
     for i, p_holm in zip(family, holm([out[i].p for i in family])):
-        out[i] = _adjusted(out[i], p_holm)
+        out[i] = holm_verdict(out[i], p_holm)
     return out
 
 
@@ -356,16 +364,29 @@ def _fmt_p(p: Optional[float]) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _verdict_text(o: Outcome) -> str:
-    text = o.verdict + (f" ({o.why})" if o.why else "")
+def _excluded(paper: PaperNumbers, o: Outcome) -> str:
+    """' · the paper's +9.2 excluded' when a comparison that cannot decide the claim (a flagged side, too little
+    power) still has an interval that rules out the paper's own a − b: a finding the verdict alone would hide."""
+    values = _paper_values(paper, o.claim)
+    if values is None or not o.compared or o.verdict not in (INCONCLUSIVE, NOT_MEASURABLE):
+        return ""
+    paper_diff, est = values[0] - values[1], o.diff.estimate
+    return "" if est.low <= paper_diff <= est.high else f"; the paper's {paper_diff:+.1f} excluded"
+
+
+def _verdict_text(o: Outcome, paper: Optional[PaperNumbers] = None) -> str:
+    text = o.verdict + (f" ({o.why})" if o.why else "") + (_excluded(paper, o) if paper is not None else "")
     if o.one_pretrain_seed and o.verdict != NOT_RUN:
         text += "; 1 pre-training seed: about these checkpoints"
-    return text
+    return text + (f" · {o.registration}" if o.registration else "")
 
 
-def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
+def claims_table(data: ReportData, claims: Optional[Claims] = None, outcomes: Optional[list[Outcome]] = None,
+                 family_note: str = "") -> Table:
+    """The table of the paper's claims: `outcomes` when given (a pre-registered study's, with `family_note`
+    saying how its families were adjusted), else `evaluate`'s."""
     claims = claims or load_claims(paper=data.paper)
-    outcomes = evaluate(data, claims)
+    outcomes = evaluate(data, claims) if outcomes is None else outcomes
     header = ("Claim", "Source", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Covers",
               "Runs a/b", "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
     rows: list[tuple[str, ...]] = []
@@ -377,9 +398,9 @@ def claims_table(data: ReportData, claims: Optional[Claims] = None) -> Table:
                      fmt_covers(o.diff.estimate) if o.diff else MISSING, fmt_runs(o.diff) if o.diff else MISSING,
                      claims.test_text(o.claim.test), THRESHOLD_SOURCES[o.claim.test],
                      f"{o.mde:.1f}" if o.mde is not None else MISSING, _fmt_p(o.p), _fmt_p(o.p_holm),
-                     _verdict_text(o)))
-    return Table("claims", "The paper's claims, judged on our records", header, tuple(rows),
-                 _claims_notes(outcomes, claims))
+                     _verdict_text(o, data.paper)))
+    notes = _claims_notes(outcomes, claims) + ((family_note,) if family_note else ())
+    return Table("claims", "The paper's claims, judged on our records", header, tuple(rows), notes)
 
 
 def verdict_counts(outcomes) -> dict[str, int]:
@@ -418,6 +439,6 @@ def _claims_notes(outcomes: list[Outcome], claims: Claims) -> tuple[str, ...]:
     )
 
 
-__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "THRESHOLD_SOURCES", "claim_p", "claims_table", "evaluate",
+__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "THRESHOLD_SOURCES", "claim_p", "claims_table", "evaluate", "holm_verdict", "judge_claims",
            "load_claims", "verdict", "verdict_counts", "CONTRADICTED", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN",
            "REPRODUCED"]

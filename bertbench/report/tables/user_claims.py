@@ -238,6 +238,7 @@ class UserOutcome:
     why: str = ""
     p: Optional[float] = None
     p_holm: Optional[float] = None
+    registration: str = ""  # with a pre-registration: 'pre-registered' or 'exploratory' (tables.preregistration)
 
     @property
     def compared(self) -> bool:
@@ -278,7 +279,7 @@ def _judge(data: ReportData, claim: UserClaim, va: Variant, vb: Variant) -> User
     return UserOutcome(claim, va, vb, diff, direction, p=p)
 
 
-def _adjusted(o: UserOutcome, p_holm: float) -> UserOutcome:
+def holm_verdict(o: UserOutcome, p_holm: float) -> UserOutcome:
     """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules."""
     found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
     why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
@@ -290,12 +291,12 @@ def _adjusted(o: UserOutcome, p_holm: float) -> UserOutcome:
     mde, effect = o.diff.estimate.mde(), o.claim.effect
     if found == INCONCLUSIVE and effect is not None and mde > effect:
         found, why = NOT_MEASURABLE, f"MDE {mde:.1f} > |T| {effect:g}" + (f"; {why}" if why else "")
-    return UserOutcome(o.claim, o.a, o.b, o.diff, found, why, o.p, p_holm)
+    return UserOutcome(o.claim, o.a, o.b, o.diff, found, why, o.p, p_holm, o.registration)
 
 
-def evaluate_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[UserOutcome]:
-    """Each claim once per pair of variants it names (an objective: once per size that has both sides);
-    Holm-adjusted over the family of the comparisons made. Unknown variants or tasks raise `BertbenchError`."""
+def judge_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[UserOutcome]:
+    """Each claim once per pair of variants it names (an objective: once per size that has both sides), its raw
+    p and direction before Holm (`holm_verdict`). Unknown variants or tasks raise `BertbenchError`."""
     out: list[UserOutcome] = []
     for claim in claims:
         _check_tasks(data, claim)
@@ -305,9 +306,16 @@ def evaluate_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[
         if not pairs:
             out.append(UserOutcome(claim, None, None, None, NOT_RUN, f"no model size has both {claim.a} and {claim.b}"))
         out += [_judge(data, claim, va, vb) for va, vb in pairs]
+    return out
+
+
+def evaluate_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[UserOutcome]:
+    """`judge_user_claims`, Holm-adjusted over the family of the comparisons made (a pre-registered study judges
+    two families instead: tables.preregistration.evaluate_families)."""
+    out = judge_user_claims(data, claims)
     family = [i for i, o in enumerate(out) if o.p is not None]
     for i, p_holm in zip(family, holm([out[i].p for i in family])):
-        out[i] = _adjusted(out[i], p_holm)
+        out[i] = holm_verdict(out[i], p_holm)
     return out
 
 
@@ -317,8 +325,11 @@ def _fmt_p(p: Optional[float]) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def user_claims_table(data: ReportData, claims: Sequence[UserClaim]) -> Table:
-    outcomes = evaluate_user_claims(data, claims)
+def user_claims_table(data: ReportData, claims: Sequence[UserClaim], outcomes: Optional[list[UserOutcome]] = None,
+                      family_note: str = "") -> Table:
+    """The table of the user's claims: `outcomes` when given (a pre-registered study's, `family_note` saying how
+    its families were adjusted), else `evaluate_user_claims`'."""
+    outcomes = evaluate_user_claims(data, claims) if outcomes is None else outcomes
     header = ("Claim", "Stated in", "a − b", "Score", "Ours a − b", "95% interval", "Covers", "Runs a/b", "Test",
               "MDE (80%)", "p", "p Holm", "Verdict")
     rows = []
@@ -332,7 +343,8 @@ def user_claims_table(data: ReportData, claims: Sequence[UserClaim]) -> Table:
                      f"mean of {score}" if len(o.claim.scores) > 1 else score, value, interval,
                      fmt_covers(o.diff.estimate) if o.diff else MISSING, fmt_runs(o.diff) if o.diff else MISSING,
                      o.claim.test_text, f"{o.mde:.1f}" if o.mde is not None else MISSING, _fmt_p(o.p),
-                     _fmt_p(o.p_holm), o.verdict + (f" ({o.why})" if o.why else "")))
+                     _fmt_p(o.p_holm), o.verdict + (f" ({o.why})" if o.why else "")
+                     + (f" · {o.registration}" if o.registration else "")))
     made = [o for o in outcomes if o.compared]
     counts = {v: sum(o.verdict == v for o in made) for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)}
     notes = (
@@ -346,7 +358,7 @@ def user_claims_table(data: ReportData, claims: Sequence[UserClaim]) -> Table:
         "whatever its numbers; not measurable at this budget: inconclusive, and the minimum detectable effect (80% "
         "power) exceeds |T| (a claim against 0 names no effect, so its MDE is shown but not judged).",
         COVERS_NOTE,
-    )
+    ) + ((family_note,) if family_note else ())
     return Table("user_claims", "Your claims, judged on these records", header, tuple(rows), notes)
 
 
@@ -366,5 +378,5 @@ def claim_lines(table: Table) -> list[str]:
 
 
 __all__ = ["CLAIMS_FILE", "COMPARATORS", "SUPPORTED", "UserClaim", "UserOutcome", "claim_lines", "claims_beside",
-           "direction_and_p", "evaluate_user_claims", "load_claims_file", "parse_claim", "user_claims_table",
+           "direction_and_p", "evaluate_user_claims", "holm_verdict", "judge_user_claims", "load_claims_file", "parse_claim", "user_claims_table",
            "user_side"]

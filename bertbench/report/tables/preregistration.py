@@ -1,0 +1,215 @@
+"""A study's pre-registration: the claims it is judged on, stated before it runs, and the two Holm families.
+
+A preset may carry a `preregistration:` block; `bertbench run` writes it, with the preset's name, into
+`results/preregistration.yaml` before any stage starts, and refuses to run on if a file already there says
+something else (claims cannot change once a study has started). `bertbench report` finds that file under the
+folders it is given (searched like the records) and then judges:
+- the pre-registered family: the paper's claims named by id (bertbench/reference/claims.yaml) and the claims
+  written in `report --claim`'s grammar (report.tables.user_claims), all Holm-adjusted together;
+- every other comparison (the paper's other claims, `--claim`, claims.yaml beside the records) as exploratory:
+  Holm-adjusted in a family of its own, never in the pre-registered one, and labelled so.
+Without a pre-registration nothing changes: each claims table keeps its own family, as before.
+
+A headline score (`scores:`) names the tasks a claim averages and why each was admitted. The rule is fixed from
+outside evidence, never from the compared variants' outcomes: a published model of the same size (or smaller)
+beats the constant predictor on the task by at least ADMISSION_MARGIN points. Each task states the published
+number, its source, the constant predictor's score and where that comes from; `admitted` checks the rule.
+
+    preregistration:
+      claims:
+        - t5-qnli-nsp                                   # a paper claim, by id
+        - claim: "mlm+nsp − random on sst2,stsb > 5"    # a claim of your own (docs/claims.md)
+          name: MLM+NSP ≫ random init on the admitted tasks
+      scores:
+        - name: GLUE-4
+          rule: a published model of this size beats the constant predictor by ≥ 3 points
+          tasks:
+            - {task: sst2, metric: accuracy, published: 83.2, source: "...", constant: 50.9, constant_from: "..."}
+      seeds: {pretrain: [1, 2, 3, 4], finetune: [1]}
+      extension: none
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.report.multibootstrap import holm
+from bertbench.report.tables.claims import Claims, Outcome, holm_verdict, judge_claims
+from bertbench.report.tables.user_claims import UserClaim, UserOutcome, judge_user_claims, parse_claim
+from bertbench.report.tables.user_claims import holm_verdict as user_holm_verdict
+
+PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
+PRE_REGISTERED, EXPLORATORY = "pre-registered", "exploratory"
+ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
+_KEYS = {"claims", "scores", "seeds", "extension", "preset"}
+_TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Why a task may enter a headline score: a published model's number against the constant predictor's."""
+
+    task: str
+    metric: str
+    published: float
+    source: str
+    constant: float
+    constant_from: str
+
+    @property
+    def admitted(self) -> bool:
+        return self.published - self.constant >= ADMISSION_MARGIN
+
+
+@dataclass(frozen=True)
+class HeadlineScore:
+    name: str
+    rule: str
+    tasks: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Preregistration:
+    paper_claims: tuple[str, ...]  # ids of the paper's claims
+    user_claims: tuple[UserClaim, ...]
+    scores: tuple[HeadlineScore, ...] = ()
+    seeds: Any = None  # as the preset states them (its seeds are also in its config)
+    extension: str = ""  # the planned extension, if any ("none")
+    preset: str = ""
+    where: str = "preregistration"
+
+    def as_dict(self) -> dict:
+        """What `bertbench run` writes: the block as parsed, in a stable form (a re-run compares it)."""
+        claims: list[Any] = list(self.paper_claims)
+        claims += [{"claim": c.text, "name": c.name} if c.name else c.text for c in self.user_claims]
+        return {"preset": self.preset, "claims": claims,
+                "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
+                           for s in self.scores],
+                "seeds": self.seeds, "extension": self.extension}
+
+
+def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = "") -> Preregistration:
+    """The block (a preset's, or a written file's) → Preregistration; one `BertbenchError` naming `where`."""
+    if not isinstance(raw, dict) or not raw.get("claims") or not isinstance(raw["claims"], list):
+        raise BertbenchError(f"{where}: expected 'claims:' with a list of claim ids or claim lines")
+    unknown = set(raw) - _KEYS
+    if unknown:
+        raise BertbenchError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS - {'preset'})}")
+    ids = {c.id for c in claims.claims}
+    paper, user = [], []
+    for i, entry in enumerate(raw["claims"], 1):
+        at = f"{where}: claims[{i}]"
+        if isinstance(entry, str) and " on " not in entry:
+            if entry not in ids:
+                raise BertbenchError(f"{at}: {entry!r} is no claim id of bertbench/reference/claims.yaml and no "
+                                     "claim line ('A − B on TASK > T')")
+            paper.append(entry)
+        elif isinstance(entry, str):
+            user.append(parse_claim(entry, at))
+        elif isinstance(entry, dict) and set(entry) <= {"claim", "name"} and "claim" in entry:
+            user.append(parse_claim(entry["claim"], at, str(entry["name"]) if entry.get("name") else None))
+        else:
+            raise BertbenchError(f"{at}: expected a claim id, a claim line or {{claim: ..., name: ...}}, got {entry!r}")
+    texts = [c.text for c in user]
+    if len(set(paper)) != len(paper) or len(set(texts)) != len(texts):
+        raise BertbenchError(f"{where}: a claim is listed twice")
+    scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
+    return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
+                           str(raw.get("preset") or preset), where)
+
+
+def _score(raw: Any, where: str) -> HeadlineScore:
+    if not isinstance(raw, dict) or not raw.get("name") or not raw.get("rule") or not raw.get("tasks"):
+        raise BertbenchError(f"{where}: expected name, rule and tasks (each with its evidence)")
+    tasks = []
+    for i, t in enumerate(raw["tasks"], 1):
+        if not isinstance(t, dict) or set(t) != _TASK_KEYS:
+            raise BertbenchError(f"{where}: tasks[{i}]: expected exactly {sorted(_TASK_KEYS)}")
+        try:
+            e = Evidence(str(t["task"]), str(t["metric"]), float(t["published"]), str(t["source"]),
+                         float(t["constant"]), str(t["constant_from"]))
+        except (TypeError, ValueError):
+            raise BertbenchError(f"{where}: tasks[{i}]: published and constant must be numbers") from None
+        if not e.admitted:
+            raise BertbenchError(f"{where}: tasks[{i}]: {e.task} is not admitted: {e.published:g} − {e.constant:g} "
+                                 f"< {ADMISSION_MARGIN:g} points above the constant predictor ({e.source})")
+        tasks.append(e)
+    return HeadlineScore(str(raw["name"]), str(raw["rule"]), tuple(tasks))
+
+
+def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Preregistration]:
+    """The pre-registration found under the given folders (searched like the records); None when there is none.
+    Two that differ are an error: one report judges one family."""
+    import yaml
+
+    found: list[Preregistration] = []
+    for folder in results:
+        folder = Path(folder)
+        paths = [folder] if folder.is_file() else sorted(folder.rglob(PREREGISTRATION_FILE))
+        for path in (p for p in paths if p.name == PREREGISTRATION_FILE):
+            try:
+                raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+                raise BertbenchError(f"{path}: cannot read the pre-registration ({err})") from None
+            found.append(parse_preregistration(raw, str(path), claims))
+    if len({repr(p.as_dict()) for p in found}) > 1:
+        raise BertbenchError(f"two different pre-registrations: {found[0].where} and {found[1].where}; report one "
+                             "study at a time")
+    return found[0] if found else None
+
+
+def write_preregistration(path: Path, prereg: Preregistration) -> None:
+    """Written before a study's first stage; an existing file that says something else stops the study."""
+    import yaml
+
+    from bertbench.runtime.files import atomic_write_text
+
+    text = yaml.safe_dump(prereg.as_dict(), sort_keys=False, allow_unicode=True)
+    if path.is_file():
+        if path.read_text(encoding="utf-8") != text:
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
+                                 "extension; a pre-registration cannot change once a study has started (run into a new "
+                                 "--out, or restore the preset)")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+
+
+def evaluate_families(data, claims: Claims, user_claims: Sequence[UserClaim], prereg: Preregistration
+                      ) -> tuple[list[Outcome], list[UserOutcome]]:
+    """Every paper claim and user claim, Holm-adjusted in two families: the pre-registered comparisons together
+    (paper and user claims alike), and the exploratory ones (everything else) apart. Each outcome says which."""
+    paper, user = judge_claims(data, claims), judge_user_claims(data, user_claims)
+    registered_texts = {c.text for c in prereg.user_claims}
+
+    def registered(o) -> bool:
+        return (o.claim.id in prereg.paper_claims) if isinstance(o, Outcome) else (o.claim.text in registered_texts)
+
+    for in_family in (True, False):
+        members = [(outcomes, i) for outcomes in (paper, user) for i, o in enumerate(outcomes)
+                   if o.p is not None and registered(o) == in_family]
+        for (outcomes, i), p_holm in zip(members, holm([outcomes[i].p for outcomes, i in members])):
+            adjust = holm_verdict if outcomes is paper else user_holm_verdict
+            outcomes[i] = adjust(outcomes[i], p_holm)
+    label = {True: PRE_REGISTERED, False: EXPLORATORY}
+    return ([dataclasses.replace(o, registration=label[registered(o)]) for o in paper],
+            [dataclasses.replace(o, registration=label[registered(o)]) for o in user])
+
+
+def family_note(prereg: Preregistration, paper: Sequence[Outcome], user: Sequence[UserOutcome]) -> str:
+    made = [o for o in (*paper, *user) if o.compared]
+    n_reg = sum(o.registration == PRE_REGISTERED for o in made)
+    source = f"the preset {prereg.preset}'s" if prereg.preset else "the"
+    return (f"Pre-registration ({source} {PREREGISTRATION_FILE}, written before the study ran): Holm–Bonferroni "
+            f"adjusts the {n_reg} pre-registered comparison(s) together, the paper's and yours alike; the other "
+            f"{len(made) - n_reg} are exploratory, adjusted in a family of their own and never in the pre-registered "
+            "one. Each verdict says which it is.")
+
+
+__all__ = ["ADMISSION_MARGIN", "EXPLORATORY", "Evidence", "HeadlineScore", "PRE_REGISTERED", "PREREGISTRATION_FILE",
+           "Preregistration", "evaluate_families", "family_note", "load_preregistration", "parse_preregistration",
+           "write_preregistration"]
