@@ -69,6 +69,54 @@ def test_a_killed_worker_is_one_line_naming_the_stage_and_the_signal(tmp_path):
     assert set(times) == {"finetune random rte"} and (tmp_path / "rte").read_text() == "done"
 
 
+def _kill_idle_workers(pids: Path) -> None:
+    """A stage that runs alone, here in the main process: kills (-9) every idle worker, as the out-of-memory
+    killer may while the causal LM pre-trains alone, and notes their pids."""
+    import multiprocessing
+
+    killed = [p for p in multiprocessing.active_children() if p.name == "bertbench-stage"]
+    for p in killed:
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(timeout=30)
+    pids.write_text(" ".join(str(p.pid) for p in killed))
+
+
+def test_an_idle_worker_killed_while_a_stage_runs_alone_is_replaced_and_the_study_goes_on(tmp_path):
+    # before: the next stage was sent down the dead worker's pipe (BrokenPipeError), and the CLI exited 1 silently
+    jobs = [Stage("a", _write, (tmp_path / "a", "a")), Stage("b", _write, (tmp_path / "b", "b")),
+            Stage("ltr", _kill_idle_workers, (tmp_path / "pids",), after="a", alone=True),
+            Stage("c", _write, (tmp_path / "c", "c"), after="ltr"), Stage("d", _write, (tmp_path / "d", "d"), after="ltr")]
+    said: list[str] = []
+    times: dict[str, float] = {}
+    run_stages(jobs, 2, said.append, times)
+    pids = (tmp_path / "pids").read_text().split()
+    assert len(pids) == 2
+    assert set(times) == {"a", "b", "ltr", "c", "d"} and (tmp_path / "d").read_text() == "d"
+    notices = [line for line in said if "died while idle" in line]
+    assert sorted(n.split("(pid ")[1].split(")")[0] for n in notices) == sorted(pids)
+    assert all("(SIGKILL)" in n and "a new one takes its place" in n for n in notices)
+
+
+def test_a_worker_dead_as_its_stage_is_handed_over_is_one_line(tmp_path):
+    import multiprocessing
+
+    from bertbench.studies.scheduler import _Worker
+
+    worker = _Worker(multiprocessing.get_context("spawn"), 1)
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.process.join(timeout=30)
+    with pytest.raises(BertbenchError) as err:
+        for _ in range(3):  # the first send may still fit in the pipe's buffer of a process that just died
+            worker.start(Stage("finetune random rte", _write, (tmp_path / "x", "x")))
+            worker.stage = None
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"a worker process (pid {worker.process.pid}) died (SIGKILL) as stage finetune random rte")
+    assert message.endswith("rerun the same command to continue")
+    worker.stage = None
+    worker.stop()
+
+
 def _short_then_long(tmp_path: Path, wait_s: float, fixed_threads: bool) -> tuple[list[str], dict[str, list[int]]]:
     """Two stages on two one-thread workers; "short" ends once "long" runs beside it (a loaded machine may take
     long to start a worker). The threads "long" saw at its start and at its end, and what the scheduler says."""

@@ -12,7 +12,9 @@ With `workers` > 1 each stage runs in a worker process of our own (spawned, one 
 the scheduler sees each one's end through public handles only: a pipe for its result, and the process's
 sentinel for its death. A worker that dies (the out-of-memory killer's SIGKILL) ends the run with one line
 naming the stage and the signal; the other workers are stopped (a pre-training among them writes its
-checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says.
+checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says. A worker
+that dies while idle (killed while a stage runs alone in this process) costs nothing: a line says so, and a new
+worker takes its slot before a stage is handed to it.
 
 The freed core: when a stage ends and nothing is ready to start on its core (e.g. the fine-tunings of random
 init are done while a pre-training still runs), the stages still running share every thread. Each worker's
@@ -120,11 +122,22 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
     # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
     context = multiprocessing.get_context("spawn")
     slots = [_Worker(context, share) for _ in range(workers)]
+
+    def replace_dead(worker: "_Worker") -> "_Worker":
+        """A worker that died while idle (the out-of-memory killer picks the largest process, and an idle
+        worker holds its last stage's heap): nothing of the study was lost, so a new one takes its slot."""
+        echo(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as when the system "
+             "runs out of memory; a new one takes its place")
+        worker.stop()
+        fresh = _Worker(context, share)
+        slots[slots.index(worker)] = fresh
+        return fresh
+
     # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         while True:
-            _start_ready(queue, slots)
+            _start_ready(queue, slots, replace_dead)
             busy = [w for w in slots if w.stage is not None]
             if not busy:
                 queue.check_nothing_stranded()
@@ -139,8 +152,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
                 stage = worker.stage
                 worker.stage = None
                 if stage is None:  # an idle worker died (nothing of the study was lost): a new one takes its slot
-                    worker.stop()
-                    slots[slots.index(worker)] = _Worker(context, share)
+                    replace_dead(worker)
                     continue
                 if outcome[0] == "ok":
                     queue.complete(stage, outcome[1])
@@ -157,8 +169,10 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             worker.stop()
 
 
-def _start_ready(queue: _Queue, slots: list["_Worker"]) -> None:
-    """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here."""
+def _start_ready(queue: _Queue, slots: list["_Worker"], replace_dead: Callable[["_Worker"], "_Worker"]) -> None:
+    """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here. An idle
+    worker found dead (killed while a stage ran alone here, when no one was watching its sentinel) is replaced
+    before it is handed a stage: its pipe would be broken."""
     while (idle := next((w for w in slots if w.stage is None), None)) is not None:
         stage = queue.next_ready()
         if stage is None:
@@ -169,6 +183,8 @@ def _start_ready(queue: _Queue, slots: list["_Worker"]) -> None:
                 return
             queue.run_here(stage)
             continue
+        if not idle.process.is_alive():
+            idle = replace_dead(idle)
         queue.echo(f"[{stage.name}] started")
         idle.start(stage)
 
@@ -204,8 +220,13 @@ class _Worker:
         self.stage: Optional[Stage] = None
 
     def start(self, stage: Stage) -> None:
+        try:
+            self.conn.send((stage.fn, stage.args))
+        except OSError:  # it died between the check and the hand-over: one line, as for a busy worker's death
+            raise BertbenchError(f"a worker process (pid {self.process.pid}) died ({self.death()}) as stage "
+                                 f"{stage.name} was handed to it, as when the system runs out of memory; "
+                                 f"{RERUN_HINT}") from None
         self.stage = stage
-        self.conn.send((stage.fn, stage.args))
 
     def set_threads(self, threads: int) -> None:
         if self.threads.value != threads:
@@ -219,11 +240,15 @@ class _Worker:
                 return self.conn.recv()
         except (EOFError, OSError):
             pass
+        return ("died", self.death())
+
+    def death(self) -> str:
+        """How the process ended: a signal's name (SIGKILL) or its exit code."""
         self.process.join(timeout=5)
         code = self.process.exitcode
         if code is not None and code < 0:
-            return ("died", signal.Signals(-code).name)
-        return ("died", f"exit code {code}")
+            return signal.Signals(-code).name
+        return f"exit code {code}"
 
     def stop(self) -> None:
         """End the process: SIGTERM first (a pre-training writes its checkpoint at the step it is in), then
