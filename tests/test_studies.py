@@ -117,6 +117,60 @@ def test_a_worker_dead_as_its_stage_is_handed_over_is_one_line(tmp_path):
     worker.stop()
 
 
+def _note_device_when_both_run(path: Path, other: Path) -> None:
+    """A stage: writes the device its worker sees, then waits for the other stage to have written its own (so
+    the two run at once, on two workers)."""
+    path.write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+    _wait_for(other)
+
+
+@pytest.mark.parametrize("visible, expected", [(None, {"0", "1"}), ("5,7", {"5", "7"})])
+def test_with_two_devices_the_stages_sit_one_per_device(tmp_path, monkeypatch, visible, expected):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:  # a batch system's allocation: device i is the i-th of the devices this process was given
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    a, b = tmp_path / "a", tmp_path / "b"
+    jobs = [Stage("finetune random rte", _note_device_when_both_run, (a, b)),
+            Stage("finetune random stsb", _note_device_when_both_run, (b, a))]
+    placed: dict[str, str] = {}
+    said: list[str] = []
+    run_stages(jobs, 2, said.append, {}, devices=2, placed=placed)
+    assert {a.read_text(), b.read_text()} == expected  # each worker process saw its own one device
+    assert placed == {"finetune random rte": a.read_text(), "finetune random stsb": b.read_text()}
+    assert f"[finetune random rte] started on device {a.read_text()}" in said
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == visible  # this process still sees every device
+
+
+def test_fewer_workers_than_devices_is_one_line(monkeypatch):
+    from bertbench.studies.scheduler import device_list
+
+    with pytest.raises(BertbenchError, match=r"workers 1, devices 2: each device needs a worker"):
+        run_stages([Stage("a", time.sleep, (0,))], 1, lambda message: None, {}, devices=2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(BertbenchError, match=r"devices 3: CUDA_VISIBLE_DEVICES=0,1 names only 2 device"):
+        device_list(3)
+
+
+def test_a_pretraining_on_several_devices_runs_alone_as_its_own_process(tmp_path):
+    """With several devices each one-device pre-training takes a worker (and its device), the causal LM too; one
+    that asks for several devices runs alone, through `bertbench pretrain` (its ranks re-run that command line)."""
+    from bertbench.studies.plan import _pretrain_process_stage, _pretrain_stage
+
+    preset = _preset(tmp_path, **{"pretrain.devices": "2", "pretrain.strategy": "ddp"})
+    stages = {s.name: s for s in _plan(preset, tmp_path / "out", tmp_path)}
+    assert stages["pretrain mlm_nsp"].fn is _pretrain_process_stage and stages["pretrain mlm_nsp"].alone
+    one = _preset(tmp_path)
+    for devices, alone in ((1, True), (2, False)):
+        from bertbench.studies.plan import Planner
+
+        tokenizer = tmp_path / "out" / "tokenizer-x"
+        planned = {s.name: s for s in Planner(one, tmp_path, tmp_path / "out", str(tokenizer), lambda m: None,
+                                              devices).plan()}
+        assert planned["pretrain ltr"].fn is _pretrain_stage and planned["pretrain ltr"].alone is alone
+        assert planned["pretrain mlm_nsp"].fn is _pretrain_stage and not planned["pretrain mlm_nsp"].alone
+
+
 def _short_then_long(tmp_path: Path, wait_s: float, fixed_threads: bool) -> tuple[list[str], dict[str, list[int]]]:
     """Two stages on two one-thread workers; "short" ends once "long" runs beside it (a loaded machine may take
     long to start a worker). The threads "long" saw at its start and at its end, and what the scheduler says."""

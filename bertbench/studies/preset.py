@@ -59,6 +59,11 @@ class RunPreset:
     # Stages run this many at a time, each in its own process with a share of the threads (1: one after the
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
+    # Accelerators the stages are spread over, one per worker (worker i pinned to device i mod N); with N > 1
+    # the workers default to N. Each fine-tuning and each one-device pre-training runs on one device; a
+    # pre-training whose config asks for several devices runs alone, as its own `bertbench pretrain` process
+    # (studies.plan). `run --devices` overrides it.
+    devices: int = 1
     # With workers > 1: keep every stage on its first share of the threads, start to end, instead of giving the
     # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended
     # first (a stage's thread count is the order of its floating-point sums; studies.scheduler).
@@ -99,6 +104,8 @@ def load_preset(name_or_path: str) -> RunPreset:
     _check_finetune(preset, p, names)
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
+    if preset.devices < 1:
+        raise BertbenchError(f"{p}: devices {preset.devices}: expected an integer ≥ 1")
     return preset
 
 
