@@ -62,6 +62,47 @@ def test_worker_processes_tokenise_into_the_same_arrays(tok, tmp_path, monkeypat
     assert alone.fingerprint == pooled.fingerprint and alone.path.name == pooled.path.name
 
 
+HUB_ROWS = [{"text": f"Row {i} opens here. It has a second sentence.\nA paragraph of row {i} follows."}
+            if i % 7 else {"text": ""} for i in range(40)]  # every seventh row empty: skipped, still counted
+
+
+def _tokenise_hub_rows_noting_the_pid(texts):
+    import os
+
+    from bertbench.data.corpus import _WORKER, _hub_documents, _tokenize_documents
+
+    with open(os.environ["PIDS_FILE"], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _tokenize_documents(_hub_documents(texts), _WORKER["backend"], _WORKER["dtype"])
+
+
+@pytest.mark.parametrize("max_documents", [None, 25])
+def test_a_hub_dataset_is_tokenised_on_every_core_into_the_same_arrays(tok, tmp_path, monkeypatch, max_documents):
+    """A streamed hub dataset's rows go to the worker processes in batches (before: one process tokenised it),
+    into the arrays one process makes, documents and row cap as `iter_documents` reads them."""
+    import os
+
+    monkeypatch.setattr(corpus_mod, "_open_hub", lambda name, config: iter(HUB_ROWS))
+    monkeypatch.setattr(corpus_mod, "HUB_BATCH_DOCUMENTS", 6)  # several tasks from 40 rows
+    monkeypatch.setattr(corpus_mod, "_tokenize_hub_rows", _tokenise_hub_rows_noting_the_pid)
+    monkeypatch.setenv("PIDS_FILE", str(tmp_path / "pids"))
+    corpus = ["hub:someone/books", str(CORPUS / "txt")]
+    alone = corpus_mod.load_tokenized_corpus(corpus, tok, max_documents, num_proc=1, cache_dir=tmp_path / "a")
+    (tmp_path / "pids").unlink()
+    pooled = corpus_mod.load_tokenized_corpus(corpus, tok, max_documents, num_proc=2, cache_dir=tmp_path / "b")
+    for k in ("tokens", "sent_offsets", "doc_offsets"):
+        assert np.array_equal(getattr(alone, k), getattr(pooled, k)), k
+    expected = list(corpus_mod.iter_documents(corpus, max_documents))
+    assert pooled.num_documents == len(expected)
+    assert [tok.backend.encode(s, add_special_tokens=False).ids for s in expected[0]] == [
+        a.tolist() for a in pooled.document(0)]
+    pids = set((tmp_path / "pids").read_text().split())
+    assert pids and str(os.getpid()) not in pids  # the rows were split and tokenised in the worker processes
+    assert (alone.meta["tokenise_processes"], pooled.meta["tokenise_processes"]) == (1, 2)
+    text = sum(len(r["text"].encode()) for r in HUB_ROWS[:max_documents or len(HUB_ROWS)])
+    assert pooled.meta["text_bytes"] == alone.meta["text_bytes"] >= text
+
+
 def test_worker_processes_end_quietly_under_the_commands_stop_handlers(tok, tmp_path, monkeypatch, capfd):
     """`pretrain` installs its SIGINT/SIGTERM handlers before it tokenises; the pool's workers must not inherit
     them: its terminate() at the end (SIGTERM) printed each worker's traceback, 'interrupted by SIGTERM; rerun'."""
