@@ -572,6 +572,17 @@ def progress_echo(log=None):
     return log or (lambda line: print(line, file=sys.stderr, flush=True))
 
 
+def _corpus_folder(key: str, cache_dir: Optional[Path]) -> Path:
+    return (Path(cache_dir) if cache_dir else default_cache_dir()) / f"corpus-{key[:20]}"
+
+
+def tokenized_corpus_folder(corpus: list[str], tokenizer, max_documents: Optional[int] = None,
+                            cache_dir: Optional[Path] = None) -> Path:
+    """Where `load_tokenized_corpus` keeps `corpus` (built there or not: its meta.json is written last)."""
+    shards, _ = resolve_corpus(corpus)
+    return _corpus_folder(cache_key(shards, max_documents, tokenizer), cache_dir)
+
+
 def load_tokenized_corpus(
     corpus: list[str],
     tokenizer,
@@ -583,9 +594,8 @@ def load_tokenized_corpus(
     """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
     `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size."""
     shards, ignored = resolve_corpus(corpus)
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(shards, max_documents, tokenizer)
-    final = root / f"corpus-{key[:20]}"
+    final = _corpus_folder(key, cache_dir)
     echo = progress_echo(log)  # one process tokenises; another that wants the same cache waits for it, then reads it
     build_once(final, lambda: _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key,
                                                    final, echo), echo)

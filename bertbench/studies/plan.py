@@ -152,15 +152,15 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
 
     import yaml
 
-    import bertbench
     from bertbench.config import to_dict
     from bertbench.errors import BertbenchError
+    from bertbench.paths import PROJECT_ROOT
     from bertbench.runtime.files import atomic_write_text
 
     keys.write_key(run_dir / keys.STAGE_FILE, key)
     recipe = run_dir / "stage-config.yaml"  # the whole config, so the process trains exactly this stage's
     atomic_write_text(recipe, yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    code_root = str(Path(bertbench.__file__).resolve().parent.parent)  # the same bertbench as this process
+    code_root = str(PROJECT_ROOT)  # the folder this bertbench is imported from: the process runs the same code
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([code_root, *filter(None, [os.environ.get("PYTHONPATH")])]))
     argv = [sys.executable, "-m", "bertbench.cli", "pretrain", "--recipe", str(recipe), "--out", str(run_dir),
             "--resume", "auto"]
