@@ -152,6 +152,11 @@ def test_fewer_workers_than_devices_is_one_line(monkeypatch):
         device_list(3)
 
 
+def test_a_study_refuses_a_pretraining_across_nodes(tmp_path):
+    with pytest.raises(BertbenchError, match=r"variant 'mlm_nsp': num_nodes 2: a study runs on one machine"):
+        _preset(tmp_path, **{"pretrain.num_nodes": 2})
+
+
 def test_a_pretraining_on_several_devices_runs_alone_as_its_own_process(tmp_path):
     """With several devices each one-device pre-training takes a worker (and its device), the causal LM too; one
     that asks for several devices runs alone, through `bertbench pretrain` (its ranks re-run that command line)."""

@@ -97,9 +97,13 @@ def load_preset(name_or_path: str) -> RunPreset:
         raise BertbenchError(f"{p}: variant names repeat: {names}")
     for v in preset.variants:  # every variant's config must be valid before anything runs
         try:
-            variant_config(preset, v, Path("."))
+            cfg = variant_config(preset, v, Path("."))
         except BertbenchError as err:  # a value check names only the value: say where it came from
             raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
+        if cfg.num_nodes > 1:  # its other nodes' processes must be started there, by the cluster's launcher
+            raise BertbenchError(f"{p}: variant {v.name!r}: num_nodes {cfg.num_nodes}: a study runs on one machine; "
+                                 "pre-train across nodes with `bertbench pretrain` under your cluster's launcher "
+                                 "(docs/scale-data.md)")
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.workers < 1:
