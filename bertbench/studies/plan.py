@@ -181,7 +181,11 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     finally:
         if proc.poll() is None:  # this process is stopping (Ctrl-C, SIGTERM): the pre-training checkpoints and stops
             proc.terminate()
-            proc.wait(timeout=120)
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     reader.join(timeout=10)
     if code != 0:
         from bertbench.studies.scheduler import RERUN_HINT
