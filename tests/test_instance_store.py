@@ -62,6 +62,47 @@ def test_worker_processes_tokenise_into_the_same_arrays(tok, tmp_path, monkeypat
     assert alone.fingerprint == pooled.fingerprint and alone.path.name == pooled.path.name
 
 
+HUB_ROWS = [{"text": f"Row {i} opens here. It has a second sentence.\nA paragraph of row {i} follows."}
+            if i % 7 else {"text": ""} for i in range(40)]  # every seventh row empty: skipped, still counted
+
+
+def _tokenise_hub_rows_noting_the_pid(texts):
+    import os
+
+    from bertbench.data.corpus import _WORKER, _hub_documents, _tokenize_documents
+
+    with open(os.environ["PIDS_FILE"], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _tokenize_documents(_hub_documents(texts), _WORKER["backend"], _WORKER["dtype"])
+
+
+@pytest.mark.parametrize("max_documents", [None, 25])
+def test_a_hub_dataset_is_tokenised_on_every_core_into_the_same_arrays(tok, tmp_path, monkeypatch, max_documents):
+    """A streamed hub dataset's rows go to the worker processes in batches (before: one process tokenised it),
+    into the arrays one process makes, documents and row cap as `iter_documents` reads them."""
+    import os
+
+    monkeypatch.setattr(corpus_mod, "_open_hub", lambda name, config: iter(HUB_ROWS))
+    monkeypatch.setattr(corpus_mod, "HUB_BATCH_DOCUMENTS", 6)  # several tasks from 40 rows
+    monkeypatch.setattr(corpus_mod, "_tokenize_hub_rows", _tokenise_hub_rows_noting_the_pid)
+    monkeypatch.setenv("PIDS_FILE", str(tmp_path / "pids"))
+    corpus = ["hub:someone/books", str(CORPUS / "txt")]
+    alone = corpus_mod.load_tokenized_corpus(corpus, tok, max_documents, num_proc=1, cache_dir=tmp_path / "a")
+    (tmp_path / "pids").unlink()
+    pooled = corpus_mod.load_tokenized_corpus(corpus, tok, max_documents, num_proc=2, cache_dir=tmp_path / "b")
+    for k in ("tokens", "sent_offsets", "doc_offsets"):
+        assert np.array_equal(getattr(alone, k), getattr(pooled, k)), k
+    expected = list(corpus_mod.iter_documents(corpus, max_documents))
+    assert pooled.num_documents == len(expected)
+    assert [tok.backend.encode(s, add_special_tokens=False).ids for s in expected[0]] == [
+        a.tolist() for a in pooled.document(0)]
+    pids = set((tmp_path / "pids").read_text().split())
+    assert pids and str(os.getpid()) not in pids  # the rows were split and tokenised in the worker processes
+    assert (alone.meta["tokenise_processes"], pooled.meta["tokenise_processes"]) == (1, 2)
+    text = sum(len(r["text"].encode()) for r in HUB_ROWS[:max_documents or len(HUB_ROWS)])
+    assert pooled.meta["text_bytes"] == alone.meta["text_bytes"] >= text
+
+
 def test_worker_processes_end_quietly_under_the_commands_stop_handlers(tok, tmp_path, monkeypatch, capfd):
     """`pretrain` installs its SIGINT/SIGTERM handlers before it tokenises; the pool's workers must not inherit
     them: its terminate() at the end (SIGTERM) printed each worker's traceback, 'interrupted by SIGTERM; rerun'."""
@@ -148,6 +189,53 @@ def test_scale_markdown_reads_16x_off_the_lines_only_when_it_was_not_measured():
     assert "16× (1,600 MB; not measured)" in markdown(result(1, 2, 4), "cmd")
     shown = markdown(result(1, 16), "cmd")
     assert "not measured" not in shown and "| 16× (1,600 MB) |" in shown
+
+
+def test_scale_benchmark_measures_the_data_build_per_core(tmp_path):
+    """The data build probe on a tiny corpus: `bertbench data build` of the paper recipe's two phases in a fresh
+    process and cache, its rates per core taken from what it reports."""
+    from bertbench.benchmarks.data_scale import measure_data_build, repeated_corpus
+
+    source = repeated_corpus(CORPUS / "txt", 4, tmp_path / "x4")
+    built = measure_data_build(source, CORPUS / "vocab.txt", tmp_path / "cache", tmp_path)
+    assert built["phases"] == 2 and built["indices"] == 4  # seq 128 and 512, each train and held-out
+    assert built["tokenise_mb"] > 0 and built["index_mb"] > 0 and built["peak_rss_mb"] > 0
+    assert built["tokenise_mb_per_core_s"] == pytest.approx(built["tokenise_mb"] / built["tokenise_core_seconds"], rel=0.05)
+    assert built["index_mb_per_core_s"] == pytest.approx(built["index_mb"] / built["index_core_seconds"], rel=0.05)
+    assert len(list((tmp_path / "cache").glob("corpus-*/instances/*/meta.json"))) == 4
+    with pytest.raises(Exception, match="already built"):  # a warm cache would measure nothing
+        measure_data_build(source, CORPUS / "vocab.txt", tmp_path / "cache", tmp_path)
+
+
+def test_scale_extrapolates_the_data_build_to_the_paper_corpus_and_renders_it():
+    from bertbench.benchmarks.data_scale import PAPER_CORPUS_MB, derive, markdown
+
+    def point(k, with_build=True):
+        p = {"scale": k, "corpus_mb": 100.0 * k, "cache_mb": 50.0 * k, "growth": {k2: 0.0 for k2 in (
+                 "build_peak_rss", "train_start_peak_rss", "first_batch_peak_rss")},
+             "build": {"wall_seconds": k, "corpus_seconds": k, "instance_seconds": k, "peak_rss_mb": 100.0},
+             "first_batch": {"first_batch_seconds": 1.0, "peak_rss_mb": 300.0}, "train_start": {"peak_rss_mb": 900.0}}
+        if with_build:  # 100 MB a core-second... : 1 core-second per MB tokenising, 2 per MB of the indices
+            p["data_build"] = {"wall_seconds": 3.0 * k, "peak_rss_mb": 200.0, "tokenise_mb": 100.0 * k,
+                               "tokenise_seconds": 50.0 * k, "tokenise_processes": 2, "tokenise_core_seconds": 100.0 * k,
+                               "tokenise_mb_per_core_s": 1.0, "indices": 4, "phases": 2, "index_mb": 100.0 * k,
+                               "index_seconds": 100.0 * k, "index_processes": 2, "index_core_seconds": 200.0 * k,
+                               "index_mb_per_core_s": 0.5}
+        return p
+
+    result = derive({"machine": {"hardware": "test", "code": "test"}, "config": {"num_proc": 2},
+                     "points": [point(1), point(16)]})
+    x = result["data_build_extrapolation"]
+    assert x["tokenise_hours"] == round(PAPER_CORPUS_MB * 1.0 / 32 / 3600, 2)  # spread over 32 cores
+    assert x["index_hours"] == round(PAPER_CORPUS_MB * 2.0 / 2 / 3600, 2)  # two phases side by side
+    assert x["static_index_hours"] == round(PAPER_CORPUS_MB * 2.0 / 2 / 3600 * 10, 2)
+    shown = markdown(result, "cmd")
+    assert "| 16× (1,600 MB) | 48 s | 800 s on 2 | 1.00 MB/s | 4 in 1600 s on 2 | 0.50 MB/s | 200 MB |" in shown
+    assert f"data build {x['build_hours']:.1f} h (tokenising {x['tokenise_hours']:.1f} h over 32 processes" in shown
+    # a result saved before the data build was measured renders as it did
+    old = derive({"machine": {"hardware": "test", "code": "test"}, "config": {"num_proc": 2},
+                  "points": [point(1, False), point(16, False)]})
+    assert "data_build_extrapolation" not in old and "data build" not in markdown(old, "cmd")
 
 
 def test_offsets_read_through_the_file_equal_the_mapped_array(tmp_path):

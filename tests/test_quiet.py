@@ -31,11 +31,15 @@ OURS = tuple(re.compile(p) for p in (
     r"\S+: done in \d+ s \(lr \S+( selected on .+)?\)",
     r"\d+ result records in \S+",
     r"\[[\w -]+\] (started|\d+ s|done before: \S+)",  # run --preset's stages ('finetune mlm_nsp step-4 rte')
-    r"\d+ stages at a time, \d+ thread\(s\) each",
+    r"\d+ stages at a time, \d+ thread\(s\) each(, always)?(, each worker on one of devices [\w,]+)?",
+    r"\[[\w -]+\] started on device \w+",  # with several devices (run --devices)
+    r"a worker process \(pid \d+\) died while idle \(\w+\), as when the system runs out of memory; a new one takes "
+    r"its place",
     r"wrote (plots to )?\S+( and \S+)?",
     r"stage times: .+",
     r"tokenising the corpus \(first run; cached in \S+\)",  # the data path's progress (bertbench.data)
     rf"tokenising the corpus: \d+ files, [\d,]+ of [\d,]+ MB \(\d+%\), [\d.]+ MB/s{_ETA}",
+    r"tokenising the corpus: \d+ files and hub rows, [\d,]+ MB so far, [\d.]+ MB/s",  # a hub stream's size is unknown
     rf"building (train|heldout) instances: [\d,]+/[\d,]+ documents \(\d+%\){_ETA}",
     r"pretrain: \S+ \S+ → \S+; ends .+",  # the start-up line: what is trained, where, and what ends it
     # heartbeats of the steps before training and of held-out evaluation

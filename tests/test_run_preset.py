@@ -404,3 +404,41 @@ def test_kept_stages_files_take_the_first_free_number_and_never_overwrite(tmp_pa
     assert json.loads((tmp_path / "stages.earlier-2.json").read_text()) == {"kept": 2}
     assert not (tmp_path / "stages.json").exists()
     assert numbered_stages_file(tmp_path, "earlier").name == "stages.earlier-3.json"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_study_on_two_devices_places_its_stages_on_both_and_no_rank_reenters_it(shared_data, tmp_path):
+    """`run --devices 2` on a machine with two CPU "devices": the fine-tunings sit one per device (each worker
+    sees its own one), and a pre-training on two devices (DDP over gloo) runs alone as its own `bertbench
+    pretrain` process, whose second rank re-runs that command, not the study."""
+    import yaml
+
+    raw = yaml.safe_load(list_presets()["smoke"].read_text())
+    raw["name"] = "devices"
+    raw["pretrain"] |= {"max_steps": 4, "eval_every": 4, "checkpoint_every": 4, "snapshots": 0, "batch_size": 4,
+                        "devices": "2", "accelerator": "cpu", "strategy": "ddp", "precision": "32"}
+    raw["variants"] = [{"name": "mlm_nsp"}, {"name": "random", "random_init": True}]
+    raw["finetune"] = {k: v for k, v in raw["finetune"].items() if not k.startswith("figure5")} | {
+        "tasks": ["rte", "stsb"], "max_steps": 2, "max_train_examples": 16, "max_eval_examples": 16}
+    preset = tmp_path / "devices.yaml"
+    preset.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "devices"
+    r = subprocess.run([sys.executable, "-m", "bertbench.cli", "run", "--preset", str(preset), "--data-dir",
+                        str(shared_data), "--out", str(out), "--no-plots", "--devices", "2"],
+                       capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT), BERTBENCH_PROGRESS="0", OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # a rank that re-ran `bertbench run` would have started the study's stages again, and trained its tokenizer
+    assert r.stdout.count("[pretrain mlm_nsp] started") == 1, r.stdout
+    assert r.stdout.count("[tokenizer]") == 1 and r.stdout.count("stage times:") == 1, r.stdout
+    assert "2 stages at a time" in r.stdout and "each worker on one of devices 0,1" in r.stdout
+    stages = json.loads((out / "stages.json").read_text())
+    placed = stages["devices"]
+    assert set(placed) == {f"finetune {m} {t}" for m in ("mlm_nsp", "random") for t in ("rte", "stsb")}
+    assert set(placed.values()) == {"0", "1"}
+    run_dir = next((out / "pretrain").glob("mlm_nsp-*"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["batch_size"] == 8  # 4 rows on each of the two ranks: it trained on two processes
+    assert (run_dir / "stage-config.yaml").is_file()
+    assert len(list((out / "results").rglob("*.record.json"))) >= 4

@@ -69,6 +69,113 @@ def test_a_killed_worker_is_one_line_naming_the_stage_and_the_signal(tmp_path):
     assert set(times) == {"finetune random rte"} and (tmp_path / "rte").read_text() == "done"
 
 
+def _kill_idle_workers(pids: Path) -> None:
+    """A stage that runs alone, here in the main process: kills (-9) every idle worker, as the out-of-memory
+    killer may while the causal LM pre-trains alone, and notes their pids."""
+    import multiprocessing
+
+    killed = [p for p in multiprocessing.active_children() if p.name == "bertbench-stage"]
+    for p in killed:
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(timeout=30)
+    pids.write_text(" ".join(str(p.pid) for p in killed))
+
+
+def test_an_idle_worker_killed_while_a_stage_runs_alone_is_replaced_and_the_study_goes_on(tmp_path):
+    # before: the next stage was sent down the dead worker's pipe (BrokenPipeError), and the CLI exited 1 silently
+    jobs = [Stage("a", _write, (tmp_path / "a", "a")), Stage("b", _write, (tmp_path / "b", "b")),
+            Stage("ltr", _kill_idle_workers, (tmp_path / "pids",), after="a", alone=True),
+            Stage("c", _write, (tmp_path / "c", "c"), after="ltr"), Stage("d", _write, (tmp_path / "d", "d"), after="ltr")]
+    said: list[str] = []
+    times: dict[str, float] = {}
+    run_stages(jobs, 2, said.append, times)
+    pids = (tmp_path / "pids").read_text().split()
+    assert len(pids) == 2
+    assert set(times) == {"a", "b", "ltr", "c", "d"} and (tmp_path / "d").read_text() == "d"
+    notices = [line for line in said if "died while idle" in line]
+    assert sorted(n.split("(pid ")[1].split(")")[0] for n in notices) == sorted(pids)
+    assert all("(SIGKILL)" in n and "a new one takes its place" in n for n in notices)
+
+
+def test_a_worker_dead_as_its_stage_is_handed_over_is_one_line(tmp_path):
+    import multiprocessing
+
+    from bertbench.studies.scheduler import _Worker
+
+    worker = _Worker(multiprocessing.get_context("spawn"), 1)
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.process.join(timeout=30)
+    with pytest.raises(BertbenchError) as err:
+        for _ in range(3):  # the first send may still fit in the pipe's buffer of a process that just died
+            worker.start(Stage("finetune random rte", _write, (tmp_path / "x", "x")))
+            worker.stage = None
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"a worker process (pid {worker.process.pid}) died (SIGKILL) as stage finetune random rte")
+    assert message.endswith("rerun the same command to continue")
+    worker.stage = None
+    worker.stop()
+
+
+def _note_device_when_both_run(path: Path, other: Path) -> None:
+    """A stage: writes the device its worker sees, then waits for the other stage to have written its own (so
+    the two run at once, on two workers)."""
+    path.write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+    _wait_for(other)
+
+
+@pytest.mark.parametrize("visible, expected", [(None, {"0", "1"}), ("5,7", {"5", "7"})])
+def test_with_two_devices_the_stages_sit_one_per_device(tmp_path, monkeypatch, visible, expected):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:  # a batch system's allocation: device i is the i-th of the devices this process was given
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    a, b = tmp_path / "a", tmp_path / "b"
+    jobs = [Stage("finetune random rte", _note_device_when_both_run, (a, b)),
+            Stage("finetune random stsb", _note_device_when_both_run, (b, a))]
+    placed: dict[str, str] = {}
+    said: list[str] = []
+    run_stages(jobs, 2, said.append, {}, devices=2, placed=placed)
+    assert {a.read_text(), b.read_text()} == expected  # each worker process saw its own one device
+    assert placed == {"finetune random rte": a.read_text(), "finetune random stsb": b.read_text()}
+    assert f"[finetune random rte] started on device {a.read_text()}" in said
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == visible  # this process still sees every device
+
+
+def test_fewer_workers_than_devices_is_one_line(monkeypatch):
+    from bertbench.studies.scheduler import device_list
+
+    with pytest.raises(BertbenchError, match=r"workers 1, devices 2: each device needs a worker"):
+        run_stages([Stage("a", time.sleep, (0,))], 1, lambda message: None, {}, devices=2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(BertbenchError, match=r"devices 3: CUDA_VISIBLE_DEVICES=0,1 names only 2 device"):
+        device_list(3)
+
+
+def test_a_study_refuses_a_pretraining_across_nodes(tmp_path):
+    with pytest.raises(BertbenchError, match=r"variant 'mlm_nsp': num_nodes 2: a study runs on one machine"):
+        _preset(tmp_path, **{"pretrain.num_nodes": 2})
+
+
+def test_a_pretraining_on_several_devices_runs_alone_as_its_own_process(tmp_path):
+    """With several devices each one-device pre-training takes a worker (and its device), the causal LM too; one
+    that asks for several devices runs alone, through `bertbench pretrain` (its ranks re-run that command line)."""
+    from bertbench.studies.plan import _pretrain_process_stage, _pretrain_stage
+
+    preset = _preset(tmp_path, **{"pretrain.devices": "2", "pretrain.strategy": "ddp"})
+    stages = {s.name: s for s in _plan(preset, tmp_path / "out", tmp_path)}
+    assert stages["pretrain mlm_nsp"].fn is _pretrain_process_stage and stages["pretrain mlm_nsp"].alone
+    one = _preset(tmp_path)
+    for devices, alone in ((1, True), (2, False)):
+        from bertbench.studies.plan import Planner
+
+        tokenizer = tmp_path / "out" / "tokenizer-x"
+        planned = {s.name: s for s in Planner(one, tmp_path, tmp_path / "out", str(tokenizer), lambda m: None,
+                                              devices).plan()}
+        assert planned["pretrain ltr"].fn is _pretrain_stage and planned["pretrain ltr"].alone is alone
+        assert planned["pretrain mlm_nsp"].fn is _pretrain_stage and not planned["pretrain mlm_nsp"].alone
+
+
 def _short_then_long(tmp_path: Path, wait_s: float, fixed_threads: bool) -> tuple[list[str], dict[str, list[int]]]:
     """Two stages on two one-thread workers; "short" ends once "long" runs beside it (a loaded machine may take
     long to start a worker). The threads "long" saw at its start and at its end, and what the scheduler says."""

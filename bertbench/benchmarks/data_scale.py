@@ -7,10 +7,19 @@ memory from `os.wait4`: the largest of the process and the workers it waited for
 - first batch   open the cache, the index, the batch dataset; collate batch 0 (a warm start's data path)
 - train start   `bertbench pretrain --max-steps 1` on the warm cache (imports, model, Lightning, one step)
 
-plus the cache's size on disk. An extrapolation to the paper's corpus (16 GB of text) on a 32-core node is
+plus the cache's size on disk, and
+
+- data build    `bertbench data build` of the paper recipe's data (its two phases, seq 128 and 512, with dynamic
+                masking: one copy) into a fresh cache: the corpus tokenised over every core, the four instance
+                indices side by side; its MB/s per core for each step (tokenising: MB over the seconds times
+                the processes; the index: MB of text the indices cover over the seconds their processes ran).
+
+An extrapolation to the paper's corpus (16 GB of text) on a 32-core node is
 fitted to the measured points: a line in corpus size per quantity. The tokenisation rate per core is the
 measured rate over the cores used (a shared machine makes it a lower bound); instance building is one
-process, so its rate does not grow with cores.
+process, so its rate does not grow with cores. The data build's lines give the same reading for `bertbench
+data build`: its tokenising over the node's cores, its indices one process each, the phases side by side, and
+the paper recipe's static masking (dupe_factor copies) as that many times the one-copy index.
 """
 from __future__ import annotations
 
@@ -29,6 +38,9 @@ from bertbench.errors import BertbenchError
 PAPER_CORPUS_MB = 16_000  # BooksCorpus + English Wikipedia, 3.3 B words: about 16 GB of text
 NODE_CORES = 32
 MODEL_SIZE = "tiny"
+# what the data build measures: the paper recipe's phases, one copy of the data (see the module's notes)
+BUILD_RECIPE, BUILD_SETS = "bert-base-paper", ["data.masking=dynamic"]
+PAPER_DUPE_FACTOR = 10  # the paper recipe's static copies (recipes/bert-base-paper.yaml), for the static reading
 
 
 def repeated_corpus(corpus: Path, k: int, folder: Path) -> Path:
@@ -43,8 +55,9 @@ def repeated_corpus(corpus: Path, k: int, folder: Path) -> Path:
     return folder
 
 
-def _measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    """Run `cmd`; its wall time, peak RSS (MB) and the last stdout line parsed as JSON when it is JSON."""
+def _measured(cmd: list[str], env: dict[str, str], cwd: Path, whole_json: bool = False) -> dict[str, Any]:
+    """Run `cmd`; its wall time, peak RSS (MB) and the last stdout line parsed as JSON when it is JSON (with
+    `whole_json`, all of stdout is one JSON document)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out_fh, tempfile.TemporaryFile("w+") as err_fh:
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_fh, stderr=err_fh, text=True)
@@ -58,7 +71,7 @@ def _measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
         tail = (err or out or "").strip().splitlines()[-3:]
         raise BertbenchError(f"bench data --scale: {' '.join(cmd[:4])} … failed: {' | '.join(tail)}")
     lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
-    result = json.loads(lines[-1]) if lines else {}
+    result = json.loads(out) if whole_json else json.loads(lines[-1]) if lines else {}
     return {"wall_seconds": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), **result}
 
 
@@ -88,6 +101,10 @@ def measure(k: int, corpus: Path, tokenizer: Path, seq_len: int, tmp: Path, prog
     if progress:
         progress(f"x{k}: first batch {first['first_batch_seconds']:.2f} s (peak {first['peak_rss_mb']:.0f} MB), "
                  f"training start {train['wall_seconds']:.0f} s (peak {train['peak_rss_mb']:.0f} MB)")
+    built = measure_data_build(source, tokenizer, tmp / f"cache-build-x{k}", tmp)
+    if progress:
+        progress(f"x{k}: data build {built['wall_seconds']:.0f} s: tokenising {built['tokenise_mb_per_core_s']:.2f} MB/s "
+                 f"per core, the index {built['index_mb_per_core_s']:.2f} MB/s per core")
     return {
         "scale": k,
         "corpus_mb": round(corpus_bytes(source) / 1e6, 1),
@@ -95,6 +112,31 @@ def measure(k: int, corpus: Path, tokenizer: Path, seq_len: int, tmp: Path, prog
         "cache_mb": _du_mb(cache),
         "first_batch": first,
         "train_start": {"wall_seconds": train["wall_seconds"], "peak_rss_mb": train["peak_rss_mb"]},
+        "data_build": built,
+    }
+
+
+def measure_data_build(source: Path, tokenizer: Path, cache: Path, cwd: Path) -> dict[str, Any]:
+    """`bertbench data build` of the paper recipe's data (BUILD_RECIPE, BUILD_SETS) from `source` into the empty
+    cache `cache`, in a fresh process: its wall time, peak RSS, and what it reports, with the rates per core."""
+    env = {**os.environ, "BERTBENCH_CACHE_DIR": str(cache), "BERTBENCH_PROGRESS": "0",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "bertbench.cli", "data", "build", "--recipe", BUILD_RECIPE, "--corpus", str(source),
+           "--tokenizer", str(tokenizer), "--json", *(a for kv in BUILD_SETS for a in ("--set", kv))]
+    run = _measured(cmd, env, cwd, whole_json=True)
+    tok, index = run.get("tokenise"), run.get("index")
+    if not tok or not index:
+        raise BertbenchError(f"bench data --scale: data build into {cache} found its cache already built")
+    tokenise_core_s = tok["seconds"] * tok["processes"]
+    return {
+        "wall_seconds": run["wall_seconds"], "peak_rss_mb": run["peak_rss_mb"],
+        "tokenise_mb": round(tok["mb"], 4), "tokenise_seconds": round(tok["seconds"], 2),
+        "tokenise_processes": tok["processes"], "tokenise_core_seconds": round(tokenise_core_s, 3),
+        "tokenise_mb_per_core_s": round(tok["mb"] / max(tokenise_core_s, 1e-9), 4),
+        "indices": index["count"], "phases": index["count"] // 2, "index_mb": round(index["mb"], 4),
+        "index_seconds": round(index["seconds"], 2), "index_processes": index["processes"],
+        "index_core_seconds": round(index["cpu_seconds"], 3),
+        "index_mb_per_core_s": round(index["mb"] / max(index["cpu_seconds"], 1e-9), 4),
     }
 
 
@@ -163,11 +205,39 @@ def run(scales: list[int], corpus: Path, tokenizer: Path, seq_len: int = 128,
     })
 
 
+def extrapolate_data_build(points: list[dict[str, Any]], corpus_mb: float = PAPER_CORPUS_MB,
+                           node_cores: int = NODE_CORES, dupe_factor: int = PAPER_DUPE_FACTOR) -> dict[str, Any]:
+    """`bertbench data build` read at `corpus_mb` on `node_cores` cores: lines through the points' core-seconds
+    (tokenising; the indices) against the corpus size. Tokenising spreads over the node's cores; each index is one
+    process, and a phase's indices build beside the other phase's, so the index's wall time is its core-seconds
+    over the phases (while the node has a core per index); static masking builds `dupe_factor` copies."""
+    mb = [p["corpus_mb"] for p in points]
+    builds = [p["data_build"] for p in points]
+
+    def at(ys: list[float]) -> float:
+        a, b = _fit(mb, ys)
+        return a + b * corpus_mb
+
+    phases = builds[-1]["phases"]
+    tokenise_h = at([b["tokenise_core_seconds"] for b in builds]) / node_cores / 3600
+    index_h = at([b["index_core_seconds"] for b in builds]) / max(1, min(phases, node_cores)) / 3600
+    largest = builds[-1]
+    return {
+        "corpus_mb": round(corpus_mb, 1), "node_cores": node_cores, "phases": phases, "dupe_factor": dupe_factor,
+        "tokenise_mb_per_core_s": largest["tokenise_mb_per_core_s"], "index_mb_per_core_s": largest["index_mb_per_core_s"],
+        "tokenise_hours": round(tokenise_h, 2), "index_hours": round(index_h, 2),
+        "build_hours": round(tokenise_h + index_h, 2),
+        "static_index_hours": round(index_h * dupe_factor, 2), "static_build_hours": round(tokenise_h + index_h * dupe_factor, 2),
+    }
+
+
 def derive(result: dict[str, Any]) -> dict[str, Any]:
     """The fitted readings, from the measured points (so `--render` of a saved result applies today's fit)."""
     points, cores = result["points"], result["config"]["num_proc"]
+    with_build = [p for p in points if "data_build" in p]  # results saved before the data build have none
     return {
         **result,
+        **({"data_build_extrapolation": extrapolate_data_build(with_build)} if with_build else {}),
         "extrapolation": extrapolate(points, cores),
         # the issue's question (16x the shared corpus) read off the same lines, on this machine's cores
         "at_16x": extrapolate(points, cores, corpus_mb=16 * points[0]["corpus_mb"] / points[0]["scale"], node_cores=cores),
@@ -200,7 +270,32 @@ def markdown(result: dict[str, Any], command: str) -> str:
               f"over {ex['node_cores']} processes, at this machine's rate per core; the instance index {ex['instance_index_hours']:.1f} h "
               f"in one process), cache {ex['cache_gb']:.0f} GB, peak RSS {ex['build_peak_rss_mb']:,} MB building, "
               f"{ex['train_start_peak_rss_mb']:,} MB at training start per process."]
+    if "data_build_extrapolation" in result:
+        lines += ["", *data_build_markdown(result)]
     return "\n".join(lines)
+
+
+def data_build_markdown(result: dict[str, Any]) -> list[str]:
+    """The data build's rows (`bertbench data build`, the paper recipe's two phases, one copy) and its reading
+    at the paper's corpus."""
+    x = result["data_build_extrapolation"]
+    lines = [f"`bertbench data build --recipe {BUILD_RECIPE} {' '.join('--set ' + kv for kv in BUILD_SETS)}` "
+             f"({x['phases']} phases: train and held-out indices of each, built side by side):", "",
+             "| corpus | data build | tokenising | per core | instance indices | per core | peak RSS |",
+             "|---|---|---|---|---|---|---|"]
+    for p in result["points"]:
+        b = p.get("data_build")
+        if b:
+            lines.append(
+                f"| {p['scale']}× ({p['corpus_mb']:,.0f} MB) | {b['wall_seconds']:.0f} s | {b['tokenise_seconds']:.0f} s on "
+                f"{b['tokenise_processes']} | {b['tokenise_mb_per_core_s']:.2f} MB/s | {b['indices']} in {b['index_seconds']:.0f} s "
+                f"on {b['index_processes']} | {b['index_mb_per_core_s']:.2f} MB/s | {b['peak_rss_mb']:,.0f} MB |")
+    lines += ["", f"Extrapolated to {x['corpus_mb'] / 1000:.0f} GB of text on {x['node_cores']} cores: data build "
+              f"{x['build_hours']:.1f} h (tokenising {x['tokenise_hours']:.1f} h over {x['node_cores']} processes; the "
+              f"indices {x['index_hours']:.1f} h, one process each, the {x['phases']} phases side by side). With the "
+              f"paper's static masking ({x['dupe_factor']} copies) the indices take {x['static_index_hours']:.1f} h, "
+              f"the build {x['static_build_hours']:.1f} h."]
+    return lines
 
 
 # ----------------------------------------------------------------------------------------------

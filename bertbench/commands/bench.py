@@ -157,7 +157,8 @@ def data(
     scale: Annotated[
         Optional[str],
         typer.Option("--scale", help="E.g. 1,2,4: the corpus (default: the data dir's) repeated k times; build time, cache size, "
-                     "peak memory of the build and of a training start, first-batch latency, each in fresh processes."),
+                     "peak memory of the build and of a training start, first-batch latency, and `data build`'s MB/s per core, "
+                     "each in fresh processes."),
     ] = None,
     save_json: Annotated[Optional[Path], typer.Option("--save-json", help="With --scale: also write the result JSON here.")] = None,
     render: Annotated[Optional[Path], typer.Option("--render", help="Measure nothing: print (and --embed) a --scale result saved by --save-json.")] = None,

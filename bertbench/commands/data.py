@@ -1,4 +1,6 @@
 """`bertbench data inspect`: documents, instances and masking statistics of a pre-training corpus.
+`bertbench data build`: a pre-training's data (tokenised corpus, every phase's instance indices) built once,
+on every core, before any rank starts (bertbench.data.build); it takes `pretrain`'s options.
 
 The masking statistics run the training collator itself over as many instances (in repeated passes,
 each a fresh dynamic mask) as it takes to select at least 20,000 positions, so the shares are
@@ -211,4 +213,45 @@ def inspect(
         _show(data, tok, collator, show, objective)
 
 
-COMMANDS = {"inspect": inspect}
+def _build_own_options(
+    recipe: Annotated[Optional[str], typer.Option("--recipe", help="Recipe name in recipes/ or a YAML file, as for pretrain; options given beside it override its values.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Expands {data_dir} in recipes (default: $BERTBENCH_DATA_DIR, else ../shared/data beside the bertbench checkout).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: --set data.masking=dynamic.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print what was built, with its throughput, as JSON only.")] = False,
+) -> None:
+    """The command's own options (the signature `with_config_options` starts from)."""
+
+
+def _build_command():
+    from bertbench.cli_options import with_config_options
+    from bertbench.config import PretrainConfig
+
+    @with_config_options(PretrainConfig, _build_own_options)
+    def build(**values) -> None:
+        """Tokenise the corpus on every core and build every phase's instance indices, once, before any rank
+        starts: a `pretrain` with the same options then only memory-maps them. Prints a throughput line."""
+        from bertbench.commands.pretrain import build_config
+        from bertbench.data.build import build_data
+        from bertbench.errors import BertbenchError
+        from bertbench.model.tokenizer import WordPieceTokenizer
+        from bertbench.paths import default_data_dir
+        from bertbench.training.pretrain_run import phase_plan
+
+        cfg = build_config(PretrainConfig, values["recipe"], values, values["set_"] or [])
+        cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
+        if not cfg.data.corpus:
+            raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
+        if not cfg.tokenizer or cfg.tokenizer == "train":
+            raise BertbenchError("data build needs a fixed tokenizer: give --tokenizer vocab.txt (or a tokenizer "
+                                 "folder); a pre-training with tokenizer 'train' tokenises after training its own")
+        tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
+        say = (lambda line: None) if values["json_out"] else typer.echo
+        summary = build_data([dcfg for _, dcfg, _ in phase_plan(cfg)], tok, cfg.objective, cfg.seed,
+                             cfg.data.num_proc, echo=say)
+        if values["json_out"]:
+            typer.echo(json.dumps(summary, indent=2))
+
+    return build
+
+
+COMMANDS = {"inspect": inspect, "build": _build_command()}

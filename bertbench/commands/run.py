@@ -13,6 +13,7 @@ def run(
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: runs/<preset>).")] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots with the report.")] = True,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Stages at a time, each in its own process with a share of the threads (default: the preset's).")] = None,
+    devices: Annotated[Optional[int], typer.Option("--devices", min=1, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
     validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
 ) -> None:
     """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
@@ -27,5 +28,5 @@ def run(
                    f"tasks {', '.join(spec.finetune.tasks)}: valid")
         return
     stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots,
-                        workers=workers)
+                        workers=workers, devices=devices)
     typer.echo("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items() if k not in NOT_STAGES))

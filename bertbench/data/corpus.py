@@ -12,8 +12,9 @@ Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
 Paragraphs: in .txt files blocks separated by blank lines (line wraps inside are soft); in WikiExtractor
 blocks, jsonl and hub text every non-empty line. A paragraph always ends a sentence.
 
-Reading and tokenisation run one file per task over `num_proc` worker processes (default: every core),
-and each file's ids are appended to three flat .npy arrays as its task ends, in corpus order: a process
+Reading and tokenisation run one file per task over `num_proc` worker processes (default: every core); a
+hub dataset is streamed here and its rows go to the same workers in batches (HUB_BATCH_DOCUMENTS rows a task,
+a bounded number in flight), so it is split and tokenised on every core too. Each task's ids are appended to three flat .npy arrays as its task ends, in corpus order: a process
 holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
 path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and
 the whole table was concatenated in memory at the end). Progress lines come at bertbench's cadence
@@ -400,6 +401,32 @@ def _tokenize_shard(shard: dict[str, Any]):
     return _tokenize_documents(list(iter_shard_documents(shard)), _WORKER["backend"], _WORKER["dtype"])
 
 
+def _hub_documents(texts: list[str]) -> list[list[str]]:
+    """A batch of a hub dataset's rows as documents of sentences (rows without text dropped), as
+    `iter_shard_documents` reads them."""
+    return [d for d in (document_sentences(_line_paragraphs(t)) for t in texts) if d]
+
+
+def _tokenize_hub_rows(texts: list[str]):
+    """A batch of a hub dataset's rows in a worker process: split into sentences and tokenised there."""
+    return _tokenize_documents(_hub_documents(texts), _WORKER["backend"], _WORKER["dtype"])
+
+
+def _hub_batches(shard: Shard) -> Iterator[list[str]]:
+    """A streamed hub dataset's `text` values in batches of HUB_BATCH_DOCUMENTS rows, up to its `limit` rows
+    (counted before empty rows are dropped, as `iter_shard_documents` counts them). Always at least one batch."""
+    rows = _open_hub(shard.path, shard.config)
+    if shard.limit is not None:
+        rows = itertools.islice(rows, shard.limit)
+    batch: list[str] = []
+    for row in rows:
+        batch.append(row["text"] or "")
+        if len(batch) == HUB_BATCH_DOCUMENTS:
+            yield batch
+            batch = []
+    yield batch
+
+
 HUB_BATCH_DOCUMENTS = 1000  # a streamed hub dataset is tokenised in batches of this many documents
 POOL_MIN_BYTES = 4_000_000  # below this the corpus is tokenised in-process: starting workers costs more
 
@@ -429,38 +456,66 @@ def _fork_pool(processes: int, tokenizer_json: str, dtype: str):
             os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
-def _shard_arrays(selected: list[Shard], backend, dtype, num_proc: int) -> Iterator[tuple[Shard, tuple]]:
-    """(shard, its arrays) in corpus order: local files over `num_proc` worker processes, hub datasets
-    streamed in batches in this process."""
+def pool_size(selected: list[Shard], num_proc: int) -> int:
+    """The worker processes that tokenise `selected` (1: this process alone): every core asked for when a hub
+    dataset is among them (a stream of any size) or the local files are large enough to repay starting them."""
     local = [s for s in selected if s.kind != "hub"]
-    total = sum(os.path.getsize(s.path) for s in local)
-    pool = None
-    if num_proc > 1 and len(local) > 1 and total >= POOL_MIN_BYTES:
-        pool = _fork_pool(min(num_proc, len(local)), backend.to_str(), np.dtype(dtype).str)
+    if num_proc <= 1:
+        return 1
+    if any(s.kind == "hub" for s in selected):
+        return num_proc
+    if len(local) > 1 and sum(os.path.getsize(s.path) for s in local) >= POOL_MIN_BYTES:
+        return min(num_proc, len(local))
+    return 1
+
+
+def _tasks(selected: list[Shard]) -> Iterator[tuple[Shard, Any, Any]]:
+    """(shard, worker function, its argument) in corpus order: a local file is one task, a hub dataset one task
+    per batch of rows, read lazily from its stream."""
+    for s in selected:
+        if s.kind == "hub":
+            for texts in _hub_batches(s):
+                yield s, _tokenize_hub_rows, texts
+        else:
+            yield s, _tokenize_shard, s.as_dict()
+
+
+def _shard_arrays(selected: list[Shard], backend, dtype, num_proc: int) -> Iterator[tuple[Shard, tuple, int]]:
+    """(shard, the arrays of one task of it, the text bytes it read) in corpus order, over `num_proc` worker
+    processes (`pool_size`): at most 2 tasks a process in flight, so a hub stream is read only as fast as it is
+    tokenised, and memory stays bounded."""
+    from collections import deque
+
+    processes = pool_size(selected, num_proc)
+    if processes == 1:
+        _WORKER.update(backend=backend, dtype=np.dtype(dtype))  # the worker functions, run here
+        for s, fn, arg in _tasks(selected):
+            yield s, fn(arg), _task_bytes(s, arg)
+        return
+    pool = _fork_pool(processes, backend.to_str(), np.dtype(dtype).str)
     try:
-        results = iter(pool.imap(_tokenize_shard, [s.as_dict() for s in local])) if pool else None
-        for s in selected:
-            if s.kind == "hub":
-                batch: list[list[str]] = []
-                for doc in iter_shard_documents(s.as_dict()):
-                    batch.append(doc)
-                    if len(batch) == HUB_BATCH_DOCUMENTS:
-                        yield s, _tokenize_documents(batch, backend, dtype)
-                        batch = []
-                yield s, _tokenize_documents(batch, backend, dtype)
-            elif results is not None:
-                yield s, next(results)
-            else:
-                yield s, _tokenize_documents(list(iter_shard_documents(s.as_dict())), backend, dtype)
+        pending: deque = deque()
+        for s, fn, arg in _tasks(selected):
+            pending.append((s, pool.apply_async(fn, (arg,)), _task_bytes(s, arg)))
+            if len(pending) >= 2 * processes:
+                s0, result, size = pending.popleft()
+                yield s0, result.get(), size
+        while pending:
+            s0, result, size = pending.popleft()
+            yield s0, result.get(), size
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+        pool.terminate()
+        pool.join()
 
 
-def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder: Path, echo) -> tuple[int, int, int]:
+def _task_bytes(shard: Shard, arg: Any) -> int:
+    """The text a task reads, in bytes (UTF-8): a file's size, or a hub batch's rows."""
+    return sum(len(t.encode("utf-8")) for t in arg) if shard.kind == "hub" else os.path.getsize(shard.path)
+
+
+def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder: Path, echo) -> dict[str, int]:
     """Tokenise every shard into folder/{tokens,sent_offsets,doc_offsets}.npy, written as they come.
-    Returns (documents, sentences, tokens)."""
+    Returns the counts: documents, sentences, tokens, text_bytes (read), processes (that tokenised)."""
     from bertbench.runtime.progress import Ticker, every_seconds, fmt_seconds
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -471,28 +526,31 @@ def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder
     doc_out.append([0])
     n_tokens = n_sents = 0
     total_mb = sum(os.path.getsize(s.path) for s in selected if s.kind != "hub") / 1e6
+    hub = any(s.kind == "hub" for s in selected)
     done_mb, files, t0 = 0.0, 0, time.perf_counter()
     ticker = Ticker(every_seconds() if echo else None)
+    processes = pool_size(selected, num_proc)
     try:
-        for shard, (tokens, sent_lens, doc_lens) in _shard_arrays(selected, tokenizer.backend, dtype, num_proc):
+        for shard, (tokens, sent_lens, doc_lens), size in _shard_arrays(selected, tokenizer.backend, dtype, num_proc):
             tok_out.append(tokens)
             sent_out.append(n_tokens + np.cumsum(sent_lens))
             doc_out.append(n_sents + np.cumsum(doc_lens))
             n_tokens += int(sent_lens.sum())
             n_sents += len(sent_lens)
-            if shard.kind != "hub":
-                files += 1
-                done_mb += os.path.getsize(shard.path) / 1e6
+            files += shard.kind != "hub"
+            done_mb += size / 1e6
             if ticker.due():
                 secs = time.perf_counter() - t0
-                share = done_mb / total_mb if total_mb else 0.0
-                eta = f", ETA {fmt_seconds(secs * (1 - share) / share)}" if 0 < share < 1 else ""
-                echo(f"tokenising the corpus: {files} files, {done_mb:,.0f} of {total_mb:,.0f} MB ({100 * share:.0f}%), "
+                share = min(1.0, done_mb / total_mb) if total_mb else 0.0  # a hub stream's size is not known
+                eta = f", ETA {fmt_seconds(secs * (1 - share) / share)}" if 0 < share < 1 and not hub else ""
+                done = f"{done_mb:,.0f} MB so far" if hub else f"{done_mb:,.0f} of {total_mb:,.0f} MB ({100 * share:.0f}%)"
+                echo(f"tokenising the corpus: {files} files{' and hub rows' if hub else ''}, {done}, "
                      f"{done_mb / max(secs, 1e-9):.1f} MB/s{eta}")
     finally:
         for out in (tok_out, sent_out, doc_out):
             out.close()
-    return doc_out.count - 1, n_sents, n_tokens
+    return dict(documents=doc_out.count - 1, sentences=n_sents, tokens=n_tokens, text_bytes=round(done_mb * 1e6),
+                processes=processes)
 
 
 def first_process() -> bool:
@@ -514,6 +572,17 @@ def progress_echo(log=None):
     return log or (lambda line: print(line, file=sys.stderr, flush=True))
 
 
+def _corpus_folder(key: str, cache_dir: Optional[Path]) -> Path:
+    return (Path(cache_dir) if cache_dir else default_cache_dir()) / f"corpus-{key[:20]}"
+
+
+def tokenized_corpus_folder(corpus: list[str], tokenizer, max_documents: Optional[int] = None,
+                            cache_dir: Optional[Path] = None) -> Path:
+    """Where `load_tokenized_corpus` keeps `corpus` (built there or not: its meta.json is written last)."""
+    shards, _ = resolve_corpus(corpus)
+    return _corpus_folder(cache_key(shards, max_documents, tokenizer), cache_dir)
+
+
 def load_tokenized_corpus(
     corpus: list[str],
     tokenizer,
@@ -525,9 +594,8 @@ def load_tokenized_corpus(
     """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
     `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size."""
     shards, ignored = resolve_corpus(corpus)
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(shards, max_documents, tokenizer)
-    final = root / f"corpus-{key[:20]}"
+    final = _corpus_folder(key, cache_dir)
     echo = progress_echo(log)  # one process tokenises; another that wants the same cache waits for it, then reads it
     build_once(final, lambda: _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key,
                                                    final, echo), echo)
@@ -545,7 +613,10 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
     shutil.rmtree(work, ignore_errors=True)
     try:
         dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
-        n_docs, n_sents, n_tokens = _write_arrays(selected, tokenizer, dtype, num_proc or default_num_proc(), work, echo)
+        t_tokenise = time.perf_counter()
+        counts = _write_arrays(selected, tokenizer, dtype, num_proc or default_num_proc(), work, echo)
+        t_tokenise = time.perf_counter() - t_tokenise
+        n_docs, n_sents, n_tokens = counts["documents"], counts["sentences"], counts["tokens"]
         if n_docs < 1:
             raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
         fingerprint = hashlib.sha256(
@@ -565,6 +636,9 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
             sentences=n_sents,
             tokens=n_tokens,
             build_seconds=round(time.perf_counter() - t0, 2),
+            # what the tokenisation itself read and took (the validating scan before it is in build_seconds)
+            text_bytes=counts["text_bytes"], tokenise_seconds=round(t_tokenise, 3),
+            tokenise_processes=counts["processes"],
         )
         (work / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         try:

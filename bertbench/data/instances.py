@@ -374,15 +374,42 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
     return built
 
 
+@dataclass
+class IndexSpec:
+    """One instance index a pre-training reads: the documents it is built from, its seed label, its copies."""
+
+    what: str  # "train" | "heldout"
+    docs: np.ndarray
+    rng_label: str
+    copies: int
+
+
+def index_specs(corpus, data_cfg, objective: str, seed: Optional[int] = None) -> list[IndexSpec]:
+    """The indices of one phase's data, train then held-out: what `build_pretraining_data` reads, and what
+    `bertbench data build` builds ahead of it (bertbench.data.build)."""
+    check_objective(objective)
+    check_full_sentences(data_cfg, objective)
+    seed = data_cfg.seed if seed is None else seed
+    train_docs, heldout_docs = split_documents(corpus.num_documents, data_cfg, objective)
+    static = is_masked(objective) and data_cfg.masking == "static"
+    return [IndexSpec("train", train_docs, f"train-{seed}", data_cfg.dupe_factor if static else 1),
+            IndexSpec("heldout", heldout_docs, f"heldout-{data_cfg.seed}", 1)]
+
+
+def index_folder(corpus, spec: IndexSpec, data_cfg, objective: str) -> Path:
+    """Where an index lives, beside the tokenised corpus: keyed on everything that decides its content."""
+    key = hashlib.sha256(json.dumps(dict(
+        corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(spec.docs, dtype=np.int64).tobytes()).hexdigest(),
+        rng=spec.rng_label, copies=spec.copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
+    ), sort_keys=True).encode()).hexdigest()
+    return Path(corpus.path) / "instances" / f"{spec.what}-{key[:20]}"
+
+
 def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
                      what: str, echo=None) -> InstanceSet:
     """The instances of `docs`, from their index beside the tokenised corpus, built there on first use (by one
     process: another that wants the same index meanwhile waits for it, `build_once`)."""
-    key = hashlib.sha256(json.dumps(dict(
-        corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(docs, dtype=np.int64).tobytes()).hexdigest(),
-        rng=rng_label, copies=copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
-    ), sort_keys=True).encode()).hexdigest()
-    final = Path(corpus.path) / "instances" / f"{what}-{key[:20]}"
+    final = index_folder(corpus, IndexSpec(what, docs, rng_label, copies), data_cfg, objective)
     build_once(final, lambda: _build_instances(corpus, docs, data_cfg, objective, rng_label, copies, cls_id, sep_id,
                                                what, echo, final), echo)
     return InstanceSet.open(final, corpus.tokens, cls_id, sep_id)
@@ -431,14 +458,13 @@ def build_pretraining_data(
         data_cfg.corpus, tokenizer, data_cfg.max_documents, data_cfg.num_proc, cache_dir=cache_dir, log=log
     )
     t_corpus = time.perf_counter() - t0
-    train_docs, heldout_docs = split_documents(corpus.num_documents, data_cfg, objective)
     cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
     static = is_masked(objective) and data_cfg.masking == "static"
-    copies = data_cfg.dupe_factor if static else 1
     echo = progress_echo(log)
-    train = cached_instances(corpus, train_docs, data_cfg, objective, f"train-{seed}", copies, cls_id, sep_id, "train", echo)
-    heldout = cached_instances(corpus, heldout_docs, data_cfg, objective, f"heldout-{data_cfg.seed}", 1, cls_id, sep_id,
-                               "heldout", echo)
+    specs = index_specs(corpus, data_cfg, objective, seed)
+    train, heldout = (cached_instances(corpus, spec.docs, data_cfg, objective, spec.rng_label, spec.copies, cls_id, sep_id,
+                                       spec.what, echo) for spec in specs)
+    train_docs, heldout_docs = (spec.docs for spec in specs)
     if static:  # each instance keeps one mask, drawn from (seed, its index) whenever it is read
         from bertbench.data.masking import StaticMasks, TokenTables
 

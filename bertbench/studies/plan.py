@@ -7,6 +7,10 @@
 A stage is keyed on what determines its output (studies.keys); a finished one is skipped, an interrupted
 pre-training resumes from its checkpoint. Fine-tuning stages wait for their model's pre-training; the
 Figure 5 stages are follow-ups of a pre-training, known once its snapshots exist.
+
+A pre-training whose config asks for several devices (or nodes) runs alone, as its own `bertbench pretrain`
+process: Lightning's launcher starts its other ranks by running the command line again, and that command line
+must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study).
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ class Planner:
     out: Path
     tokenizer: str  # the tokenizer every variant uses (a trained folder, or the recipe's vocab)
     echo: Callable[[str], None]
+    devices: int = 1  # the study's devices (RunPreset.devices): with several, each pre-training has its own
 
     def plan(self) -> list[Stage]:
         stages: list[Stage] = []
@@ -88,7 +93,9 @@ class Planner:
             self.echo(f"[{name}] done before: {run_dir}")
             return model, None
         model.pretraining = name
-        return model, Stage(name, _pretrain_stage, (cfg, run_dir, key), alone=runs_alone(cfg))
+        if several_devices(cfg):
+            return model, Stage(name, _pretrain_process_stage, (cfg, run_dir, key, name), alone=True)
+        return model, Stage(name, _pretrain_stage, (cfg, run_dir, key), alone=self.devices == 1 and runs_alone(cfg))
 
     def finetune_stages(self, m: Model, tasks: list[str], feature_based: bool,
                         seeds: Optional[list[int]] = None) -> list[Stage]:
@@ -125,6 +132,77 @@ def runs_alone(cfg: PretrainConfig) -> bool:
     # traffic, not arithmetic: tiny at 2 threads alone made 36.6k tok/s (cpu-quick), at 1 thread beside a
     # masked LM 8.7k (the first cpu-hour attempt). It takes the whole machine; the masked LMs pair up.
     return is_causal(cfg.objective)
+
+
+def several_devices(cfg: PretrainConfig) -> bool:
+    """Whether a pre-training may run on several processes, so that Lightning launches ranks: more than one
+    node, or devices other than one (a count, a list, -1 or auto, which may find several)."""
+    d = cfg.devices.strip().strip("[]")
+    one = d == "1" or ("," in d and len([x for x in d.split(",") if x.strip()]) == 1)
+    return cfg.num_nodes > 1 or not one
+
+
+def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: str) -> None:
+    """A pre-training on several devices as its own `bertbench pretrain --recipe <its config> --resume auto`
+    process (see the module's notes), with this process's view of the devices. Its lines pass through; its
+    `error:` line becomes this stage's error."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    import yaml
+
+    from bertbench.config import to_dict
+    from bertbench.errors import BertbenchError
+    from bertbench.paths import PROJECT_ROOT
+    from bertbench.runtime.files import atomic_write_text
+
+    keys.write_key(run_dir / keys.STAGE_FILE, key)
+    recipe = run_dir / "stage-config.yaml"  # the whole config, so the process trains exactly this stage's
+    atomic_write_text(recipe, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    code_root = str(PROJECT_ROOT)  # the folder this bertbench is imported from: the process runs the same code
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([code_root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    argv = [sys.executable, "-m", "bertbench.cli", "pretrain", "--recipe", str(recipe), "--out", str(run_dir),
+            "--resume", "auto"]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, bufsize=1)
+    errors: list[str] = []
+
+    def relay() -> None:  # progress goes to stderr: pass it on as it comes, keep the error line back
+        for line in proc.stderr:
+            if line.startswith("error: "):
+                errors.append(line[len("error: "):].rstrip("\n"))
+            else:
+                sys.stderr.write(line)
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:  # this process is stopping (Ctrl-C, SIGTERM): the pre-training checkpoints and stops
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    reader.join(timeout=10)
+    if code != 0:
+        from bertbench.studies.scheduler import RERUN_HINT
+
+        why = errors[-1] if errors else f"exit code {code}" if code > 0 else f"killed ({signal_name(-code)})"
+        raise BertbenchError(f"{name} (its own `bertbench pretrain` process, on {cfg.devices} devices): {why}; "
+                             f"{RERUN_HINT}")
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str) -> None:

@@ -63,6 +63,11 @@ class RunPreset:
     # Stages run this many at a time, each in its own process with a share of the threads (1: one after the
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
+    # Accelerators the stages are spread over, one per worker (worker i pinned to device i mod N); with N > 1
+    # the workers default to N. Each fine-tuning and each one-device pre-training runs on one device; a
+    # pre-training whose config asks for several devices runs alone, as its own `bertbench pretrain` process
+    # (studies.plan). `run --devices` overrides it.
+    devices: int = 1
     # With workers > 1: keep every stage on its first share of the threads, start to end, instead of giving the
     # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended
     # first (a stage's thread count is the order of its floating-point sums; studies.scheduler).
@@ -100,9 +105,13 @@ def load_preset(name_or_path: str) -> RunPreset:
         raise BertbenchError(f"{p}: variant names repeat: {names}")
     for v in preset.variants:  # every variant's config must be valid before anything runs
         try:
-            variant_config(preset, v, Path("."))
+            cfg = variant_config(preset, v, Path("."))
         except BertbenchError as err:  # a value check names only the value: say where it came from
             raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
+        if cfg.num_nodes > 1:  # its other nodes' processes must be started there, by the cluster's launcher
+            raise BertbenchError(f"{p}: variant {v.name!r}: num_nodes {cfg.num_nodes}: a study runs on one machine; "
+                                 "pre-train across nodes with `bertbench pretrain` under your cluster's launcher "
+                                 "(docs/scale-data.md)")
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:
@@ -118,6 +127,8 @@ def load_preset(name_or_path: str) -> RunPreset:
             prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds})
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
+    if preset.devices < 1:
+        raise BertbenchError(f"{p}: devices {preset.devices}: expected an integer ≥ 1")
     return preset
 
 

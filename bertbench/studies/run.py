@@ -22,13 +22,18 @@ from bertbench.studies.scheduler import Stage, run_stages
 
 def run_preset(
     preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
-    workers: Optional[int] = None,
+    workers: Optional[int] = None, devices: Optional[int] = None,
 ) -> dict[str, Any]:
     """Run every stage not already done; returns {stage: seconds} of this invocation, its wall time under
-    "wall", the host it ran on under HOST_KEY (host_facts) and each stage's thread counts under THREADS_KEY."""
+    "wall", the host it ran on under HOST_KEY (host_facts), each stage's thread counts under THREADS_KEY and,
+    with several devices, the device each stage ran on under DEVICES_KEY."""
     out, data_dir = Path(out), Path(data_dir)
     out.mkdir(parents=True, exist_ok=True)
-    workers = preset.workers if workers is None else workers
+    devices = preset.devices if devices is None else devices
+    if devices < 1:
+        raise BertbenchError(f"devices {devices}: expected an integer ≥ 1")
+    # one worker per device unless more were asked for (a worker is pinned to its device: studies.scheduler)
+    workers = max(preset.workers, devices) if workers is None else workers
     if workers < 1:
         raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
     if preset.preregistration is not None:  # before any stage: what the study will be judged on, fixed now
@@ -50,15 +55,18 @@ def run_preset(
     trains_tokenizer = not base.tokenizer or base.tokenizer == "train"
     tokenizer = ensure_tokenizer(base, data_dir, out, stage, echo) if trains_tokenizer else base.tokenizer
     # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
-    stages = Planner(preset, data_dir, out, tokenizer, echo).plan()
+    stages = Planner(preset, data_dir, out, tokenizer, echo, devices).plan()
     if workers > 1 and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
         # reads: not once per process at the same time on a share of the threads
         stage("corpus", lambda: tokenise_corpus(base, tokenizer))
     threads: dict[str, list[int]] = {}
-    run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads)
+    placed: dict[str, str] = {}
+    run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed)
     if threads:  # none when every stage was done before
         times[THREADS_KEY] = threads
+    if placed:
+        times[DEVICES_KEY] = placed
     # 3. the report
     stage("report", lambda: write_report(out, preset, plots))
     times["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
@@ -88,7 +96,8 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
 THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
-NOT_STAGES = (HOST_KEY, THREADS_KEY)
+DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
+NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY)
 
 
 def host_facts() -> dict[str, Any]:
@@ -134,20 +143,20 @@ def tokenise_corpus(base, tokenizer: str) -> None:
 
 def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],
                              times: dict[str, Any], t_start: float, threads: dict[str, list[int]],
-                             fixed_threads: bool) -> None:
+                             fixed_threads: bool, devices: int = 1, placed: Optional[dict[str, str]] = None) -> None:
     """run_stages; if it stops (a failed or killed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which the
     scheduler turns into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the
     error goes on, so that a study resumed over several invocations keeps every invocation's times (a finished
     one writes `stages.json`)."""
     try:
-        run_stages(stages, workers, echo, times, threads, fixed_threads)
+        run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)
     except BaseException as err:
         from bertbench.runtime.files import atomic_write_json
 
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
         atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
-                           THREADS_KEY: threads})
+                           THREADS_KEY: threads, **({DEVICES_KEY: placed} if placed else {})})
         raise
 
 

@@ -4,15 +4,18 @@ Public API:
 - `Stage`: a named call of a module-level function, with its dependency (`after`), its follow-ups (`then`,
   stages known only once it has run), and whether it runs `alone` (in this process, with every thread,
   nothing beside it).
-- `run_stages(stages, workers, echo, times, threads, fixed_threads)`: runs them; `times` gets each finished
-  stage's seconds, `threads` the thread counts it ran on, in order.
+- `run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)`: runs them; `times` gets each
+  finished stage's seconds, `threads` the thread counts it ran on, in order, `placed` the device it ran on.
+- `device_list(devices)`: the device ids the workers are pinned to.
 - `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
 
 With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
 the scheduler sees each one's end through public handles only: a pipe for its result, and the process's
 sentinel for its death. A worker that dies (the out-of-memory killer's SIGKILL) ends the run with one line
 naming the stage and the signal; the other workers are stopped (a pre-training among them writes its
-checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says.
+checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says. A worker
+that dies while idle (killed while a stage runs alone in this process) costs nothing: a line says so, and a new
+worker takes its slot before a stage is handed to it.
 
 The freed core: when a stage ends and nothing is ready to start on its core (e.g. the fine-tunings of random
 init are done while a pre-training still runs), the stages still running share every thread. Each worker's
@@ -25,9 +28,16 @@ order is a stage's last digits: cpu-hour's random-init SST-2 seed 3 scored 77.52
 and which it gets depends on when its neighbours end, that is, on the host. `fixed_threads` keeps every stage on
 its first share, start to end (the freed core idles), so that a study's numbers do not depend on its schedule;
 `threads` says what each stage ran on either way.
+
+Devices: with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life (and so is the
+worker that replaces it): CUDA_VISIBLE_DEVICES names that one device in its process before torch starts, so a
+stage's "cuda" (a fine-tuning's device, a one-device pre-training's Lightning trainer) is its own GPU, and
+stages sit one per device. A stage that runs `alone` (a pre-training on several devices) runs in this process,
+which sees every device.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -58,20 +68,39 @@ def thread_shares(total: int, busy: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(busy)]
 
 
+DEVICE_VARIABLE = "CUDA_VISIBLE_DEVICES"
+
+
+def device_list(devices: int) -> list[str]:
+    """The ids of the `devices` devices the workers are pinned to: this process's own CUDA_VISIBLE_DEVICES,
+    when set (a batch system's allocation, e.g. 2,3), else 0 … devices-1. One line when it names fewer."""
+    given = os.environ.get(DEVICE_VARIABLE, "").strip()
+    ids = [d.strip() for d in given.split(",") if d.strip()] if given else [str(i) for i in range(devices)]
+    if len(ids) < devices:
+        raise BertbenchError(f"devices {devices}: {DEVICE_VARIABLE}={given} names only {len(ids)} device(s)")
+    return ids[:devices]
+
+
 def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], times: dict[str, float],
-               threads: Optional[dict[str, list[int]]] = None, fixed_threads: bool = False) -> None:
+               threads: Optional[dict[str, list[int]]] = None, fixed_threads: bool = False, devices: int = 1,
+               placed: Optional[dict[str, str]] = None) -> None:
     """Run `stages` in list order as their `after` stages finish: one after the other in this process when
     `workers` is 1, else `workers` at a time, each in its own process with a share of the threads. A small
     model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on one, so two
     side by side do 1.8x the work). A stage marked `alone` waits until nothing else runs, then runs here with
-    every thread, and nothing starts beside it."""
+    every thread, and nothing starts beside it. With `devices` > 1 each worker is pinned to one device (see
+    the module's notes); `placed` gets the device each stage ran on."""
     queue = _Queue(list(stages), echo, times, {} if threads is None else threads)
+    if devices > 1 and workers < devices:
+        raise BertbenchError(f"workers {workers}, devices {devices}: each device needs a worker (give --workers "
+                             f"{devices} or more)")
     if workers == 1:
         while (stage := queue.next_ready()) is not None:
             queue.run_here(stage)
         queue.check_nothing_stranded()
         return
-    _run_side_by_side(queue, workers, echo, fixed_threads)
+    _run_side_by_side(queue, workers, echo, fixed_threads, device_list(devices) if devices > 1 else [],
+                      {} if placed is None else placed)
 
 
 class _Queue:
@@ -109,22 +138,36 @@ class _Queue:
             raise BertbenchError(f"stages {', '.join(s.name for s in self.pending)} wait on stages that did not run")
 
 
-def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], fixed_threads: bool) -> None:
+def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], fixed_threads: bool,
+                      device_ids: list[str], placed: dict[str, str]) -> None:
     import multiprocessing
 
     import torch
 
     total = torch.get_num_threads()
     share = thread_shares(total, workers)[-1]
-    echo(f"{workers} stages at a time, {share} thread(s) each" + (", always" if fixed_threads else ""))
+    echo(f"{workers} stages at a time, {share} thread(s) each" + (", always" if fixed_threads else "")
+         + (f", each worker on one of devices {','.join(device_ids)}" if device_ids else ""))
+    slot_device = [device_ids[i % len(device_ids)] if device_ids else None for i in range(workers)]
     # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
     context = multiprocessing.get_context("spawn")
-    slots = [_Worker(context, share) for _ in range(workers)]
+    slots = [_Worker(context, share, slot_device[i]) for i in range(workers)]
+
+    def replace_dead(worker: "_Worker") -> "_Worker":
+        """A worker that died while idle (the out-of-memory killer picks the largest process, and an idle
+        worker holds its last stage's heap): nothing of the study was lost, so a new one takes its slot."""
+        echo(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as when the system "
+             "runs out of memory; a new one takes its place")
+        worker.stop()
+        fresh = _Worker(context, share, worker.device)
+        slots[slots.index(worker)] = fresh
+        return fresh
+
     # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         while True:
-            _start_ready(queue, slots)
+            _start_ready(queue, slots, replace_dead, placed)
             busy = [w for w in slots if w.stage is not None]
             if not busy:
                 queue.check_nothing_stranded()
@@ -139,8 +182,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
                 stage = worker.stage
                 worker.stage = None
                 if stage is None:  # an idle worker died (nothing of the study was lost): a new one takes its slot
-                    worker.stop()
-                    slots[slots.index(worker)] = _Worker(context, share)
+                    replace_dead(worker)
                     continue
                 if outcome[0] == "ok":
                     queue.complete(stage, outcome[1])
@@ -157,8 +199,11 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             worker.stop()
 
 
-def _start_ready(queue: _Queue, slots: list["_Worker"]) -> None:
-    """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here."""
+def _start_ready(queue: _Queue, slots: list["_Worker"], replace_dead: Callable[["_Worker"], "_Worker"],
+                 placed: dict[str, str]) -> None:
+    """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here. An idle
+    worker found dead (killed while a stage ran alone here, when no one was watching its sentinel) is replaced
+    before it is handed a stage: its pipe would be broken."""
     while (idle := next((w for w in slots if w.stage is None), None)) is not None:
         stage = queue.next_ready()
         if stage is None:
@@ -169,8 +214,12 @@ def _start_ready(queue: _Queue, slots: list["_Worker"]) -> None:
                 return
             queue.run_here(stage)
             continue
-        queue.echo(f"[{stage.name}] started")
+        if not idle.process.is_alive():
+            idle = replace_dead(idle)
+        queue.echo(f"[{stage.name}] started" + (f" on device {idle.device}" if idle.device is not None else ""))
         idle.start(stage)
+        if idle.device is not None:
+            placed[stage.name] = idle.device
 
 
 def _rebalance(busy: list["_Worker"], total: int) -> None:
@@ -191,21 +240,27 @@ def _wait_for_any(slots: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
 class _Worker:
     """One worker process and the pipe it answers on; `stage` is what it runs now (None: idle)."""
 
-    def __init__(self, context: Any, threads: int):
+    def __init__(self, context: Any, threads: int, device: Optional[str] = None):
+        self.device = device  # the one device this worker's process sees (None: every device, as this process)
         self.conn, child = context.Pipe()
         self.threads = context.Value("i", threads, lock=False)
         self.listening = context.Value("b", 0, lock=False)  # 1 once its SIGUSR1 handler is in place
         from bertbench.runtime.quiet import is_quiet
 
-        self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening, is_quiet()),
+        self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening, is_quiet(), device),
                                        name="bertbench-stage")
         self.process.start()
         child.close()
         self.stage: Optional[Stage] = None
 
     def start(self, stage: Stage) -> None:
+        try:
+            self.conn.send((stage.fn, stage.args))
+        except OSError:  # it died between the check and the hand-over: one line, as for a busy worker's death
+            raise BertbenchError(f"a worker process (pid {self.process.pid}) died ({self.death()}) as stage "
+                                 f"{stage.name} was handed to it, as when the system runs out of memory; "
+                                 f"{RERUN_HINT}") from None
         self.stage = stage
-        self.conn.send((stage.fn, stage.args))
 
     def set_threads(self, threads: int) -> None:
         if self.threads.value != threads:
@@ -219,11 +274,15 @@ class _Worker:
                 return self.conn.recv()
         except (EOFError, OSError):
             pass
+        return ("died", self.death())
+
+    def death(self) -> str:
+        """How the process ended: a signal's name (SIGKILL) or its exit code."""
         self.process.join(timeout=5)
         code = self.process.exitcode
         if code is not None and code < 0:
-            return ("died", signal.Signals(-code).name)
-        return ("died", f"exit code {code}")
+            return signal.Signals(-code).name
+        return f"exit code {code}"
 
     def stop(self) -> None:
         """End the process: SIGTERM first (a pre-training writes its checkpoint at the step it is in), then
@@ -246,9 +305,12 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool) -> None:
+def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: Optional[str] = None) -> None:
     """A worker process: run each stage it is sent and answer with its outcome, until its pipe closes."""
     import traceback
+
+    if device is not None:  # before torch starts CUDA: from here on this process sees its one device, as cuda:0
+        os.environ[DEVICE_VARIABLE] = device
 
     from bertbench.runtime.allocator import tune_glibc_malloc
 
