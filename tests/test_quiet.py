@@ -33,8 +33,6 @@ OURS = tuple(re.compile(p) for p in (
     r"\[[\w -]+\] (started|\d+ s|done before: \S+)",  # run --preset's stages ('finetune mlm_nsp step-4 rte')
     r"\d+ stages at a time, \d+ thread\(s\) each(, always)?(, each worker on one of devices [\w,]+)?",
     r"\[[\w -]+\] started on device \w+",  # with several devices (run --devices)
-    r"a worker process \(pid \d+\) died while idle \(\w+\), as when the system runs out of memory; a new one takes "
-    r"its place",
     r"wrote (plots to )?\S+( and \S+)?",
     r"stage times: .+",
     r"tokenising the corpus \(first run; cached in \S+\)",  # the data path's progress (bertbench.data)

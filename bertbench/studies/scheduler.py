@@ -153,21 +153,20 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
     context = multiprocessing.get_context("spawn")
     slots = [_Worker(context, share, slot_device[i]) for i in range(workers)]
 
-    def replace_dead(worker: "_Worker") -> "_Worker":
+    def idle_death(worker: "_Worker") -> "_Worker":
         """A worker that died while idle (the out-of-memory killer picks the largest process, and an idle
-        worker holds its last stage's heap): nothing of the study was lost, so a new one takes its slot."""
-        echo(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as when the system "
-             "runs out of memory; a new one takes its place")
-        worker.stop()
-        fresh = _Worker(context, share, worker.device)
-        slots[slots.index(worker)] = fresh
-        return fresh
+        worker holds its last stage's heap) ends the study with one line naming it: the machine is short of
+        something, and a study that carried on would hide it. Nothing of the study was lost (no stage ran there),
+        so the same command goes on from where it stopped. Before, the next stage went down its broken pipe
+        and the CLI exited 1 with no message."""
+        raise BertbenchError(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as "
+                             f"when the system runs out of memory; no stage was running there: {RERUN_HINT}")
 
     # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         while True:
-            _start_ready(queue, slots, replace_dead, placed)
+            _start_ready(queue, slots, idle_death, placed)
             busy = [w for w in slots if w.stage is not None]
             if not busy:
                 queue.check_nothing_stranded()
@@ -181,9 +180,8 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             for worker, outcome in _wait_for_any(slots):
                 stage = worker.stage
                 worker.stage = None
-                if stage is None:  # an idle worker died (nothing of the study was lost): a new one takes its slot
-                    replace_dead(worker)
-                    continue
+                if stage is None:  # an idle worker died (nothing of the study was lost): one line, and stop
+                    idle_death(worker)
                 if outcome[0] == "ok":
                     queue.complete(stage, outcome[1])
                 elif outcome[0] == "error":
@@ -199,7 +197,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             worker.stop()
 
 
-def _start_ready(queue: _Queue, slots: list["_Worker"], replace_dead: Callable[["_Worker"], "_Worker"],
+def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_Worker"], "_Worker"],
                  placed: dict[str, str]) -> None:
     """Hand ready stages to idle workers; a stage that runs alone waits for the others, then runs here. An idle
     worker found dead (killed while a stage ran alone here, when no one was watching its sentinel) is replaced
@@ -215,7 +213,7 @@ def _start_ready(queue: _Queue, slots: list["_Worker"], replace_dead: Callable[[
             queue.run_here(stage)
             continue
         if not idle.process.is_alive():
-            idle = replace_dead(idle)
+            idle = idle_death(idle)
         queue.echo(f"[{stage.name}] started" + (f" on device {idle.device}" if idle.device is not None else ""))
         idle.start(stage)
         if idle.device is not None:
