@@ -27,6 +27,7 @@ from bertbench.config import (
     PretrainConfig,
     is_causal,
     is_masked,
+    keyed_data_fields,
     limits_text,
     save_config,
     trains_nsp,
@@ -68,7 +69,7 @@ def _train_tokenizer(cfg: PretrainConfig):
     read = {"sentences": 0, "done": False}
 
     def sentences():
-        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents):
+        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents, cfg.data.doc_sentences):
             for sentence in doc:
                 read["sentences"] += 1
                 yield sentence
@@ -269,7 +270,7 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], wor
 
     skip = {*_NOT_PROCEDURE, *RESUMABLE_CHANGES}
     settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
-    data = {k: v for k, v in settings.pop("data").items() if f"data.{k}" not in skip}
+    data = {k: v for k, v in keyed_data_fields(settings.pop("data")).items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
     settings["tokenizer"] = Path(settings["tokenizer"]).name
     if world_size > 1:  # the global batch; a one-process run keeps the fingerprint its committed records carry
