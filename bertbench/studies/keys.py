@@ -73,7 +73,8 @@ def legacy_pretrain_key(cfg: PretrainConfig) -> str:
 
 
 # Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
-_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tokenizer", "train_caps", "max_train_examples")
+_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tasks_dir", "tokenizer", "train_caps",
+                        "max_train_examples")
 
 
 def finetune_key(req: Any, task: str, model_key: str) -> str:

@@ -236,14 +236,14 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.paths import default_data_dir
     from bertbench.runtime.provenance import resolve_precision
     from bertbench.runtime.run_dir import prepare_run_dir
-    from bertbench.tasks import load_tasks, resolve_task_names
+    from bertbench.tasks import resolve_task_names, task_registry
     from bertbench.training.selection import select_lr
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
     if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
         raise BertbenchError(f"--data-dir {data_dir}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
-    names = resolve_task_names(req.tasks)
-    tasks = load_tasks()
+    names = resolve_task_names(req.tasks, req.tasks_dir)  # a bad task file fails here only when it is asked for
+    tasks = task_registry(req.tasks_dir).tasks
     source = resolve_model_source(req.model, req.tokenizer, data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(req.precision, device.type)

@@ -88,6 +88,8 @@ class FinetuneRequest(FinetuneSettings):
     out: Path = required("Folder for result records and predictions files.")
     data_dir: Optional[Path] = setting(
         None, "Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")
+    tasks_dir: Optional[Path] = setting(
+        None, "Folder of task YAML files, your own tasks (default: $BERTBENCH_TASKS_DIR, else the project's tasks/).")
     tokenizer: Optional[str] = setting(
         None, "vocab.txt or tokenizer folder (for random:<size>; default: the bert-base-uncased vocab).")
     precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
@@ -103,6 +105,8 @@ class FinetuneRequest(FinetuneSettings):
 
         super().check(name)
         check_source(self.source, name("source"))
+        if self.tasks_dir is not None and not Path(self.tasks_dir).is_dir():
+            raise BertbenchError(f"{name('tasks_dir')} {self.tasks_dir}: no such folder")
         if self.select_epoch and self.grid == "none":
             raise BertbenchError(f"{name('select_epoch')}: needs --grid heldout or paper (a selection to make)")
 
