@@ -76,13 +76,14 @@ def check_checkpoint_dir(folder: Path) -> None:
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
-    """Load a bertbench checkpoint folder (or a Hugging Face BERT folder, converted on the fly)."""
-    import torch
-
+    """Load a bertbench checkpoint folder, a pre-training run folder (its checkpoint/, as `finetune --model`
+    takes it), or a Hugging Face BERT folder (converted on the fly)."""
     from bertbench.model.bert import BertForPreTraining
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     folder = Path(path)
+    if folder.is_dir() and (folder / "checkpoint" / "model_config.json").is_file():
+        folder = folder / "checkpoint"  # a pre-training run folder
     if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model_config.json").is_file():
         return import_hf(folder)
     check_checkpoint_dir(folder)

@@ -20,7 +20,7 @@ import numpy as np
 from bertbench.config import PAPER_DROPOUT, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_lr
-from bertbench.training.finetune_settings import FinetuneRequest
+from bertbench.training.finetune_settings import FinetuneRequest, default_lrs
 
 # ----------------------------------------------------------------------------------------------
 # Model sources
@@ -341,10 +341,11 @@ def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Pat
     heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
     if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
         train_f = [f for f in train_f if "start_positions" in f]
+    by_size = default_lrs(source.config.hidden_size, h.learning_rates)  # the paper's for BERT-Base and wider
     if req.grid == "none":
-        lrs = [req.lr if req.lr is not None else h.learning_rates[0]]
+        lrs = [req.lr if req.lr is not None else by_size[0]]
     else:
-        lrs = list(req.lrs or h.learning_rates)
+        lrs = list(req.lrs or by_size)
     seeds = req.seeds or list(task.seeds)
     fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
     return _TaskJob(req, task, source, device, precision, train_ex, eval_ex, heldout_ex, train_f, eval_f, heldout_f,
