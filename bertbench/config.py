@@ -637,5 +637,7 @@ def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
         if seq > positions:
             raise BertbenchError(f"{where} {seq}: longer than the model's {positions} position embeddings")
     devices = cfg.devices.strip()
-    if devices.lstrip("-").isdigit() and (int(devices) == 0 or int(devices) < -1):
+    well_formed = devices == "auto" or re.fullmatch(r"-?\d+|\d+(,\d+)+,?|\d+,", devices) is not None
+    if not well_formed or (devices.lstrip("-").isdigit() and (int(devices) == 0 or int(devices) < -1)):
+        # Lightning's own check of a bad value is a 65-line traceback, after the corpus is tokenised
         raise BertbenchError(f"devices {cfg.devices!r}: expected a count ≥ 1, -1 (all), auto, or a list such as 0,1")
