@@ -432,7 +432,8 @@ class DataConfig:
     """Corpus → instances → masked batches. Every ablation of the paper's pre-training data is a field."""
 
     corpus: list[str] = setting(
-        help="Text source: .txt folder, WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", panel=DATA_PANEL,
+        help="Text source: .txt files or a folder of them (a file is one document; see --doc-sentences), "
+        "WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", panel=DATA_PANEL,
         factory=list)
     max_seq_len: int = setting(128, "Longest instance in tokens (with phases: the last phase's).", panel=DATA_PANEL)
     short_seq_prob: float = setting(
