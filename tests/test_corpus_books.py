@@ -141,3 +141,18 @@ def test_the_corpus_cache_of_a_cut_book_is_its_own(tmp_path, books):
     cut = load_tokenized_corpus([str(books[0])], tok, cache_dir=tmp_path, doc_sentences=10)
     assert whole.num_documents == 1 and cut.num_documents > 3 and cut.path != whole.path
     assert cut.fingerprint != whole.fingerprint and cut.num_sentences == whole.num_sentences
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_two_real_gutenberg_books_pretrain(shared_data, tmp_path, monkeypatch):
+    """Two whole books of the shared corpus, given as they are: cut by --doc-sentences, a few steps."""
+    books = shared_data / "corpus" / "gutenberg"
+    out = tmp_path / "run"
+    r = _pretrain(["--corpus", str(books / "modest_proposal.txt"), "--corpus", str(books / "yellow_wallpaper.txt"),
+                   "--doc-sentences", "20", "--tokenizer", str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
+                   "--model-size", "tiny", "--max-seq-len", "64", "--batch-size", "8", "--max-steps", "3",
+                   "--eval-every", "3", "--precision", "32", "--out", str(out)], monkeypatch)
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    data = json.loads((out / "summary.json").read_text())["data"]
+    assert data["train_documents"] + data["heldout_documents"] == data["documents"] > 10 and data["heldout_documents"] >= 2
