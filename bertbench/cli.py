@@ -121,7 +121,7 @@ def _group(module, name: str, help: str) -> typer.Typer:
 
 
 _group(tasks, "tasks", "List and validate the fine-tuning tasks in tasks/.")
-_group(data, "data", "Inspect pre-training data: documents, instances, masking statistics.")
+_group(data, "data", "Inspect pre-training data (documents, instances, masking statistics) and its cache.")
 _group(bench, "bench", "Throughput benchmarks against Hugging Face transformers on the same config.")
 
 

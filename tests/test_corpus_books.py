@@ -156,3 +156,16 @@ def test_two_real_gutenberg_books_pretrain(shared_data, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output + repr(r.exception)
     data = json.loads((out / "summary.json").read_text())["data"]
     assert data["train_documents"] + data["heldout_documents"] == data["documents"] > 10 and data["heldout_documents"] >= 2
+
+
+@pytest.mark.parametrize("objective", ["mlm+nsp", "mlm", "clm"])
+def test_no_heldout_set_for_every_objective(tmp_path, books, objective):
+    from bertbench.config import DataConfig
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.model.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_vocab(Path(__file__).resolve().parent / "fixtures" / "corpus" / "vocab.txt")
+    cfg = DataConfig(corpus=[str(b) for b in books], max_seq_len=32, min_heldout_docs=0, heldout_fraction=0)
+    data = build_pretraining_data(cfg, tok, objective, cache_dir=tmp_path)
+    assert len(data.heldout) == 0 and len(data.heldout_docs) == 0 and list(data.train_docs) == [0, 1]
+    assert len(data.train) > 0
