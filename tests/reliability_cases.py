@@ -311,6 +311,8 @@ CASES += [
     Case("N58", "--doc-sentences -1", pt("--doc-sentences", "-1"), needle="doc_sentences -1"),
     Case("N59", "finetune --tasks-dir that does not exist", ft("--tasks", "rte", "--tasks-dir", "{T}/no_tasks_here"),
          needle="no_tasks_here"),
+    Case("N60", "--accelerator bogus", pt("--accelerator", "bogus"), needle="--accelerator bogus"),
+    Case("N61", "--strategy bogus", pt("--strategy", "bogus"), needle="--strategy bogus"),
 ]
 
 # Fault runs (F1-F11 of the report): real kills and signals, in tests that already exist.

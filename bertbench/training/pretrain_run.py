@@ -565,14 +565,20 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
     max_steps = cfg.max_steps
-    return L.Trainer(
-        accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
-        gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
-        use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
-        num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
-    )
+    try:
+        return L.Trainer(
+            accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+            precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None,
+            accumulate_grad_batches=cfg.grad_accum,
+            gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
+            enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
+            use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
+            num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
+        )
+    except (ValueError, TypeError, ImportError) as err:  # Lightning's checks of these values: a long traceback
+        detail = " ".join(str(err).split())[:300]
+        raise BertbenchError(f"--accelerator {cfg.accelerator} --devices {cfg.devices} --strategy {cfg.strategy}: "
+                             f"Lightning cannot run this ({detail})") from None
 
 
 def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, start_step: int, device_type: str):
