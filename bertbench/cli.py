@@ -40,6 +40,32 @@ def _flags_show_no_value_placeholder() -> None:
 _flags_show_no_value_placeholder()
 
 
+def _option_names_never_cut() -> None:
+    """Typer's help tables make their columns on the first row, and such a column cuts a word too long for it
+    with an ellipsis: at 80 columns `--tokenizer-vocab-size,--vocab-size` read `--tokenizer-vocab-size…`. Here an
+    option's names (its aliases and its --no- form) go one per line in its first column, and every column but
+    the help text (which wraps) is unbreakable: every name is shown whole, and the help keeps its width."""
+    from rich.table import Table
+    from typer import rich_utils
+
+    class WholeNamesTable(Table):
+        def add_row(self, *cells, **kwargs):
+            cells = list(cells)
+            if len(cells) >= 6:  # an option: [required], names, short names, --no- names, short --no-, type, help
+                i = len(cells) - 6
+                names = [n for cell in (cells[i], cells[i + 2]) for n in str(cell).split(",") if n]
+                cells[i], cells[i + 2] = rich_utils.highlighter("\n".join(names)), ""
+            if not self.columns:
+                for k in range(len(cells)):
+                    self.add_column(no_wrap=k < len(cells) - 1)
+            super().add_row(*cells, **kwargs)
+
+    rich_utils.Table = WholeNamesTable
+
+
+_option_names_never_cut()
+
+
 def user_errors(fn):
     """Turn a `BertbenchError` into one red line on stderr and exit code 2 — never a traceback."""
 
@@ -95,7 +121,7 @@ def _group(module, name: str, help: str) -> typer.Typer:
 
 
 _group(tasks, "tasks", "List and validate the fine-tuning tasks in tasks/.")
-_group(data, "data", "Inspect pre-training data: documents, instances, masking statistics.")
+_group(data, "data", "Inspect pre-training data (documents, instances, masking statistics) and its cache.")
 _group(bench, "bench", "Throughput benchmarks against Hugging Face transformers on the same config.")
 
 

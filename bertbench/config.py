@@ -416,13 +416,24 @@ MODEL_PANEL, DATA_PANEL, OPTIM_PANEL, RUN_PANEL, HW_PANEL = (
 # a machine with more cores is the same run
 DATA_SPEED_ONLY = ("num_proc",)
 
+# DataConfig fields added after runs were committed, with the value that means what every run before them did:
+# at that value a field is left out of every key and fingerprint (`keyed_data_fields`), so those runs keep theirs
+DATA_LATER_FIELDS = {"doc_sentences": 0}
+
+
+def keyed_data_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """A DataConfig's fields (as a dict) as keys and fingerprints take them: DATA_LATER_FIELDS at their old
+    value left out (the caller drops what else it must, e.g. DATA_SPEED_ONLY)."""
+    return {k: v for k, v in data.items() if not (k in DATA_LATER_FIELDS and v == DATA_LATER_FIELDS[k])}
+
 
 @dataclass
 class DataConfig:
     """Corpus → instances → masked batches. Every ablation of the paper's pre-training data is a field."""
 
     corpus: list[str] = setting(
-        help="Text source: .txt folder, WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", panel=DATA_PANEL,
+        help="Text source: .txt files or a folder of them (a file is one document; see --doc-sentences), "
+        "WikiExtractor files, .jsonl, or hub:NAME. Repeat to mix.", panel=DATA_PANEL,
         factory=list)
     max_seq_len: int = setting(128, "Longest instance in tokens (with phases: the last phase's).", panel=DATA_PANEL)
     short_seq_prob: float = setting(
@@ -430,9 +441,14 @@ class DataConfig:
     # Whether sentence pairs (NSP) or contiguous text is built is the objective's (PretrainConfig.objective).
     full_sentences: bool = setting(
         False, "With --objective mlm: RoBERTa-style packing of full sentences across documents.", panel=DATA_PANEL)
+    doc_sentences: int = setting(
+        0, "Cut each .txt file (a whole book) at blank lines into documents of at least N sentences; 0: one .txt "
+        "file is one document. A .jsonl line or a <doc> block is always one document.", panel=DATA_PANEL)
     heldout_fraction: float = setting(
-        0.02, "Share of documents kept out for held-out evaluation.", panel=DATA_PANEL)
-    min_heldout_docs: int = setting(1, "Keep at least this many documents out for evaluation.", panel=DATA_PANEL)
+        0.02, "Share of documents kept out for held-out evaluation (with --min-heldout-docs 0, 0 turns it off).",
+        panel=DATA_PANEL)
+    min_heldout_docs: int = setting(
+        1, "Keep at least this many documents out for evaluation (2 with NSP when any are kept).", panel=DATA_PANEL)
     max_documents: Optional[int] = setting(
         None, "Use only the first N documents (quick runs; default: all).", panel=DATA_PANEL)
     masking: str = setting(
@@ -464,6 +480,13 @@ class DataConfig:
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
             raise BertbenchError(f"max_predictions_per_seq {self.max_predictions_per_seq}: expected ≥ 1 (or none)")
         check_min_seq_len(self.max_seq_len, "max_seq_len")
+        if self.doc_sentences < 0:
+            raise BertbenchError(f"doc_sentences {self.doc_sentences}: expected 0 (one .txt file, one document) or "
+                                 "N ≥ 1 (documents of at least N sentences)")
+        if not 0 <= self.heldout_fraction < 1:
+            raise BertbenchError(f"heldout_fraction {self.heldout_fraction}: expected a share in [0, 1)")
+        if self.min_heldout_docs < 0:
+            raise BertbenchError(f"min_heldout_docs {self.min_heldout_docs}: expected 0 or more")
         if self.max_documents is not None and self.max_documents < 2:
             # one document at least to train on and one held out
             raise BertbenchError(f"max_documents {self.max_documents}: expected 2 or more (or unset for all)")
@@ -615,5 +638,7 @@ def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
         if seq > positions:
             raise BertbenchError(f"{where} {seq}: longer than the model's {positions} position embeddings")
     devices = cfg.devices.strip()
-    if devices.lstrip("-").isdigit() and (int(devices) == 0 or int(devices) < -1):
+    well_formed = devices == "auto" or re.fullmatch(r"-?\d+|\d+(,\d+)+,?|\d+,", devices) is not None
+    if not well_formed or (devices.lstrip("-").isdigit() and (int(devices) == 0 or int(devices) < -1)):
+        # Lightning's own check of a bad value is a 65-line traceback, after the corpus is tokenised
         raise BertbenchError(f"devices {cfg.devices!r}: expected a count ≥ 1, -1 (all), auto, or a list such as 0,1")

@@ -6,7 +6,14 @@ from pathlib import Path
 from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TASKS_DIR = Path(os.environ.get("BERTBENCH_TASKS_DIR", PROJECT_ROOT / "tasks"))
+TASKS_DIR = PROJECT_ROOT / "tasks"  # the shipped tasks
+TASKS_DIR_VARIABLE = "BERTBENCH_TASKS_DIR"  # `finetune --tasks-dir` and `run --tasks-dir` set it for their stages
+
+
+def default_tasks_dir() -> Path:
+    """Where task YAML files are read from: $BERTBENCH_TASKS_DIR (read now, so that `run --tasks-dir` reaches
+    every stage), else the project's tasks/."""
+    return Path(os.environ.get(TASKS_DIR_VARIABLE) or TASKS_DIR)
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
 
 

@@ -6,7 +6,13 @@ layout, and a parquet-backed hub dataset) and the paper's fine-tuning hyper-para
 "_" are shared templates, loaded only through `include:`. The family of a task is its folder name.
 
 Loading is strict: unknown keys, unknown metrics, an unknown type and bad label lists are errors that
-name the file (and the key, with a did-you-mean hint). `bertbench tasks validate` reports them all.
+name the file (and the key, with a did-you-mean hint). `bertbench tasks validate` reports them all; a command
+that runs tasks (`resolve_task_names`) fails on a bad file only when that task (or its family, or `all`) is
+asked for, so one malformed custom file never blocks the shipped tasks beside it.
+
+A local data file (`local.files`) is read from the data folder (`glue/RTE/train.tsv`), from an absolute path,
+or, written `./…` or `../…`, relative to the task's YAML file: a custom task's data need not lie in a shared,
+read-only data folder.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from typing import Any, Optional
 
 from bertbench.config import MIN_SEQ_LEN
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.paths import TASKS_DIR
+from bertbench.paths import default_tasks_dir
 
 TASK_TYPES = ("classification", "regression", "multiple_choice", "span_qa", "token_classification")
 EVAL_KINDS = ("dev", "devsplit")  # dev: the official dev split; devsplit: a dev file divided by group
@@ -177,11 +183,17 @@ class TaskSpec:
         return split
 
     def local_files(self, data_dir: Path, split: str) -> list[Path]:
-        """Files that serve `split` (a role or source name) from `data_dir`; [] without a local source."""
+        """Files that serve `split` (a role or source name); [] without a local source. Each is read from
+        `data_dir`, or as written when absolute, or beside the task's YAML file when written ./… or ../…."""
         if self.local is None:
             return []
         name = self.source_split(split)
-        return [Path(data_dir) / self.local.files[name]] if name in self.local.files else []
+        if name not in self.local.files:
+            return []
+        spelt = self.local.files[name]
+        if beside_yaml(spelt):
+            return [Path(self.path).parent / spelt]
+        return [Path(data_dir) / spelt]  # an absolute path stays itself
 
     def missing_local_files(self, data_dir: Path, roles: tuple[str, ...] = ("train", "eval")) -> list[Path]:
         """Local files needed for fine-tuning and evaluation that are absent from `data_dir`."""
@@ -199,6 +211,11 @@ class TaskSpec:
 
 # ------------------------------------------------------------------------------------------------
 # Loading one file: include, strict keys, semantic checks.
+
+
+def beside_yaml(path: str) -> bool:
+    """A local file written ./… or ../…: relative to the task's YAML file, not to the data folder."""
+    return path.startswith(("./", "../"))
 
 
 def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -321,8 +338,9 @@ def _source_problems(t: TaskSpec) -> list[str]:
         if t.local.format == "conll" and len(t.local.columns) < 2:
             p.append("local.columns: name the conll columns (e.g. [tokens, pos_tags, chunk_tags, ner_tags])")
         for f in t.local.files.values():
-            if Path(f).is_absolute() or ".." in Path(f).parts:
-                p.append(f"local.files: {f!r} must be relative to the data dir")
+            if not (Path(f).is_absolute() or beside_yaml(f)) and ".." in Path(f).parts:
+                p.append(f"local.files: {f!r}: write a path inside the data folder (glue/RTE/train.tsv), an "
+                         "absolute path, or one relative to this YAML file starting ./ or ../")
     if t.hub is not None and t.hub.labels is not None and t.type in ("classification", "token_classification"):
         strange = [x for x in t.hub.labels if x not in t.labels]
         if strange:
@@ -379,7 +397,7 @@ def _hparam_problems(t: TaskSpec) -> list[str]:
     return p
 
 
-def load_task_file(path: Path, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
+def load_task_file(path: Path, tasks_dir: Optional[Path] = None) -> TaskSpec:
     """Load and validate one task file; every problem in it is listed in one `BertbenchError`."""
     from bertbench.config import from_dict
 
@@ -390,7 +408,7 @@ def load_task_file(path: Path, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
             raise BertbenchError(f"{path}: {k!r} is set from the file's location, not written in it")
     task = from_dict(TaskSpec, data, str(path))
     try:
-        rel = path.resolve().relative_to(Path(tasks_dir).resolve())
+        rel = path.resolve().relative_to(Path(tasks_dir or default_tasks_dir()).resolve())
         task.family = rel.parts[0] if len(rel.parts) > 1 else ""
     except ValueError:
         task.family = path.parent.name
@@ -403,49 +421,91 @@ def load_task_file(path: Path, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
     return task
 
 
-def task_files(tasks_dir: Path = TASKS_DIR) -> list[Path]:
+def task_files(tasks_dir: Optional[Path] = None) -> list[Path]:
     """Every task file under `tasks_dir` (templates starting with '_' excluded), sorted."""
-    return sorted(p for p in Path(tasks_dir).rglob("*.yaml") if not p.name.startswith("_"))
+    return sorted(p for p in Path(tasks_dir or default_tasks_dir()).rglob("*.yaml") if not p.name.startswith("_"))
 
 
-def collect_tasks(tasks_dir: Path = TASKS_DIR) -> tuple[dict[str, TaskSpec], list[str]]:
-    """(tasks by name, every problem found) — for `tasks validate`, which reports all at once."""
+def _scan_tasks(tasks_dir: Path) -> tuple[dict[str, TaskSpec], list[tuple[Optional[Path], str]]]:
+    """(tasks by name, (file, problem) for every problem found)."""
     tasks: dict[str, TaskSpec] = {}
-    problems: list[str] = []
+    problems: list[tuple[Optional[Path], str]] = []
     files = task_files(tasks_dir)
     if not files:
-        problems.append(f"{tasks_dir}: no task files (*.yaml) found")
+        problems.append((None, f"{tasks_dir}: no task files (*.yaml) found"))
     for f in files:
         try:
             t = load_task_file(f, tasks_dir)
         except BertbenchError as err:
-            problems.append(str(err))
+            problems.append((f, str(err)))
             continue
         if t.name in tasks:
-            problems.append(f"{f}: task name {t.name!r} is already defined in {tasks[t.name].path}")
+            problems.append((f, f"{f}: task name {t.name!r} is already defined in {tasks[t.name].path}"))
             continue
         tasks[t.name] = t
     return tasks, problems
 
 
+def collect_tasks(tasks_dir: Optional[Path] = None) -> tuple[dict[str, TaskSpec], list[str]]:
+    """(tasks by name, every problem found) — for `tasks validate`, which reports all at once."""
+    tasks, problems = _scan_tasks(Path(tasks_dir or default_tasks_dir()))
+    return tasks, [msg for _, msg in problems]
+
+
+@dataclass
+class TaskRegistry:
+    """The valid tasks of a folder, and its bad files by the task name each would define (its file name) and by
+    family: a bad file is an error only when its task is asked for (`resolve_task_names`)."""
+
+    tasks: dict[str, TaskSpec]
+    broken: dict[str, str]  # task name (the file's stem) -> the file's problems
+    broken_families: dict[str, list[str]]  # family folder -> its bad files' task names
+    folder: Path
+
+
 @functools.lru_cache(maxsize=8)
-def _load_cached(tasks_dir: str) -> dict[str, TaskSpec]:
-    tasks, problems = collect_tasks(Path(tasks_dir))
-    if problems:
-        raise BertbenchError(f"{len(problems)} problem(s) in {tasks_dir}:\n" + "\n".join(problems))
-    return tasks
+def _registry_cached(tasks_dir: str) -> TaskRegistry:
+    root = Path(tasks_dir)
+    tasks, problems = _scan_tasks(root)
+    broken: dict[str, str] = {}
+    families: dict[str, list[str]] = {}
+    for f, msg in problems:
+        if f is None:  # no task files at all
+            raise BertbenchError(msg)
+        broken[f.stem] = msg
+        tasks.pop(f.stem, None)  # a name defined twice: asking for it is an error, not a guess which one
+        rel = f.resolve().relative_to(root)
+        families.setdefault(rel.parts[0] if len(rel.parts) > 1 else "", []).append(f.stem)
+    return TaskRegistry(tasks, broken, families, root)
 
 
-def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
+def task_registry(tasks_dir: Optional[Path] = None) -> TaskRegistry:
+    """The registry of `tasks_dir` (default: $BERTBENCH_TASKS_DIR, else the project's tasks/); a copy callers
+    may change."""
+    return copy.deepcopy(_registry_cached(str(Path(tasks_dir or default_tasks_dir()).resolve())))
+
+
+def valid_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
+    """Every task that loads, by name; bad files are left out (for lookups by a name already run: reports)."""
+    return task_registry(tasks_dir).tasks
+
+
+def load_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
     """All tasks by name; raises one error listing every problem if any file is invalid."""
-    return copy.deepcopy(_load_cached(str(Path(tasks_dir).resolve())))  # callers may change their copy
+    reg = task_registry(tasks_dir)
+    if reg.broken:
+        raise BertbenchError(f"{len(reg.broken)} problem(s) in {reg.folder}:\n" + "\n".join(reg.broken.values()))
+    return reg.tasks
 
 
-def get_task(name: str, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
-    tasks = load_tasks(tasks_dir)
-    if name not in tasks:
-        raise BertbenchError(did_you_mean(name, tasks, "task"))
-    return tasks[name]
+def get_task(name: str, tasks_dir: Optional[Path] = None) -> TaskSpec:
+    """The task `name`; its file's problems if it is bad (other bad files do not matter)."""
+    reg = task_registry(tasks_dir)
+    if name in reg.broken:
+        raise BertbenchError(reg.broken[name])
+    if name not in reg.tasks:
+        raise BertbenchError(did_you_mean(name, reg.tasks, "task"))
+    return reg.tasks[name]
 
 
 def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
@@ -461,14 +521,20 @@ def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
     return groups
 
 
-def resolve_task_names(spec: str, tasks_dir: Path = TASKS_DIR) -> list[str]:
-    """'rte,stsb' | 'glue' | 'all' | a mix ('glue,squad_v1_devsplit') -> task names, in order, no repeats."""
-    tasks = load_tasks(tasks_dir)
+def resolve_task_names(spec: str, tasks_dir: Optional[Path] = None) -> list[str]:
+    """'rte,stsb' | 'glue' | 'all' | a mix ('glue,squad_v1_devsplit') -> task names, in order, no repeats. A bad
+    task file is an error here only when its task, its family or 'all' is asked for."""
+    reg = task_registry(tasks_dir)
+    tasks = reg.tasks
     groups = task_groups(tasks)
     out: list[str] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
+        bad = [item] if item in reg.broken else list(reg.broken) if item == "all" else reg.broken_families.get(item, [])
+        if bad:
+            raise BertbenchError("; ".join(reg.broken[name] for name in bad)
+                                 + f" (`bertbench tasks validate --tasks-dir {reg.folder}` lists every problem)")
         if item in tasks:
             names = [item]
         elif item in groups:

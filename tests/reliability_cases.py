@@ -307,6 +307,12 @@ CASES += [
          ft("--model", "random:tiny", "--tokenizer", "{DATA}/vocab/bert-base-uncased-vocab.txt", "--tasks", "rte",
             "--max-seq-len", "4096"), expect="ok", check=_one_record),
     Case("N56", "--vocab-size below the corpus's alphabet", pt("--vocab-size", "100"), needle="tokenizer_vocab_size 100"),
+    Case("N57", "--devices two", pt("--devices", "two"), needle="devices 'two'"),
+    Case("N58", "--doc-sentences -1", pt("--doc-sentences", "-1"), needle="doc_sentences -1"),
+    Case("N59", "finetune --tasks-dir that does not exist", ft("--tasks", "rte", "--tasks-dir", "{T}/no_tasks_here"),
+         needle="no_tasks_here"),
+    Case("N60", "--accelerator bogus", pt("--accelerator", "bogus"), needle="--accelerator bogus"),
+    Case("N61", "--strategy bogus", pt("--strategy", "bogus"), needle="--strategy bogus"),
 ]
 
 # Fault runs (F1-F11 of the report): real kills and signals, in tests that already exist.

@@ -99,3 +99,13 @@ def test_held_out_accuracies_are_printed_as_percentages():
 
     assert heldout_text({"mlm_loss": 5.2104, "mlm_accuracy": 0.372, "nsp_accuracy": 48.309, "clm_ppl": None}) == (
         "mlm_loss 5.210, mlm_accuracy 0.4%, nsp_accuracy 48.3%")
+
+
+def test_the_end_of_run_line_says_what_its_diagnostics_measure():
+    """Issue 40: `cross_segment_match 1.427` was printed without a word of what it is (or of its 0-100 scale)."""
+    from bertbench.commands.pretrain import heldout_text
+
+    text = heldout_text({"mlm_loss": 5.2104, "nsp_accuracy": 48.309, "cross_segment_match": 1.4271})
+    assert text.startswith("mlm_loss 5.210, nsp_accuracy 48.3%, cross_segment_match 1.4% (attention a segment-B token")
+    assert "compare two sentences" in text
+    assert heldout_text({}) == "none (no held-out documents: --min-heldout-docs 0 --heldout-fraction 0)"

@@ -21,6 +21,11 @@ MIN_SELECTED = 20_000
 _D = DataConfig()  # defaults shared with `bertbench pretrain` (cheap: config imports no heavy library)
 
 
+def _help(name: str) -> str:
+    """A DataConfig field's help, as `pretrain --help` shows it (declared once, beside the field)."""
+    return DataConfig.__dataclass_fields__[name].metadata["help"]
+
+
 def _default_vocab() -> Path:
     from bertbench.paths import default_data_dir
 
@@ -119,6 +124,12 @@ def _show(data, tokenizer, collator, n: int, objective: str) -> None:
         console.print(text)
 
 
+def document_rule(doc_sentences: int) -> str:
+    """What one document of the corpus is, under `--doc-sentences`."""
+    whole = "one .txt file" if doc_sentences <= 0 else f"≥ {doc_sentences} sentences of a .txt file, cut at blank lines"
+    return f"{whole} / .jsonl line / <doc> block"
+
+
 def _table(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -129,6 +140,7 @@ def _table(result: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     table.add_column("target", justify="right")
     table.add_row("documents (train / held-out)", f"{st['train_documents']:,} / {st['heldout_documents']:,}", "")
+    table.add_row("  a document is", document_rule(result["config"]["doc_sentences"]), "")
     table.add_row("sentences", f"{st['sentences']:,}", "")
     table.add_row("tokens", f"{st['tokens']:,}", "")
     table.add_row("instances (train / held-out)", f"{st['train_instances']:,} / {st['heldout_instances']:,}", "")
@@ -147,6 +159,7 @@ def _table(result: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     console.print(f"fingerprint {result['fingerprint'][:16]}…  cache {st['cache']}")
+    console.print("the cache folder's size, and clearing it: bertbench data cache")
     console.print(f"corpus {st['corpus_seconds']:.2f} s, instances {st['instance_seconds']:.2f} s")
 
 
@@ -166,11 +179,18 @@ def inspect(
     max_predictions_per_seq: Annotated[Optional[int], typer.Option(help="Cap on predictions per sequence (the paper: 20 at 128).")] = None,
     masking: Annotated[str, typer.Option(help="dynamic (a fresh mask per batch) or static (fixed at preprocessing).")] = _D.masking,
     max_documents: Annotated[Optional[int], typer.Option(help="Read at most this many documents (corpus order).")] = None,
+    doc_sentences: Annotated[int, typer.Option(help=_help("doc_sentences"))] = _D.doc_sentences,
+    min_heldout_docs: Annotated[int, typer.Option(help=_help("min_heldout_docs"))] = _D.min_heldout_docs,
+    heldout_fraction: Annotated[float, typer.Option(help=_help("heldout_fraction"))] = _D.heldout_fraction,
     seed: Annotated[int, typer.Option(help="Data seed: held-out split, instances, masks.")] = _D.seed,
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")] = False,
     show: Annotated[int, typer.Option(help="Print this many training instances with their masks highlighted.")] = 0,
 ) -> None:
-    """Documents, sentences, instances and masking statistics of a corpus, with the flags of pretrain."""
+    """Documents, sentences, instances and masking statistics of a corpus, with the flags of pretrain.
+
+    A document is one .txt file (with --doc-sentences N: each run of blank-line paragraphs of at least N
+    sentences), one .jsonl line or one WikiExtractor <doc> block. The tokenised corpus is cached (see
+    `bertbench data cache`)."""
     from bertbench.data.instances import build_pretraining_data
     from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
     from bertbench.model.tokenizer import WordPieceTokenizer
@@ -186,6 +206,9 @@ def inspect(
         max_predictions_per_seq=max_predictions_per_seq,
         masking=masking,
         max_documents=max_documents,
+        doc_sentences=doc_sentences,
+        min_heldout_docs=min_heldout_docs,
+        heldout_fraction=heldout_fraction,
         seed=seed,
     )
     tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
@@ -198,7 +221,7 @@ def inspect(
             corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=trains_nsp(objective), full_sentences=cfg.full_sentences,
             mask_ratio=cfg.mask_ratio, mask_procedure=cfg.mask_procedure, whole_word_mask=cfg.whole_word_mask,
             max_predictions_per_seq=cfg.max_predictions_per_seq, masking=cfg.masking, max_documents=cfg.max_documents,
-            seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
+            doc_sentences=cfg.doc_sentences, seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
         ),
         stats=data.stats,
         masking=None,
@@ -254,4 +277,7 @@ def _build_command():
     return build
 
 
-COMMANDS = {"inspect": inspect, "build": _build_command()}
+
+from bertbench.commands.data_cache import cache  # noqa: E402 — the group's third command, in its own module
+
+COMMANDS = {"inspect": inspect, "build": _build_command(), "cache": cache}

@@ -78,11 +78,28 @@ def _say_how_it_ended(summary: dict, out: Path) -> None:
     )
 
 
+# What a held-out diagnostic measures, said beside its value at the end of a run: `cross_segment_match 1.427`
+# alone said nothing (its scale is 0-100, like the accuracies)
+DIAGNOSTICS = {
+    "cross_segment_match": "attention a segment-B token puts on the same token in segment A, strongest head: "
+                           "whether the model can compare two sentences (bertbench.model.diagnostics)",
+}
+
+
 def heldout_text(heldout: dict) -> str:
     """'mlm_loss 5.210, mlm_accuracy 0.4%, nsp_accuracy 48.3%': accuracies are kept on a 0-100 scale, so they
-    are shown with their unit (0.372 read as 37%)."""
-    return ", ".join(f"{k} {v:.1f}%" if "accuracy" in k else f"{k} {v:.3f}"
-                     for k, v in heldout.items() if v is not None)
+    are shown with their unit (0.372 read as 37%); a diagnostic says what it measures (`DIAGNOSTICS`)."""
+    if not heldout:
+        return "none (no held-out documents: --min-heldout-docs 0 --heldout-fraction 0)"
+    parts = []
+    for k, v in heldout.items():
+        if v is None:
+            continue
+        if k in DIAGNOSTICS:
+            parts.append(f"{k} {v:.1f}% ({DIAGNOSTICS[k]})")
+        else:
+            parts.append(f"{k} {v:.1f}%" if "accuracy" in k else f"{k} {v:.3f}")
+    return ", ".join(parts)
 
 
 pretrain = pretrain_command()

@@ -21,11 +21,12 @@ def ls(data_dir: DataDirOption = None, tasks_dir: TasksDirOption = None) -> None
     from rich.markup import escape
     from rich.table import Table
 
-    from bertbench.paths import TASKS_DIR, default_data_dir
-    from bertbench.tasks import load_tasks
+    from bertbench.paths import default_data_dir
+    from bertbench.tasks import task_registry
 
     data_dir = data_dir or default_data_dir()
-    tasks = load_tasks(tasks_dir or TASKS_DIR)
+    registry = task_registry(tasks_dir)
+    tasks = registry.tasks
     table = Table(title=f"bertbench tasks (local data: {escape(str(data_dir))})")
     for col in ("task", "family", "type", "metric", "eval", "v"):
         table.add_column(col, no_wrap=True)
@@ -44,6 +45,8 @@ def ls(data_dir: DataDirOption = None, tasks_dir: TasksDirOption = None) -> None
     if not console.is_terminal:  # piped or captured: wide enough that no column is squeezed to nothing
         console = Console(width=200)
     console.print(table)
+    for name in registry.broken:  # listed, not fatal: a bad file fails only the command that asks for its task
+        typer.secho(f"not loaded: {name} ({registry.broken[name]}); see bertbench tasks validate", fg="red", err=True)
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -55,10 +58,9 @@ def _rel(path: Path, root: Path) -> str:
 
 def validate(tasks_dir: TasksDirOption = None) -> None:
     """Load every task file and report every problem at once (exit code 2 if there is any)."""
-    from bertbench.paths import TASKS_DIR
     from bertbench.tasks import collect_tasks
 
-    tasks, problems = collect_tasks(tasks_dir or TASKS_DIR)
+    tasks, problems = collect_tasks(tasks_dir)
     for p in problems:
         typer.secho(p, fg="red", err=True)
     if problems:

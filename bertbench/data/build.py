@@ -52,11 +52,13 @@ def build_data(data_cfgs: list, tokenizer, objective: str, seed: int, num_proc: 
     corpora: dict[tuple, Any] = {}
     tokenised = dict(mb=0.0, seconds=0.0, processes=0)
     for dcfg in data_cfgs:
-        ident = (tuple(dcfg.corpus), dcfg.max_documents)
+        ident = (tuple(dcfg.corpus), dcfg.max_documents, dcfg.doc_sentences)
         if ident in corpora:
             continue
-        built_before = (tokenized_corpus_folder(dcfg.corpus, tokenizer, dcfg.max_documents, cache_dir) / "meta.json").is_file()
-        corpus = load_tokenized_corpus(dcfg.corpus, tokenizer, dcfg.max_documents, cores, cache_dir=cache_dir)
+        built_before = (tokenized_corpus_folder(dcfg.corpus, tokenizer, dcfg.max_documents, cache_dir,
+                                               dcfg.doc_sentences) / "meta.json").is_file()
+        corpus = load_tokenized_corpus(dcfg.corpus, tokenizer, dcfg.max_documents, cores, cache_dir=cache_dir,
+                                       doc_sentences=dcfg.doc_sentences)
         corpora[ident] = corpus
         if built_before:
             say(f"corpus: built before ({corpus.num_documents:,} documents, {corpus.num_tokens:,} tokens): {corpus.path}")

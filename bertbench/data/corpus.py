@@ -5,7 +5,9 @@ Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
   `*.jsonl` / `*.json`  one document per line, its `text` field;
   a file starting with `<doc`  WikiExtractor output: each `<doc …>` … `</doc>` block is a document whose
                         first line is its title (dropped);
-  `*.txt`               one document per file.
+  `*.txt`               one document per file; with `doc_sentences` N > 0 (`--doc-sentences`), a file (a whole
+                        book) is cut at blank lines into documents of at least N sentences each (the rest of
+                        the file, fewer than N, joins its last document).
   Hidden files and other files (e.g. MANIFEST.tsv) are ignored and listed in the cache's meta.json.
 - `hub:NAME[:CONFIG]`   a Hugging Face hub dataset with a `text` column, streamed (split "train").
 
@@ -38,7 +40,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs
+from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs, split_sentences
 from bertbench.errors import BertbenchError
 from bertbench.runtime.files import build_once
 
@@ -70,9 +72,11 @@ class Shard:
     entry: str = ""  # the --corpus entry it came from (named in errors)
     config: Optional[str] = None  # hub dataset config
     limit: Optional[int] = None
+    doc_sentences: int = 0  # .txt only: cut the file into documents of at least this many sentences (0: one)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(kind=self.kind, path=self.path, name=self.name, entry=self.entry, config=self.config, limit=self.limit)
+        return dict(kind=self.kind, path=self.path, name=self.name, entry=self.entry, config=self.config, limit=self.limit,
+                    doc_sentences=self.doc_sentences)
 
 
 def _sniff_kind(path: Path) -> Optional[str]:
@@ -193,6 +197,29 @@ def _open_hub(name: str, config: Optional[str]):
     return ds
 
 
+def txt_documents(text: str, doc_sentences: int = 0) -> list[list[str]]:
+    """The documents (lists of paragraphs) of a .txt file: the whole file, or with `doc_sentences` N > 0 runs of
+    whole paragraphs (blank-line blocks) of at least N sentences each; a rest of fewer joins the last document."""
+    paragraphs = split_paragraphs(text)
+    if doc_sentences <= 0:
+        return [paragraphs]
+    docs: list[list[str]] = []
+    current: list[str] = []
+    count = 0
+    for p in paragraphs:
+        current.append(p)
+        count += len(split_sentences(p))
+        if count >= doc_sentences:
+            docs.append(current)
+            current, count = [], 0
+    if current:
+        if docs:
+            docs[-1].extend(current)
+        else:
+            docs.append(current)
+    return docs
+
+
 def iter_shard_documents(shard: dict[str, Any]) -> Iterator[list[str]]:
     """Documents (each a list of sentences) of one shard; documents without text are skipped."""
     kind, path, limit = shard["kind"], shard["path"], shard["limit"]
@@ -201,7 +228,7 @@ def iter_shard_documents(shard: dict[str, Any]) -> Iterator[list[str]]:
     else:
         text = _read_text(path)
         if kind == "txt":
-            docs = iter([split_paragraphs(text)])
+            docs = iter(txt_documents(text, shard.get("doc_sentences", 0)))
         elif kind == "wiki":
             docs = _iter_wiki(text)
         else:
@@ -216,9 +243,9 @@ def iter_shard_documents(shard: dict[str, Any]) -> Iterator[list[str]]:
             yield sentences
 
 
-def _count_documents(kind: str, data: bytes) -> int:
+def _count_documents(kind: str, data: bytes, text: str, doc_sentences: int) -> int:
     if kind == "txt":
-        return 1
+        return len(txt_documents(text, doc_sentences)) if doc_sentences > 0 else 1
     if kind == "wiki":
         return data.count(b"<doc")
     return sum(1 for line in data.splitlines() if line.strip())
@@ -232,7 +259,7 @@ def _tokenizer_hash(tokenizer) -> str:
     return hashlib.sha256(tokenizer.backend.to_str().encode("utf-8")).hexdigest()
 
 
-def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer) -> str:
+def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
     items = []
     for s in shards:
         if s.kind == "hub":
@@ -242,13 +269,20 @@ def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer) -> s
             items.append([s.kind, os.path.abspath(s.path), st.st_size, st.st_mtime_ns])
     blob = json.dumps(
         dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
-             reader=READER_VERSION, splitter=SPLITTER_VERSION),
+             reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)),
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _scan(shards: list[Shard], max_documents: Optional[int]) -> tuple[list[Shard], list[dict[str, Any]]]:
+def _doc_rule(doc_sentences: int) -> dict[str, int]:
+    """The document rule as keys and fingerprints hold it: absent for the default (one .txt file, one document),
+    so that a corpus read before the rule existed keeps its cache and fingerprint."""
+    return {"doc_sentences": doc_sentences} if doc_sentences > 0 else {}
+
+
+def _scan(shards: list[Shard], max_documents: Optional[int],
+          doc_sentences: int = 0) -> tuple[list[Shard], list[dict[str, Any]]]:
     """Validate (readable, UTF-8, some text) and hash the files; apply `max_documents` as per-shard limits."""
     selected: list[Shard] = []
     records: list[dict[str, Any]] = []
@@ -268,11 +302,12 @@ def _scan(shards: list[Shard], max_documents: Optional[int]) -> tuple[list[Shard
         except OSError as err:
             raise BertbenchError(f"{s.path}: cannot read ({err.strerror})") from None
         text = _decode(s.path, data)
-        n_docs = _count_documents(s.kind, data)
-        limit = None if remaining is None else min(remaining, n_docs)
-        if remaining is not None:
+        limit = None
+        if remaining is not None:  # counting a book's documents means splitting it: only when a cap needs it
+            n_docs = _count_documents(s.kind, data, text, doc_sentences)
+            limit = min(remaining, n_docs)
             remaining -= n_docs
-        selected.append(Shard(s.kind, s.path, s.name, s.entry, s.config, limit))
+        selected.append(Shard(s.kind, s.path, s.name, s.entry, s.config, limit, doc_sentences))
         records.append(dict(name=s.name, kind=s.kind, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
         text_seen[s.entry] = text_seen.get(s.entry, False) or bool(text.strip())
     for entry, seen in text_seen.items():
@@ -577,10 +612,10 @@ def _corpus_folder(key: str, cache_dir: Optional[Path]) -> Path:
 
 
 def tokenized_corpus_folder(corpus: list[str], tokenizer, max_documents: Optional[int] = None,
-                            cache_dir: Optional[Path] = None) -> Path:
+                            cache_dir: Optional[Path] = None, doc_sentences: int = 0) -> Path:
     """Where `load_tokenized_corpus` keeps `corpus` (built there or not: its meta.json is written last)."""
     shards, _ = resolve_corpus(corpus)
-    return _corpus_folder(cache_key(shards, max_documents, tokenizer), cache_dir)
+    return _corpus_folder(cache_key(shards, max_documents, tokenizer, doc_sentences), cache_dir)
 
 
 def load_tokenized_corpus(
@@ -590,25 +625,27 @@ def load_tokenized_corpus(
     num_proc: int = 0,
     cache_dir: Optional[Path] = None,
     log=None,
+    doc_sentences: int = 0,
 ) -> TokenizedCorpus:
     """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
-    `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size."""
+    `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size.
+    `doc_sentences` > 0 cuts each .txt file into documents of at least that many sentences (`txt_documents`)."""
     shards, ignored = resolve_corpus(corpus)
-    key = cache_key(shards, max_documents, tokenizer)
+    key = cache_key(shards, max_documents, tokenizer, doc_sentences)
     final = _corpus_folder(key, cache_dir)
     echo = progress_echo(log)  # one process tokenises; another that wants the same cache waits for it, then reads it
     build_once(final, lambda: _tokenize_into_cache(corpus, shards, ignored, tokenizer, max_documents, num_proc, key,
-                                                   final, echo), echo)
+                                                   final, echo, doc_sentences), echo)
     return TokenizedCorpus.load(final)
 
 
 def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_documents: Optional[int], num_proc: int,
-                         key: str, final: Path, echo) -> None:
+                         key: str, final: Path, echo, doc_sentences: int = 0) -> None:
     """The corpus tokenised into a temporary folder beside `final`, then renamed into place."""
     t0 = time.perf_counter()
     if echo:
         echo(f"tokenising the corpus (first run; cached in {final})")
-    selected, records = _scan(shards, max_documents)
+    selected, records = _scan(shards, max_documents, doc_sentences)
     work = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     try:
@@ -620,7 +657,8 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
         if n_docs < 1:
             raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
         fingerprint = hashlib.sha256(
-            json.dumps(dict(sources=records, max_documents=max_documents), sort_keys=True).encode()
+            json.dumps(dict(sources=records, max_documents=max_documents, **_doc_rule(doc_sentences)),
+                       sort_keys=True).encode()
         ).hexdigest()
         meta = dict(
             key=key,
@@ -629,6 +667,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
             sources=records,
             ignored=ignored,
             max_documents=max_documents,
+            doc_sentences=doc_sentences,
             tokenizer_sha256=_tokenizer_hash(tokenizer),
             splitter_version=SPLITTER_VERSION,
             reader_version=READER_VERSION,
@@ -649,9 +688,10 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
         shutil.rmtree(work, ignore_errors=True)
 
 
-def iter_documents(corpus: list[str], max_documents: Optional[int] = None) -> Iterator[list[str]]:
+def iter_documents(corpus: list[str], max_documents: Optional[int] = None,
+                   doc_sentences: int = 0) -> Iterator[list[str]]:
     """Documents of `corpus` as lists of sentence strings, read directly (no cache, no tokenizer)."""
     shards, _ = resolve_corpus(corpus)
-    selected, _ = _scan(shards, max_documents)
+    selected, _ = _scan(shards, max_documents, doc_sentences)
     for shard in selected:
         yield from iter_shard_documents(shard.as_dict())

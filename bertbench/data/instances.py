@@ -44,7 +44,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, trains_nsp
+from bertbench.config import check_full_sentences, check_objective, is_causal, is_masked, keyed_data_fields, trains_nsp
 from bertbench.data.instance_store import IndexWriter, InstanceSet
 from bertbench.errors import BertbenchError
 from bertbench.runtime.files import build_once
@@ -164,6 +164,8 @@ def nsp_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob
     max_tokens = max_seq_len - 3
     so, do, so_all, do_all = v.so, v.do, v.so_all, v.do_all
     n_docs = len(docs)
+    if n_docs == 0:  # no held-out set (--min-heldout-docs 0 --heldout-fraction 0): no instances
+        return
     if n_docs < 2:
         raise BertbenchError("next-sentence prediction needs at least 2 documents in each split")
     for pos, d in enumerate(walk(docs)):
@@ -301,14 +303,22 @@ class PretrainingData:
     corpus: Any = field(repr=False, default=None)  # the TokenizedCorpus
 
 
+def heldout_count(n_docs: int, data_cfg, objective: str) -> int:
+    """Held-out documents: max(min_heldout_docs, round(heldout_fraction × n)); at least 2 with NSP when any are
+    kept, so a NotNext segment can come from another held-out document. 0 (both settings 0): no held-out set."""
+    n_held = max(data_cfg.min_heldout_docs, int(round(data_cfg.heldout_fraction * n_docs)))
+    return max(n_held, 2) if n_held and trains_nsp(objective) else n_held
+
+
 def split_documents(n_docs: int, data_cfg, objective: str) -> tuple[np.ndarray, np.ndarray]:
-    """Held-out documents: max(min_heldout_docs, round(heldout_fraction × n)) — at least 2 with NSP, so a
-    NotNext segment can come from another held-out document — chosen by `data_cfg.seed`."""
-    n_held = max(data_cfg.min_heldout_docs, int(round(data_cfg.heldout_fraction * n_docs)), 2 if trains_nsp(objective) else 1)
+    """(training, held-out) document indices, the held-out ones (`heldout_count`) chosen by `data_cfg.seed`."""
+    n_held = heldout_count(n_docs, data_cfg, objective)
     if n_docs - n_held < 2:
         raise BertbenchError(
-            f"{', '.join(data_cfg.corpus)}: {n_docs} documents are too few: need at least 2 for training "
-            f"plus {n_held} held out"
+            f"{', '.join(data_cfg.corpus)}: {n_docs} documents are too few: need at least 2 for training plus "
+            f"{n_held} held out. A .txt file is one document: cut whole books into documents with --doc-sentences N "
+            "(at blank lines, at least N sentences each; e.g. 100), or train without a held-out set with "
+            "--min-heldout-docs 0 --heldout-fraction 0"
         )
     perm = np.random.default_rng(data_cfg.seed).permutation(n_docs)
     return np.sort(perm[n_held:]), np.sort(perm[:n_held])
@@ -317,7 +327,7 @@ def split_documents(n_docs: int, data_cfg, objective: str) -> tuple[np.ndarray, 
 def _config_fields(data_cfg) -> dict[str, Any]:
     from dataclasses import asdict
 
-    d = asdict(data_cfg)
+    d = keyed_data_fields(asdict(data_cfg))  # doc_sentences enters through the corpus fingerprint as well
     for k in ("corpus", "num_proc"):  # the corpus enters through its content fingerprint
         d.pop(k, None)
     return d
@@ -455,7 +465,8 @@ def build_pretraining_data(
     seed = data_cfg.seed if seed is None else seed
     t0 = time.perf_counter()
     corpus = load_tokenized_corpus(
-        data_cfg.corpus, tokenizer, data_cfg.max_documents, data_cfg.num_proc, cache_dir=cache_dir, log=log
+        data_cfg.corpus, tokenizer, data_cfg.max_documents, data_cfg.num_proc, cache_dir=cache_dir, log=log,
+        doc_sentences=data_cfg.doc_sentences,
     )
     t_corpus = time.perf_counter() - t0
     cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id

@@ -459,6 +459,14 @@ def _require_labels(task: TaskSpec, examples: list[Example], name: str) -> None:
                                  f"(is the label column {task.inputs.label or task.inputs.tags!r} missing?)")
 
 
+def _file_name(path: Path, data_dir: Path, spelt: str) -> str:
+    """A data file as a record names it: relative to the data folder, else as the task's YAML writes it."""
+    try:
+        return str(path.relative_to(data_dir))
+    except ValueError:  # an absolute path elsewhere, or one beside the task's YAML file
+        return spelt
+
+
 def data_fingerprint(task: TaskSpec, split: str, data_dir: Optional[Path] = None) -> dict[str, Any]:
     """What a split's examples depend on, for result records: local file digests, or the hub coordinates."""
     from bertbench.paths import default_data_dir
@@ -468,7 +476,8 @@ def data_fingerprint(task: TaskSpec, split: str, data_dir: Optional[Path] = None
     out: dict[str, Any] = {"task": task.name, "version": task.version, "split": split, "source_split": name}
     paths = task.local_files(data_dir, name)
     if paths and all(p.is_file() for p in paths):
-        out["files"] = {str(p.relative_to(data_dir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+        out["files"] = {_file_name(p, data_dir, task.local.files[name]): hashlib.sha256(p.read_bytes()).hexdigest()
+                         for p in paths}
     elif task.hub is not None:
         out["hub"] = {"path": task.hub.path, "name": task.hub.name, "revision": task.hub.revision,
                       "split": task.hub.splits.get(name)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -42,7 +43,8 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
     import yaml
     from safetensors.torch import save_file
 
-    from bertbench.runtime.files import atomic_write_json, atomic_write_text
+    from bertbench.runtime.files import atomic_write_json, atomic_write_text, new_file_mode
+
     folder = Path(folder)
     sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     check_finite_weights(sd, f"{folder}: refusing to save weights")  # never a NaN checkpoint
@@ -57,6 +59,7 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
         (folder / "summary.json").unlink(missing_ok=True)
     tmp = folder / ".model.safetensors.tmp"
     save_file(sd, str(tmp), metadata={"format": "pt"})
+    os.chmod(tmp, new_file_mode())  # safetensors writes 0600: the others of a shared folder could not read it
     tmp.replace(folder / "model.safetensors")
     atomic_write_json(folder / "model_config.json", asdict(model.cfg))
 
@@ -76,13 +79,14 @@ def check_checkpoint_dir(folder: Path) -> None:
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
-    """Load a bertbench checkpoint folder (or a Hugging Face BERT folder, converted on the fly)."""
-    import torch
-
+    """Load a bertbench checkpoint folder, a pre-training run folder (its checkpoint/, as `finetune --model`
+    takes it), or a Hugging Face BERT folder (converted on the fly)."""
     from bertbench.model.bert import BertForPreTraining
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     folder = Path(path)
+    if folder.is_dir() and (folder / "checkpoint" / "model_config.json").is_file():
+        folder = folder / "checkpoint"  # a pre-training run folder
     if folder.is_dir() and (folder / "config.json").is_file() and not (folder / "model_config.json").is_file():
         return import_hf(folder)
     check_checkpoint_dir(folder)

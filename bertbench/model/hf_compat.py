@@ -192,7 +192,9 @@ def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     head) and `AutoTokenizer.from_pretrained` load."""
     from safetensors.torch import save_file
 
-    from bertbench.runtime.files import atomic_write_json
+    import os
+
+    from bertbench.runtime.files import atomic_write_json, new_file_mode
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,6 +202,7 @@ def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     hf_sd = state_dict_to_hf(sd, model.cfg)
     tmp = out_dir / ".model.safetensors.tmp"
     save_file(hf_sd, str(tmp), metadata={"format": "pt"})
+    os.chmod(tmp, new_file_mode())  # safetensors writes 0600 whatever the umask
     tmp.replace(out_dir / "model.safetensors")
     atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.has_nsp))
     tokenizer.save(out_dir)

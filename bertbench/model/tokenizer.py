@@ -19,10 +19,13 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _build(vocab: dict[str, int], lowercase: bool, strip_accents: Optional[bool]):
-    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordPiece
 
     tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    # "[MASK]" typed in text is the mask token, as in transformers' BertTokenizerFast (else: "[", "mas", "##k", "]");
+    # matched before normalisation, so lower-casing never turns it into a word
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.normalizer = _normalizer(lowercase, strip_accents)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     _set_post_processor(tok, vocab)
@@ -328,10 +331,55 @@ class WordPieceTokenizer:
         return [Encoding(e.ids, e.type_ids, e.offsets, e.word_ids, e.sequence_ids) for e in encs]
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.backend.id_to_token(i) for i in ids]
+        return [self.backend.id_to_token(int(i)) for i in ids]
 
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.backend.decode(list(ids))
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        """Text of `ids` (a list or a 1-D tensor), word pieces joined; special tokens kept unless skipped."""
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def __call__(
+        self,
+        text: str | list[str],
+        text_pair: Optional[str | list[str]] = None,
+        *,
+        padding: bool | str = False,
+        truncation: bool | str = False,
+        max_length: Optional[int] = None,
+        return_tensors: Optional[str] = None,
+    ) -> dict:
+        """Encode like a transformers tokenizer: `tok("text")`, `tok("a", "b")`, `tok(["a", "b"])`, with
+        `return_tensors="pt"`. Returns {"input_ids", "token_type_ids", "attention_mask"}: lists for one text, lists
+        of lists for a batch, (B, T) tensors with "pt" (B = 1 for one text). A batch is padded to its longest with
+        `padding=True`, to `max_length` with padding="max_length", and always for tensors; truncation=True (or
+        "longest_first", "only_first", "only_second") cuts to `max_length` (default 512)."""
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        pairs = None if text_pair is None else [text_pair] if isinstance(text_pair, str) else list(text_pair)
+        if pairs is not None and len(pairs) != len(texts):
+            raise BertbenchError(f"text_pair: {len(pairs)} second segments for {len(texts)} texts")
+        if return_tensors not in (None, "pt"):
+            raise BertbenchError(f"return_tensors={return_tensors!r}: only 'pt' (torch) or None")
+        cut = None
+        if truncation:
+            cut = max_length or 512
+        encs = self.encode_batch(texts, pairs, cut, "longest_first" if truncation is True else truncation or "longest_first")
+        ids = [e.input_ids for e in encs]
+        types = [e.token_type_ids for e in encs]
+        mask = [[1] * len(x) for x in ids]
+        width = None
+        if padding == "max_length":
+            width = max_length or 512
+        elif padding or (return_tensors == "pt" and len({len(x) for x in ids}) > 1):
+            width = max(len(x) for x in ids)
+        if width is not None:
+            ids, types, mask = ([x + [fill] * (width - len(x)) for x in rows]
+                                for rows, fill in ((ids, self.pad_id), (types, 0), (mask, 0)))
+        out = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+        if return_tensors == "pt":
+            import torch
+
+            return {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}
+        return {k: v[0] for k, v in out.items()} if single else out
 
 
 def iter_texts_for_training(paths: Iterable[Path]) -> Iterator[str]:

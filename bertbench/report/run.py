@@ -11,10 +11,10 @@ from bertbench.errors import BertbenchError
 
 def _known_task_versions(warn: Callable[[str], None]) -> Optional[dict[str, int]]:
     """{task: version} from the task registry; None (versions unchecked, said on stderr) if it cannot load."""
-    from bertbench.tasks import load_tasks
+    from bertbench.tasks import valid_tasks
 
     try:
-        return {name: spec.version for name, spec in load_tasks().items()}
+        return {name: spec.version for name, spec in valid_tasks().items()}
     except BertbenchError as err:
         warn(f"warning: task versions not checked; the task registry did not load: {err}")
         return None

@@ -12,6 +12,26 @@ from typing import Any, Callable, Iterator, Optional
 from bertbench.errors import BertbenchError
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it (Linux: /proc), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode a new file gets under this process's umask (0644 under 022): for files made by a library that
+    writes 0600 whatever the umask (tempfile.mkstemp, safetensors)."""
+    return 0o666 & ~current_umask()
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename: a reader sees the old file or the new, never half.
     A folder in the way, a full disk or a missing permission is one line naming the file; the old file stays."""
@@ -22,6 +42,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp makes the file 0600 whatever the umask: a checkpoint in a shared folder would be unreadable to
+        # the others; the file gets the mode any new file gets (0644 under umask 022)
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

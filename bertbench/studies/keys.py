@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, to_dict
+from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, keyed_data_fields, to_dict
 from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
 from bertbench.paths import data_dir_relative
 
@@ -36,14 +36,17 @@ def config_hash(obj: Any) -> str:
 def _keyed_fields(cfg: PretrainConfig) -> dict:
     # without the fields that only change how fast the data is made (older folders, written before them, still match)
     fields = to_dict(cfg)
+    fields["data"] = keyed_data_fields(fields["data"])
     for name in DATA_SPEED_ONLY:
         fields["data"].pop(name, None)
     return fields
 
 
 def _tokenizer_fields(cfg: PretrainConfig, corpus: list[str]) -> str:
-    return config_hash({"corpus": corpus, "docs": cfg.data.max_documents, "vocab": cfg.tokenizer_vocab_size,
-                        "lower": cfg.lowercase})
+    docs = cfg.data.max_documents  # with doc_sentences, the first N documents of the cut corpus: other text
+    split = {"doc_sentences": cfg.data.doc_sentences} if docs is not None and cfg.data.doc_sentences else {}
+    return config_hash({"corpus": corpus, "docs": docs, "vocab": cfg.tokenizer_vocab_size,
+                        "lower": cfg.lowercase, **split})
 
 
 def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
@@ -70,7 +73,8 @@ def legacy_pretrain_key(cfg: PretrainConfig) -> str:
 
 
 # Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
-_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tokenizer", "train_caps", "max_train_examples")
+_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tasks_dir", "tokenizer", "train_caps",
+                        "max_train_examples")
 
 
 def finetune_key(req: Any, task: str, model_key: str) -> str:

@@ -182,9 +182,9 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
-    from bertbench.tasks import load_tasks
+    from bertbench.tasks import valid_tasks
 
-    known = load_tasks()
+    known = valid_tasks()
     for key, per_task in (("epoch_selection", ft.epoch_selection), ("train_caps", ft.train_caps)):
         # a misspelt task would be ignored, its tasks trained by the default; one a base (finetune_from) names
         # and this preset does not run is fine

@@ -129,7 +129,7 @@ def train_tokenizer(base, tok_dir: Path) -> None:
     from bertbench.data.corpus import iter_documents
     from bertbench.model.tokenizer import WordPieceTokenizer
 
-    sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents) for s in doc)
+    sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents, base.data.doc_sentences) for s in doc)
     WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
 
 
@@ -138,7 +138,8 @@ def tokenise_corpus(base, tokenizer: str) -> None:
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.load(Path(tokenizer))
-    load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc)
+    load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc,
+                          doc_sentences=base.data.doc_sentences)
 
 
 def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],

@@ -20,7 +20,7 @@ import numpy as np
 from bertbench.config import PAPER_DROPOUT
 from bertbench.errors import BertbenchError
 from bertbench.runtime.progress import fmt_lr
-from bertbench.training.finetune_settings import FinetuneRequest
+from bertbench.training.finetune_settings import FinetuneRequest, default_lrs
 
 # ----------------------------------------------------------------------------------------------
 # Model sources
@@ -256,14 +256,14 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.paths import default_data_dir
     from bertbench.runtime.provenance import resolve_precision
     from bertbench.runtime.run_dir import prepare_run_dir
-    from bertbench.tasks import load_tasks, resolve_task_names
+    from bertbench.tasks import resolve_task_names, task_registry
     from bertbench.training.selection import select_lr
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
     if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
         raise BertbenchError(f"--data-dir {data_dir}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
-    names = resolve_task_names(req.tasks)
-    tasks = load_tasks()
+    names = resolve_task_names(req.tasks, req.tasks_dir)  # a bad task file fails here only when it is asked for
+    tasks = task_registry(req.tasks_dir).tasks
     source = resolve_model_source(req.model, req.tokenizer, data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(req.precision, device.type)
@@ -361,10 +361,11 @@ def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Pat
     heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
     if task.type == "span_qa":  # train on windows that hold the answer or are the no-answer [CLS] case
         train_f = [f for f in train_f if "start_positions" in f]
+    by_size = default_lrs(source.config.hidden_size, h.learning_rates)  # the paper's for BERT-Base and wider
     if req.grid == "none":
-        lrs = [req.lr if req.lr is not None else h.learning_rates[0]]
+        lrs = [req.lr if req.lr is not None else by_size[0]]
     else:
-        lrs = list(req.lrs or h.learning_rates)
+        lrs = list(req.lrs or by_size)
     seeds = req.seeds or list(task.seeds)
     fingerprint = {"train": data_fingerprint(task, "train", data_dir), "eval": data_fingerprint(task, "eval", data_dir)}
     return _TaskJob(req, task, source, device, precision, train_ex, eval_ex, heldout_ex, train_f, eval_f, heldout_f,

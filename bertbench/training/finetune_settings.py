@@ -22,6 +22,21 @@ from bertbench.errors import BertbenchError
 _POSITIVE_INTS = ("batch_size", "max_seq_len", "max_steps", "max_train_examples", "max_eval_examples")
 BUDGET = "CPU budgets (recorded in every result)"
 
+# Fine-tuning learning rates of models narrower than the paper's, by hidden size: (the --grid none rate, the
+# default grid). The paper's rates (5e-5 … 2e-5, the tasks' `learning_rates`) leave a tiny model predicting one
+# class on RTE, QNLI and the like on every seed. Tiny (H 128): 3e-4, the rate the committed cpu-quick run's
+# held-out rule chose in 9 of its 10 cells (grid {1e-4, 3e-4}; recipes/presets/cpu-quick.yaml), as cpu-hour's
+# does; mini (H 256): 1e-4, gpu-quick's. Wider models (small … BERT-Base, large) keep the task's own, the paper's.
+SMALL_MODEL_LRS: tuple[tuple[int, tuple[float, ...]], ...] = ((128, (3.0e-4, 1.0e-4)), (256, (1.0e-4, 5.0e-5)))
+
+
+def default_lrs(hidden_size: int, task_lrs: list[float]) -> list[float]:
+    """The lr grid a model of `hidden_size` gets when none is given (its first: the --grid none rate)."""
+    for widest, lrs in SMALL_MODEL_LRS:
+        if hidden_size <= widest:
+            return list(lrs)
+    return list(task_lrs)
+
 
 @dataclass(kw_only=True)
 class FinetuneSettings:
@@ -30,9 +45,12 @@ class FinetuneSettings:
     grid: str = setting(
         "none", "'heldout': sweep the lr grid, select on a slice held out of train, report on dev; 'paper': select "
         "on dev itself, as the paper did; 'none': one lr (bertbench.training.selection).")
-    lr: Optional[float] = setting(None, "Learning rate when --grid none (default: the grid's first, largest).")
+    lr: Optional[float] = setting(
+        None, "Learning rate when --grid none (default: by model width, 3e-4 for tiny (H 128), 1e-4 for mini (H 256); "
+        "wider: the task's first, the paper's 5e-5).")
     lrs: Optional[list[float]] = setting(
-        None, "The lr grid for --grid heldout or paper, comma-separated (default: the task's learning_rates).")
+        None, "The lr grid for --grid heldout or paper, comma-separated (default: 3e-4,1e-4 for tiny, 1e-4,5e-5 for "
+        "mini; wider: the task's learning_rates, the paper's).")
     epochs: Optional[float] = setting(None, "Training epochs (default: the task's).")
     batch_size: Optional[int] = setting(None, "Training batch size (default: the task's).")
     max_seq_len: Optional[int] = setting(None, "Longest input in tokens (default: the task's).")
@@ -88,6 +106,8 @@ class FinetuneRequest(FinetuneSettings):
     out: Path = required("Folder for result records and predictions files.")
     data_dir: Optional[Path] = setting(
         None, "Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")
+    tasks_dir: Optional[Path] = setting(
+        None, "Folder of task YAML files, your own tasks (default: $BERTBENCH_TASKS_DIR, else the project's tasks/).")
     tokenizer: Optional[str] = setting(
         None, "vocab.txt or tokenizer folder (for random:<size>; default: the bert-base-uncased vocab).")
     precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
@@ -103,6 +123,8 @@ class FinetuneRequest(FinetuneSettings):
 
         super().check(name)
         check_source(self.source, name("source"))
+        if self.tasks_dir is not None and not Path(self.tasks_dir).is_dir():
+            raise BertbenchError(f"{name('tasks_dir')} {self.tasks_dir}: no such folder")
         if self.select_epoch and self.grid == "none":
             raise BertbenchError(f"{name('select_epoch')}: needs --grid heldout or paper (a selection to make)")
 

@@ -27,6 +27,7 @@ from bertbench.config import (
     PretrainConfig,
     is_causal,
     is_masked,
+    keyed_data_fields,
     limits_text,
     save_config,
     trains_nsp,
@@ -68,7 +69,7 @@ def _train_tokenizer(cfg: PretrainConfig):
     read = {"sentences": 0, "done": False}
 
     def sentences():
-        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents):
+        for doc in iter_documents(cfg.data.corpus, cfg.data.max_documents, cfg.data.doc_sentences):
             for sentence in doc:
                 read["sentences"] += 1
                 yield sentence
@@ -269,7 +270,7 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], wor
 
     skip = {*_NOT_PROCEDURE, *RESUMABLE_CHANGES}
     settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
-    data = {k: v for k, v in settings.pop("data").items() if f"data.{k}" not in skip}
+    data = {k: v for k, v in keyed_data_fields(settings.pop("data")).items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
     settings["tokenizer"] = Path(settings["tokenizer"]).name
     if world_size > 1:  # the global batch; a one-process run keeps the fingerprint its committed records carry
@@ -564,14 +565,20 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
     max_steps = cfg.max_steps
-    return L.Trainer(
-        accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None, accumulate_grad_batches=cfg.grad_accum,
-        gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
-        enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
-        use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
-        num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
-    )
+    try:
+        return L.Trainer(
+            accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+            precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None,
+            accumulate_grad_batches=cfg.grad_accum,
+            gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
+            enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
+            use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
+            num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
+        )
+    except (ValueError, TypeError, ImportError) as err:  # Lightning's checks of these values: a long traceback
+        detail = " ".join(str(err).split())[:300]
+        raise BertbenchError(f"--accelerator {cfg.accelerator} --devices {cfg.devices} --strategy {cfg.strategy}: "
+                             f"Lightning cannot run this ({detail})") from None
 
 
 def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, start_step: int, device_type: str):

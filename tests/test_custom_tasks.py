@@ -1,0 +1,134 @@
+"""A researcher's own task: its YAML outside tasks/ (`--tasks-dir`), its data outside the data folder (an absolute
+path, or ./… beside the YAML file), and a malformed file that fails only the command that asks for it."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from bertbench.paths import TASKS_DIR
+from bertbench.results import load_records
+
+runner = CliRunner()
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "tasks" / "data"
+VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
+ROWS = [("the cat sat on the mat", "a cat sat", "same"), ("the dog ran away", "the dog stayed", "other"),
+        ("it rained all day", "it was wet", "same"), ("the shop was shut", "the shop was open", "other")]
+
+
+def my_task(train: str, dev: str) -> str:
+    return f"""\
+name: mine
+version: 1
+type: classification
+description: my own sentence-pair task
+inputs: {{text_a: first, text_b: second, label: gold}}
+labels: [same, other]
+metrics: [accuracy]
+splits: {{train: train, eval: dev}}
+local: {{format: tsv, files: {{train: {train}, dev: {dev}}}}}
+hparams: {{source: my lab, batch_size: 2, epochs: 1, learning_rates: [1.0e-3], max_seq_len: 32}}
+seeds: [1]
+"""
+
+
+def write_tsv(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("first\tsecond\tgold\n" + "".join("\t".join(r) + "\n" for r in ROWS))
+    return path
+
+
+def finetune(*args: str):
+    return runner.invoke(app, ["finetune", "--model", "random:tiny", "--tokenizer", str(VOCAB), "--max-steps", "2",
+                               "--seeds", "1", "--precision", "32", "--data-dir", str(FIXTURE_DATA), *args])
+
+
+def error_lines(output: str) -> list[str]:
+    return [ln for ln in output.splitlines() if ln.startswith("error:")]
+
+
+def test_own_task_outside_tasks_and_data_folders(tmp_path):
+    """The YAML in a folder of its own; train beside it (./data/train.tsv), dev by an absolute path elsewhere."""
+    tasks_dir = tmp_path / "my-tasks"
+    write_tsv(tasks_dir / "lab" / "data" / "train.tsv")
+    dev = write_tsv(tmp_path / "elsewhere" / "dev.tsv")
+    (tasks_dir / "lab" / "mine.yaml").write_text(my_task("./data/train.tsv", str(dev)))
+    r = runner.invoke(app, ["tasks", "validate", "--tasks-dir", str(tasks_dir)])
+    assert r.exit_code == 0 and "ok: 1 tasks valid (mine)" in r.output, r.output
+    out = tmp_path / "out"
+    r = finetune("--tasks", "mine", "--tasks-dir", str(tasks_dir), "--out", str(out))
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    [rec] = load_records([out])
+    assert rec.data["task"] == "mine" and rec.data["split"]["eval_size"] == len(ROWS)
+    files = rec.data["extra"]["data_fingerprint"]
+    assert set(files["train"]["files"]) == {"./data/train.tsv"} and set(files["eval"]["files"]) == {str(dev)}
+
+
+def test_a_path_into_the_data_folder_may_not_climb_out_of_it(tmp_path):
+    tasks_dir = tmp_path / "my-tasks"
+    (tasks_dir / "lab").mkdir(parents=True)
+    (tasks_dir / "lab" / "mine.yaml").write_text(my_task("data/../../train.tsv", "dev.tsv"))
+    r = runner.invoke(app, ["tasks", "validate", "--tasks-dir", str(tasks_dir)])
+    assert r.exit_code == 2 and "starting ./ or ../" in r.output
+
+
+def test_a_missing_tasks_dir_is_one_line(tmp_path):
+    r = finetune("--tasks", "rte", "--tasks-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"))
+    assert r.exit_code == 2 and error_lines(r.output) == [f"error: --tasks-dir {tmp_path / 'nowhere'}: no such folder"]
+
+
+@pytest.fixture
+def tasks_with_a_bad_file(tmp_path) -> Path:
+    tasks_dir = shutil.copytree(TASKS_DIR, tmp_path / "tasks")
+    (tasks_dir / "lab").mkdir()
+    (tasks_dir / "lab" / "broken.yaml").write_text(my_task("a.tsv", "b.tsv").replace("name: mine", "name: broken")
+                                                   .replace("labels:", "lables:"))
+    return tasks_dir
+
+
+def test_rte_runs_beside_a_malformed_custom_task(tmp_path, tasks_with_a_bad_file):
+    out = tmp_path / "out"
+    r = finetune("--tasks", "rte", "--tasks-dir", str(tasks_with_a_bad_file), "--out", str(out))
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert [rec.data["task"] for rec in load_records([out])] == ["rte"]
+
+
+@pytest.mark.parametrize("asked", ["broken", "lab", "all", "rte,broken"])
+def test_the_malformed_task_fails_when_asked_for(tmp_path, tasks_with_a_bad_file, asked):
+    r = finetune("--tasks", asked, "--tasks-dir", str(tasks_with_a_bad_file), "--out", str(tmp_path / "out"))
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    [line] = error_lines(r.output)
+    assert "broken.yaml" in line and "did you mean 'labels'" in line and "tasks validate" in line
+
+
+def test_validate_lists_the_malformed_task_and_ls_still_lists_the_rest(tasks_with_a_bad_file):
+    r = runner.invoke(app, ["tasks", "validate", "--tasks-dir", str(tasks_with_a_bad_file)])
+    assert r.exit_code == 2 and "broken.yaml" in r.output and "1 problem(s)" in r.output
+    r = runner.invoke(app, ["tasks", "ls", "--tasks-dir", str(tasks_with_a_bad_file), "--data-dir", str(FIXTURE_DATA)])
+    assert r.exit_code == 0 and "rte" in r.output and "not loaded: broken" in r.output
+
+
+def test_run_takes_tasks_dir_for_every_stage(tmp_path, monkeypatch):
+    """`run --tasks-dir`: a preset that fine-tunes (random init, no pre-training) on my own task."""
+    tasks_dir = tmp_path / "my-tasks"
+    write_tsv(tasks_dir / "lab" / "data" / "train.tsv")
+    write_tsv(tasks_dir / "lab" / "data" / "dev.tsv")
+    (tasks_dir / "lab" / "mine.yaml").write_text(my_task("./data/train.tsv", "./data/dev.tsv"))
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(f"""\
+name: mine
+description: random init on my own task
+pretrain: {{model_size: tiny, tokenizer: {VOCAB}, data: {{corpus: ["{FIXTURE_DATA}"]}}}}
+variants:
+  - {{name: random, random_init: true}}
+finetune: {{tasks: [mine], seeds: [1], max_steps: 2}}
+""")
+    monkeypatch.setenv("BERTBENCH_TASKS_DIR", str(TASKS_DIR))  # restored after the test: `run` sets it for its stages
+    out = tmp_path / "study"
+    r = runner.invoke(app, ["run", "--preset", str(preset), "--tasks-dir", str(tasks_dir), "--out", str(out),
+                            "--data-dir", str(FIXTURE_DATA), "--no-plots"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert [rec.data["task"] for rec in load_records([out])] == ["mine"]
