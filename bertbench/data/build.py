@@ -71,7 +71,7 @@ def build_data(data_cfgs: list, tokenizer, objective: str, seed: int, num_proc: 
             f"tokens in {meta['tokenise_seconds']:.1f} s: {corpus.path}")
     jobs, done = [], []
     for phase, dcfg in enumerate(data_cfgs, 1):
-        corpus = corpora[(tuple(dcfg.corpus), dcfg.max_documents)]
+        corpus = corpora[(tuple(dcfg.corpus), dcfg.max_documents, dcfg.doc_sentences)]
         for spec in index_specs(corpus, dcfg, objective, seed):
             folder = index_folder(corpus, spec, dcfg, objective)
             if folder in {j.folder for j in jobs} or folder in done:
