@@ -496,6 +496,17 @@ class PhaseConfig:
     max_predictions_per_seq: Optional[int] = None
 
 
+COMPILE_CHOICES = ("auto", "on", "off")
+# Device types where a compiled training step was measured faster than the eager one (`bertbench bench
+# pretrain --compile`, scripts/gpu_check.sh on a GPU): where `compile: auto` turns it on. Empty until measured:
+# on CPU the eager step won (bench pretrain, mini); on CUDA the device check decides.
+COMPILE_WINS: tuple[str, ...] = ()
+
+
+def resolve_compile(setting: str, device_type: str) -> bool:
+    return setting == "on" or (setting == "auto" and device_type in COMPILE_WINS)
+
+
 @dataclass
 class PretrainConfig:
     """A pre-training. Every field is a `bertbench pretrain` option (`bertbench.cli_options`), unless marked
@@ -548,6 +559,9 @@ class PretrainConfig:
     strategy: str = setting("auto", "Lightning strategy: auto, ddp, fsdp, …", panel=HW_PANEL)
     num_nodes: int = setting(1, "Machines of a multi-node run.", panel=HW_PANEL)
     num_workers: int = setting(0, "DataLoader worker processes.", panel=HW_PANEL)
+    compile: str = setting(
+        "auto", "torch.compile the training step: on, off, or auto (on where it was measured faster: "
+        "COMPILE_WINS; nowhere yet).", panel=HW_PANEL)
 
     def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
         """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""
@@ -569,6 +583,8 @@ class PretrainConfig:
                 raise BertbenchError("snapshots are kept at evenly spaced steps: they need max_steps, not budget_minutes")
             if self.phases and self.num_workers:
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
+        if self.compile not in COMPILE_CHOICES:
+            raise BertbenchError(f"compile {self.compile!r}: expected one of {', '.join(COMPILE_CHOICES)}")
         check_objective(self.objective)
         check_full_sentences(self.data, self.objective)
         model_shape(self.model_size)  # a size the model can be built at, or the error saying what was expected

@@ -111,6 +111,7 @@ class PretrainModule(L.LightningModule):
             attention_mask=batch.get("attention_mask"),
             lm_labels=batch["lm_labels"],
             nsp_labels=batch.get("nsp_labels"),
+            lm_positions=batch.get("lm_positions"),  # the static step's batches: labels in fixed slots
         )
         # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
         # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
