@@ -1,6 +1,6 @@
 """The static training step compiles as one graph (torch.compile fullgraph=True: a host sync, a nonzero() or
 a boolean index between the batch and the loss would break it), computes what the eager step computes,
-compiles once per input shape (one per phase), and is a function of the RNG state (what exact resume needs).
+and compiles once per input shape (one per phase).
 
 Kept cheap: a tiny model. The aot_eager backend traces forward and backward as the real compile does,
 without generating code; one test runs inductor itself (C++ code generation: ~half a minute on CPU).
@@ -103,20 +103,13 @@ def test_a_host_sync_in_the_static_step_fails_the_fullgraph_compile(monkeypatch)
 
 
 @pytest.mark.slow
-def test_inductor_compiled_step_matches_eager_and_replays_from_the_rng_state():
-    """The real compile (inductor, C++ on CPU). With dropout the compiled step draws its own random numbers
-    (inductor's RNG, seeded from torch's generator), so it is compared with itself: the same RNG state gives
-    the same loss and gradients, which is what a resumed run (RNG state restored from the checkpoint) needs."""
+def test_inductor_compiled_step_matches_eager():
+    """The real compile (inductor: C++ code generated and built on CPU, one graph), forward, loss and backward
+    against the eager step. Dropout is off: with it, the compiled step draws from inductor's RNG (seeded from
+    torch's generator, whose state checkpoints keep), so its numbers are not eager's."""
     torch._dynamo.reset()
     eager, compiled = pair()
     compile_static_step(compiled)
     b = batch()
     assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # fused kernels reorder float sums
-    _, with_dropout = pair(dropout=0.1)
-    compile_static_step(with_dropout)
-    torch.manual_seed(7)
-    first = step(with_dropout, b)
-    torch.manual_seed(7)
-    assert_same_step(step(with_dropout, b), first, atol=0)
-    torch.manual_seed(8)
-    assert not torch.equal(step(with_dropout, b)[0], first[0])  # dropout is live: another seed, another loss
+    assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # the second call runs the built graph
