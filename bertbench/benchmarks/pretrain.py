@@ -70,6 +70,37 @@ def model_flops_per_token(config: dict[str, Any]) -> float:
     return flops_per_token(ModelConfig(**shape), config["seq_len"], vocab_padding=False)
 
 
+def collate_seconds(cfg: ModelConfig, batch_size: int, seq_len: int, reps: int = 3) -> float:
+    """Host seconds to collate one batch as training does on a GPU (pad to the phase's length, draw the masks,
+    fixed prediction slots, NSP labels): the median of `reps`, on one core, what a loader worker spends."""
+    import statistics
+    import time
+
+    import torch
+
+    from bertbench.config import DataConfig
+    from bertbench.data.masking import MaskingCollator, TokenTables
+
+    V = cfg.vocab_size
+    tables = TokenTables(torch.arange(V) < 5, torch.zeros(V, dtype=torch.bool), torch.arange(5, V), 0, min(103, V - 1))
+    collate = MaskingCollator(tables, DataConfig(max_seq_len=seq_len), seed=0, nsp=True, static=True)
+    gen = torch.Generator().manual_seed(1)
+    samples = [{"input_ids": [2, *torch.randint(5, V, (seq_len - 2,), generator=gen).tolist(), 3],
+                "token_type_ids": [0] * (seq_len // 2) + [1] * (seq_len - seq_len // 2), "nsp_label": i % 2, "index": i}
+               for i in range(batch_size)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a loader worker's share
+    try:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            collate(samples)
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(times)
+
+
 def predicted_share(seq_len: int) -> float:
     return max(1, round(PAPER_MASK_RATIO * seq_len)) / seq_len
 
@@ -267,6 +298,7 @@ def run(
         for s in sides
     }
     ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
+    collate_ms = 1000 * collate_seconds(cfg, batch_size, seq_len)
     comparisons = {
         "headline_default_vs_transformers_fp32": common.compare(ours_default, by_name["transformers_fp32"]),
         "matched_fp32": common.compare(by_name["bertbench_fp32"], by_name["transformers_fp32"]),
@@ -302,6 +334,9 @@ def run(
         "peak_method": "torch.matmul 2048x2048x2048, best of samples taken before and after every round",
         "sides": reports,
         "comparisons": comparisons,
+        # one loader worker's time per batch beside our default step: workers needed to keep up = the ratio, rounded up
+        "collate_ms_per_batch": round(collate_ms, 2),
+        "collate_share_of_step": round(collate_ms / reports[ours_default.name]["step_ms"], 3),
         "tcmalloc": common.tcmalloc_preloaded(),
         "hint": common.allocator_hint(),
         "expected_loss_random_tokens": round(math.log(vocab_size) + math.log(2), 3),

@@ -94,6 +94,9 @@ def _markdown(result: dict[str, Any], command: str) -> str:
             lines.append(f"| {name} | {s['precision']} | {s['tokens_per_s']:.0f} | {s['step_ms']:.1f} | "
                          f"{100 * s['mfu_bf16_peak']:.1f}% | {100 * model_mfu:.1f}% | {compiled} | "
                          f"{s['loss_first']:.3f} → {s['loss_last']:.3f} |")
+        if "collate_ms_per_batch" in result:
+            lines += ["", f"Collating a batch on the host (pad, mask, fixed slots; one core): {result['collate_ms_per_batch']:.1f} "
+                      f"ms, {100 * result['collate_share_of_step']:.0f}% of our default step."]
         sides = {}
     else:
         lines += ["| side | precision | tokens/s (median) | MFU (bf16 peak) | loss first → last |", "|---|---|---|---|---|"]

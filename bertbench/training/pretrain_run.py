@@ -592,6 +592,7 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     import torch
     from torch.utils.data import DataLoader
 
+    from bertbench.config import loader_workers
     from bertbench.data.masking import make_collator
     from bertbench.training.batches import StepBatchDataset, StepSampler
 
@@ -603,10 +604,11 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     ]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
     module.attach_phases(batches, phase_seconds(cfg))
+    workers = loader_workers(cfg, device_type)
     return DataLoader(
         batches, batch_size=None,
         sampler=StepSampler(start_step * cfg.grad_accum, (len(batches) if cfg.budget_minutes else cfg.max_steps * cfg.grad_accum)),
-        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+        num_workers=workers, persistent_workers=workers > 0,
         pin_memory=device_type == "cuda",
         # its own generator: creating a loader iterator draws a seed, and from the global RNG that
         # draw would shift the dropout stream of a resumed run against an uninterrupted one
