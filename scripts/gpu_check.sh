@@ -127,8 +127,8 @@ cuda_tests() {
 probe() {
   # the dry run leaves out the compiled step: inductor's C++ build takes minutes on a small CPU
   if (( DRY )); then "$PY" "$ROOT/scripts/gpu_probe.py" --model-size tiny --batch-size 4 --seq-len 32
-  else "$PY" "$ROOT/scripts/gpu_probe.py" --model-size base --batch-size 64 --seq-len 128 --compile; fi > "$OUT/probe.log"
-  cat "$OUT/probe.log"; tail -n 1 "$OUT/probe.log" > "$OUT/probe.json"
+  else "$PY" "$ROOT/scripts/gpu_probe.py" --model-size base --batch-size 64 --seq-len 128 --compile; fi > "$OUT/probe.out"
+  head -n -1 "$OUT/probe.out"; tail -n 1 "$OUT/probe.out" > "$OUT/probe.json"; rm "$OUT/probe.out"  # (probe.log: the part's)
 }
 
 bench() {

@@ -96,7 +96,7 @@ def _markdown(result: dict[str, Any], command: str) -> str:
                          f"{s['loss_first']:.3f} → {s['loss_last']:.3f} |")
         if "collate_ms_per_batch" in result:
             lines += ["", f"Collating a batch on the host (pad, mask, fixed slots; one core): {result['collate_ms_per_batch']:.1f} "
-                      f"ms, {100 * result['collate_share_of_step']:.0f}% of our default step."]
+                      f"ms, {100 * result['collate_share_of_step']:.1f}% of our default step."]
         sides = {}
     else:
         lines += ["| side | precision | tokens/s (median) | MFU (bf16 peak) | loss first → last |", "|---|---|---|---|---|"]
