@@ -186,7 +186,7 @@ def test_prediction_slots_bound_every_row_the_masking_draws():
     for params, expected in [(DataConfig(max_seq_len=32), 5), (DataConfig(max_seq_len=32, max_predictions_per_seq=3), 3)]:
         assert prediction_slots(params) == expected
         samples = [{"input_ids": [2] + list(range(5, 5 + n)) + [3], "token_type_ids": [0] * (n + 2), "index": i}
-                   for i, n in enumerate([30, 12, 3])]
+                   for i, n in enumerate([20, 12, 3])]  # the longest row is 22 tokens: padded to 24 (dynamic), 32 (static)
         dynamic = MaskingCollator(tables, params, seed=1, nsp=False)(samples)
         static = MaskingCollator(tables, params, seed=1, nsp=False, static=True)(samples)
         assert static["input_ids"].shape == (3, 32) and static["lm_positions"].shape == (3, expected)
@@ -194,3 +194,12 @@ def test_prediction_slots_bound_every_row_the_masking_draws():
         assert torch.equal(static["input_ids"][:, :T], dynamic["input_ids"])  # the same masks, padded further
         back = torch.full((3, 32), IGNORE_INDEX).scatter_(1, static["lm_positions"], static["lm_labels"])
         assert torch.equal(back[:, :T], dynamic["lm_labels"]) and (back[:, T:] == IGNORE_INDEX).all()
+
+
+def test_causal_static_batches_have_the_phase_length():
+    from bertbench.data.masking import CausalCollator
+
+    samples = [{"input_ids": [2, 7, 8, 9, 3], "token_type_ids": [0] * 5}, {"input_ids": [2, 7, 3], "token_type_ids": [0] * 3}]
+    dynamic, static = CausalCollator(0, max_len=32)(samples), CausalCollator(0, max_len=32, static=True)(samples)
+    assert dynamic["input_ids"].shape == (2, 8) and static["input_ids"].shape == static["lm_labels"].shape == (2, 32)
+    assert torch.equal(static["lm_labels"][:, :8], dynamic["lm_labels"]) and (static["lm_labels"][:, 8:] == IGNORE_INDEX).all()
