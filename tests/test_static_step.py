@@ -203,3 +203,30 @@ def test_causal_static_batches_have_the_phase_length():
     dynamic, static = CausalCollator(0, max_len=32)(samples), CausalCollator(0, max_len=32, static=True)(samples)
     assert dynamic["input_ids"].shape == (2, 8) and static["input_ids"].shape == static["lm_labels"].shape == (2, 32)
     assert torch.equal(static["lm_labels"][:, :8], dynamic["lm_labels"]) and (static["lm_labels"][:, 8:] == IGNORE_INDEX).all()
+
+
+def test_an_optimizer_state_saved_before_the_padding_resumes():
+    """last.ckpt of an older run: AdamW moments of the real vocabulary's rows only. They are padded on load, so
+    the optimiser steps on, the real rows' moments unchanged."""
+    from bertbench.config import OptimConfig
+    from bertbench.training.optim import make_adamw
+    from bertbench.training.pretrain_module import pad_vocab_optimizer_state
+
+    model, _ = model_pair()
+    opt = make_adamw(model, OptimConfig(), "cpu")
+    ids, types, mask = ragged_batch()
+    model(ids, types, mask, lm_labels=mlm_labels(ids, mask), nsp_labels=torch.tensor([0, 1, 1, 0, 1])).loss.backward()
+    opt.step()
+    saved = opt.state_dict()
+    old = {i: {k: (v[:97].clone() if torch.is_tensor(v) and v.dim() and v.size(0) == 128 else v) for k, v in st.items()}
+           for i, st in saved["state"].items()}  # what the unpadded model's optimiser held
+    checkpoint = {"optimizer_states": [{**saved, "state": old}]}
+    pad_vocab_optimizer_state(checkpoint, model)
+    restored = make_adamw(model, OptimConfig(), "cpu")
+    restored.load_state_dict(checkpoint["optimizer_states"][0])
+    for i, st in restored.state_dict()["state"].items():
+        for k, v in st.items():
+            torch.testing.assert_close(v[:97] if v.dim() and v.size(0) == 128 else v,
+                                       old[i][k] if not (v.dim() and v.size(0) == 128) else old[i][k][:97])
+    model(ids, types, mask, lm_labels=mlm_labels(ids, mask), nsp_labels=torch.tensor([0, 1, 1, 0, 1])).loss.backward()
+    restored.step()  # shapes agree: the step runs
