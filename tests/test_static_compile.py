@@ -142,7 +142,8 @@ def test_a_compiled_pretraining_trains_the_static_step_and_resumes_exactly(tmp_p
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
     corpus = write_corpus(tmp_path / "docs")
     common = ["--corpus", str(corpus), "--max-steps", "8", "--compile", "on", "--objective", "mlm", *TINY]
-    pretrain([*common, "--out", str(tmp_path / "straight")], monkeypatch)
+    r = pretrain([*common, "--out", str(tmp_path / "straight")], monkeypatch)
+    assert r.output.count("pretrain: compiled the training step in ") == 1  # the compile time, said once
     assert len(seen) == 8 and all(seen)  # every training step ran the static step with slots, compiled
     assert backend.graphs == 1  # one phase, one graph: the batches' shapes never changed
     pretrain([*common, "--out", str(tmp_path / "split"), "--stop-at-step", "4"], monkeypatch)

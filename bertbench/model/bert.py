@@ -32,8 +32,9 @@ parameter counts are those of the real vocabulary.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -577,15 +578,28 @@ class TokenHead(nn.Module):
         return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)
 
 
-def compile_static_step(model: BertForPreTraining, **options) -> None:
+def compile_static_step(model: BertForPreTraining, on_compiled: Optional[Callable[[float], None]] = None, **options) -> None:
     """torch.compile the static step for training-mode calls, in place (parameters, state dict, eval untouched).
 
     fullgraph: the whole step is one graph or an error (a host sync would break it); dynamic=False: one graph
     per input shape, and the static batches have one shape per phase, so one compile per phase. Forward and
     loss are compiled, and AOTAutograd compiles their backward; the optimiser step stays eager. The compile
-    happens at the first call. A compiled model cannot be pickled (state_dict() is unaffected)."""
+    happens at the first call: `on_compiled(seconds)` is told how long that call took on the host (the compile,
+    and the launch of the step's kernels). A compiled model cannot be pickled (state_dict() is unaffected)."""
     model.static_shapes = True
-    model.compiled_step = torch.compile(model.forward_static, fullgraph=True, dynamic=False, **options)
+    compiled = torch.compile(model.forward_static, fullgraph=True, dynamic=False, **options)
+    if on_compiled is None:
+        model.compiled_step = compiled
+        return
+
+    def first_call(*args):
+        t0 = time.perf_counter()
+        out = compiled(*args)
+        model.compiled_step = compiled  # later calls go straight to the compiled step
+        on_compiled(time.perf_counter() - t0)
+        return out
+
+    model.compiled_step = first_call
 
 
 def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:

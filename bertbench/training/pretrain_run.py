@@ -542,10 +542,11 @@ def _static_step(cfg: PretrainConfig, model, device_type: str) -> None:
     the collators make its batches: _loader); `compile` compiles it (at the first step)."""
     from bertbench.config import resolve_compile
     from bertbench.model.bert import compile_static_step
+    from bertbench.runtime.progress import say
 
     model.static_shapes = device_type == "cuda" or resolve_compile(cfg.compile, device_type)
     if resolve_compile(cfg.compile, device_type):
-        compile_static_step(model)
+        compile_static_step(model, lambda s: say(f"pretrain: compiled the training step in {s:.1f} s (its first call)"))
 
 
 def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
