@@ -575,8 +575,8 @@ class PretrainConfig:
         None, f"DataLoader worker processes (default: {GPU_LOADER_WORKERS} on a GPU, where batches are collated while "
         "it trains; 0 on CPU, where collating takes the cores the step would use).", panel=HW_PANEL)
     compile: str = setting(
-        "auto", "torch.compile the training step: on, off, or auto (on where it was measured faster: "
-        "COMPILE_WINS; nowhere yet).", panel=HW_PANEL)
+        "auto", "torch.compile the training step: on, off, or auto (on where it was measured faster than "
+        "eager: nowhere yet, scripts/gpu_check.sh measures it on a GPU).", panel=HW_PANEL)
 
     def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
         """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""
