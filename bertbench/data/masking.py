@@ -152,6 +152,15 @@ def check_slots(lm_labels: torch.Tensor, slots: int) -> None:
                              "the static step (max_seq_len × mask_ratio, capped by max_predictions_per_seq)")
 
 
+def pad_further(batch: dict[str, torch.Tensor], length: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """A collated (B, T) batch padded on the right to `length` (the static step's fixed length per phase)."""
+    extra = length - batch["input_ids"].size(1)
+    if extra <= 0:
+        return batch
+    fill = {"input_ids": pad_id, "lm_labels": IGNORE_INDEX}  # token types and the attention mask: 0
+    return {k: F.pad(v, (0, extra), value=fill.get(k, 0)) if v.dim() == 2 else v for k, v in batch.items()}
+
+
 def batch_seed(seed: int, epoch: int, indices) -> int:
     """The seed of one batch: a hash of (seed, epoch, the batch's instance indices)."""
     arr = np.asarray([seed, epoch, *indices], dtype=np.int64)
@@ -189,18 +198,15 @@ class MaskingCollator:
     when `nsp` (the objective "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
 
     `static` (the static step's batches): every batch padded to max_len, and the labels in fixed slots,
-    lm_positions and lm_labels (B, P) with P = prediction_slots(params); the same masks.
+    lm_positions and lm_labels (B, P) with P = prediction_slots(params); the masks drawn as without it.
     """
 
     def __init__(self, tables: TokenTables, params: DataConfig, seed: int = 0, nsp: bool = True,
                  pad_to_multiple_of: int = 8, max_len: Optional[int] = None, static: bool = False):
         self.tables, self.params, self.seed, self.nsp = tables, params, seed, nsp
         self.pad_to_multiple_of, self.max_len = pad_to_multiple_of, max_len
-        self.slots = None
-        if static:
-            self.slots = prediction_slots(params)
-            self.pad_to_multiple_of = max_len = params.max_seq_len if max_len is None else max_len
-            self.max_len = max_len
+        self.slots = prediction_slots(params) if static else None
+        self.fixed_len = (params.max_seq_len if max_len is None else max_len) if static else None
         self.epoch = 0
         self._calls = 0
 
@@ -222,7 +228,8 @@ class MaskingCollator:
                 key, self._calls = [-1, self._calls], self._calls + 1
             g = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, key))
             batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
-        if self.slots is not None:
+        if self.slots is not None:  # padded further after masking: the masks are those of the dynamic batches
+            batch = pad_further(batch, self.fixed_len, self.tables.pad_id)
             check_slots(batch["lm_labels"], self.slots)
             batch["lm_positions"], batch["lm_labels"] = fixed_slots(batch["lm_labels"], self.slots)
         if self.nsp:

@@ -18,8 +18,8 @@ gradients against the plain path and against transformers):
 - the last layer computes its outputs only where a head reads them (see BertModel.forward): the pooled
   token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM (+ NSP).
 
-The *static* step (`BertForPreTraining.static_shapes`, or MLM labels given in fixed slots with
-`lm_positions`) is the same function with every shape fixed by the batch's shape alone and no value read
+The *static* step (MLM labels given in fixed slots with `lm_positions`; a causal model's calls with
+`BertForPreTraining.static_shapes` set) is the same function with every shape fixed by the batch's shape alone and no value read
 back to the host between the batch and the loss: no packing, an attention mask always, the last layer at
 P fixed prediction slots per row (the recipe's cap; unused slots carry IGNORE_INDEX). That is what a GPU
 needs (no host syncs, so launches run ahead of the kernels) and what `torch.compile(fullgraph=True)` can
@@ -198,7 +198,7 @@ class SelfAttention(nn.Module):
         """forward_at with a fixed number of queries per row: x (B, T, H), at (B, Q) positions; returns (B, Q, H).
 
         The static step's last layer: the same function as forward_at, every shape set by (B, Q, T) alone.
-        Slots that repeat a position (the padding of a row with fewer predictions) compute it again, unread."""
+        Unused slots (a row with fewer predictions) compute the output at some other position, never read."""
         B, T, H = x.shape
         Q, hs = at.size(1), H // self.nh
         xs = x.gather(1, at[:, :, None].expand(B, Q, H))  # (B, Q, H) the residual stream at the slots
