@@ -336,7 +336,7 @@ def run(
         "comparisons": comparisons,
         # one loader worker's time per batch beside our default step: workers needed to keep up = the ratio, rounded up
         "collate_ms_per_batch": round(collate_ms, 2),
-        "collate_share_of_step": round(collate_ms / reports[ours_default.name]["step_ms"], 3),
+        "collate_share_of_step": round(collate_ms / reports[ours_default.name]["step_ms"], 4),
         "tcmalloc": common.tcmalloc_preloaded(),
         "hint": common.allocator_hint(),
         "expected_loss_random_tokens": round(math.log(vocab_size) + math.log(2), 3),
