@@ -519,6 +519,30 @@ class PhaseConfig:
     max_predictions_per_seq: Optional[int] = None
 
 
+# Loader processes on a GPU when num_workers is unset: collating a BERT-Base batch of 256 × 128 (pad, mask,
+# fixed slots) takes a few ms on one core (`bench pretrain` reports collate_ms_per_batch beside the step).
+GPU_LOADER_WORKERS = 2
+
+
+def loader_workers(cfg: "PretrainConfig", device_type: str) -> int:
+    """num_workers, or when unset: GPU_LOADER_WORKERS on a GPU, 0 on CPU and under a budget with phases (whose
+    switch happens on the clock in the main process)."""
+    if cfg.num_workers is not None:
+        return cfg.num_workers
+    return GPU_LOADER_WORKERS if device_type == "cuda" and not (cfg.budget_minutes and cfg.phases) else 0
+
+
+COMPILE_CHOICES = ("auto", "on", "off")
+# Device types where a compiled training step was measured faster than the eager one (`bertbench bench
+# pretrain --compile`, scripts/gpu_check.sh on a GPU): where `compile: auto` turns it on. Empty until measured:
+# on CPU the eager step won (bench pretrain, mini); on CUDA the device check decides.
+COMPILE_WINS: tuple[str, ...] = ()
+
+
+def resolve_compile(setting: str, device_type: str) -> bool:
+    return setting == "on" or (setting == "auto" and device_type in COMPILE_WINS)
+
+
 @dataclass
 class PretrainConfig:
     """A pre-training. Every field is a `bertbench pretrain` option (`bertbench.cli_options`), unless marked
@@ -570,7 +594,12 @@ class PretrainConfig:
     accelerator: str = setting("auto", "Lightning's accelerator: auto, cpu, gpu.", panel=HW_PANEL)
     strategy: str = setting("auto", "Lightning strategy: auto, ddp, fsdp, …", panel=HW_PANEL)
     num_nodes: int = setting(1, "Machines of a multi-node run.", panel=HW_PANEL)
-    num_workers: int = setting(0, "DataLoader worker processes.", panel=HW_PANEL)
+    num_workers: Optional[int] = setting(
+        None, f"DataLoader worker processes (default: {GPU_LOADER_WORKERS} on a GPU, where batches are collated while "
+        "it trains; 0 on CPU, where collating takes the cores the step would use).", panel=HW_PANEL)
+    compile: str = setting(
+        "auto", "torch.compile the training step: on, off, or auto (on where it was measured faster than "
+        "eager: nowhere yet, scripts/gpu_check.sh measures it on a GPU).", panel=HW_PANEL)
 
     def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
         """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""
@@ -590,8 +619,10 @@ class PretrainConfig:
                 )
             if self.snapshots:
                 raise BertbenchError("snapshots are kept at evenly spaced steps: they need max_steps, not budget_minutes")
-            if self.phases and self.num_workers:
+            if self.phases and self.num_workers:  # (unset: no workers under a budget with phases, loader_workers)
                 raise BertbenchError("budget_minutes with phases switches on the clock in the main process: set num_workers: 0")
+        if self.compile not in COMPILE_CHOICES:
+            raise BertbenchError(f"compile {self.compile!r}: expected one of {', '.join(COMPILE_CHOICES)}")
         check_objective(self.objective)
         check_full_sentences(self.data, self.objective)
         model_shape(self.model_size)  # a size the model can be built at, or the error saying what was expected
@@ -617,7 +648,7 @@ def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
                 "eval_every": 0, "checkpoint_every": 0, "snapshots": 0, "num_workers": 0, "seed": 0, "tokenizer_vocab_size": 6}
     for key, low in at_least.items():
         value = getattr(cfg, key)
-        if value < low:
+        if value is not None and value < low:  # None: num_workers unset (loader_workers)
             raise BertbenchError(f"{key} {value}: expected an integer ≥ {low}")
     if cfg.seed >= 2**32:
         raise BertbenchError(f"seed {cfg.seed}: expected an integer < 2**32")

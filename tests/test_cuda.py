@@ -82,3 +82,65 @@ def test_bench_pretrain_on_the_gpu_reports_mfu():
     assert ours["tokens_per_s"] > 0 and 0 < ours["mfu_bf16_peak"] < 1
     if any(k in result["device"] for k in GPU_PEAK_TFLOPS):
         assert "datasheet" in result["peak_gflops_per_s"]["source"]
+
+
+def _static_step_setup(device: str, compiled: bool = False):
+    from bertbench.benchmarks.pretrain import ours_static_forward, synthetic_batches
+    from bertbench.config import ModelConfig, OptimConfig
+    from bertbench.model.bert import BertForPreTraining, compile_static_step
+    from bertbench.training.optim import make_adamw
+
+    cfg = ModelConfig.from_size("mini", vocab_size=1000, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg).train().to(device)
+    if compiled:
+        compile_static_step(model)
+    opt = make_adamw(model, OptimConfig(), device)
+    batches = [{k: v.to(device) for k, v in b.items()} for b in synthetic_batches(cfg, 3, 8, 64)]
+    batches[1]["attention_mask"][:, 50:] = 0  # a padded batch: the mask is passed, never looked at on the host
+
+    def step(i: int):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            loss = ours_static_forward(model, batches[i])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return model, step
+
+
+@pytest.mark.cuda
+@no_gpu_here
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_the_static_training_step_never_waits_for_the_gpu(compiled):
+    """Forward, loss, backward, clipping and AdamW of the static step with sync debug mode "error": any
+    operation that reads a value back to the host (int(), bool(), .item(), nonzero(), a boolean index) raises."""
+    _, step = _static_step_setup("cuda", compiled)
+    step(0)  # warm-up: kernel selection, allocator, the compile
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        losses = [step(i) for i in (1, 2)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(torch.isfinite(x).item() for x in losses)
+
+
+@pytest.mark.cuda
+@no_gpu_here
+def test_the_static_step_computes_on_the_gpu_what_it_computes_on_the_cpu():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    from bertbench.benchmarks.pretrain import ours_forward, ours_static_forward, synthetic_batches
+    from bertbench.config import ModelConfig
+    from bertbench.model.bert import BertForPreTraining
+
+    cfg = ModelConfig.from_size("mini", vocab_size=1000)
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg).eval()
+    batch = synthetic_batches(cfg, 1, 4, 64)[0]
+    with torch.no_grad():
+        cpu = ours_forward(model, batch)  # the dynamic step on CPU
+        gpu = ours_static_forward(model.to("cuda"), {k: v.cuda() for k, v in batch.items()})
+    assert abs(float(cpu) - float(gpu)) < 1e-4

@@ -75,7 +75,7 @@ def test_a_head_built_to_copy_across_segments_scores_high_and_one_segment_scores
         w[H: H + H // 2, : H // 2] = 8 * torch.eye(H // 2)  # k, head 0
         model.layers[0].attn.qkv.weight.copy_(w)
         model.layers[0].attn.qkv.bias.zero_()
-        model.embeddings.word.weight.copy_(torch.nn.functional.normalize(torch.randn(16, H), dim=-1) * 4)
+        model.embeddings.word.weight[:16].copy_(torch.nn.functional.normalize(torch.randn(16, H), dim=-1) * 4)  # (padded to 64 rows)
     batch = [{"input_ids": ids, "token_type_ids": types, "attention_mask": mask}]
     built = cross_segment_match(model, batch, SPECIAL)
     # at most ~56%: a query matches itself as well as its twins in A (9: 2 of 3 equal keys; 7 and 6: 1 of 2)

@@ -44,9 +44,10 @@ def test_flops_per_token_counts_the_partial_last_layer():
     from bertbench.model.bert import flops_per_token
 
     cfg = ModelConfig(vocab_size=1000, hidden_size=64, num_layers=3, num_heads=4, intermediate_size=256)
-    H, L, I, V, T = 64, 3, 256, 1000, 32
+    H, L, I, V, T = 64, 3, 256, 1024, 32  # the decoder projects onto the vocabulary padded to a multiple of 64
     full = 3 * (L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H) + 2 * (H * H + H * V))
     assert flops_per_token(cfg, T) == full
+    assert flops_per_token(cfg, T, vocab_padding=False) == full - 3 * 2 * H * 24  # the real 1,000 rows
     # the last layer at a quarter of the positions: keys/values everywhere, the rest at a quarter
     saved = 3 * 0.75 * (2 * (2 * H * H + 2 * H * I) + 4 * T * H)
     assert flops_per_token(cfg, T, 1.0, 0.25) == pytest.approx(full - saved)

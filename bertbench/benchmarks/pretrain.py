@@ -11,6 +11,13 @@ How each side runs is how its users run it:
   (it projects every position), AdamW with `fused=True` (the Trainer's default optimizer since torch 2.8).
 bf16 is autocast around forward and loss with fp32 master weights on both sides (Lightning "bf16-mixed",
 the Trainer's `bf16=True`).
+
+Our sides run the step training runs: on a GPU the static step (fixed prediction slots, no host sync:
+bertbench/model/bert.py), on CPU the dynamic one. `compile=True` adds a side: our static step at the
+default precision under torch.compile, its compile time (its first step less a steady one) reported.
+Every side reports MFU twice: at the FLOPs it executes (ours: the masked positions' projection and last
+layer, the padded vocabulary) and at the full model's FLOPs (every position projected onto the real
+vocabulary, what transformers executes): the first says how busy the GPU was, the second compares speeds.
 """
 from __future__ import annotations
 
@@ -25,8 +32,12 @@ from bertbench.data import IGNORE_INDEX
 
 
 def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
-    """`n` MLM + NSP batches: random tokens, exactly round(15% · T) masked positions per row, no padding."""
+    """`n` MLM + NSP batches: random tokens, exactly round(15% · T) masked positions per row, no padding.
+    The labels come twice: (B, T) `lm_labels`, and in fixed slots for the static step (`lm_positions`,
+    `lm_slot_labels`, (B, k))."""
     import torch
+
+    from bertbench.data.masking import fixed_slots
 
     gen = torch.Generator().manual_seed(seed)
     V, B, T = cfg.vocab_size, batch_size, seq_len
@@ -46,7 +57,48 @@ def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, s
             "lm_labels": labels,
             "nsp_labels": torch.randint(0, 2, (B,), generator=gen),
         })
+        out[-1]["lm_positions"], out[-1]["lm_slot_labels"] = fixed_slots(labels, k)
     return out
+
+
+def model_flops_per_token(config: dict[str, Any]) -> float:
+    """The full model's training FLOPs per token for a result's "config": every position projected onto the
+    real vocabulary (transformers' step; the count MFU tables use)."""
+    from bertbench.model.bert import flops_per_token
+
+    shape = {k: config[k] for k in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "vocab_size")}
+    return flops_per_token(ModelConfig(**shape), config["seq_len"], vocab_padding=False)
+
+
+def collate_seconds(cfg: ModelConfig, batch_size: int, seq_len: int, reps: int = 3) -> float:
+    """Host seconds to collate one batch as training does on a GPU (pad to the phase's length, draw the masks,
+    fixed prediction slots, NSP labels): the median of `reps`, on one core, what a loader worker spends."""
+    import statistics
+    import time
+
+    import torch
+
+    from bertbench.config import DataConfig
+    from bertbench.data.masking import MaskingCollator, TokenTables
+
+    V = cfg.vocab_size
+    tables = TokenTables(torch.arange(V) < 5, torch.zeros(V, dtype=torch.bool), torch.arange(5, V), 0, min(103, V - 1))
+    collate = MaskingCollator(tables, DataConfig(max_seq_len=seq_len), seed=0, nsp=True, static=True)
+    gen = torch.Generator().manual_seed(1)
+    samples = [{"input_ids": [2, *torch.randint(5, V, (seq_len - 2,), generator=gen).tolist(), 3],
+                "token_type_ids": [0] * (seq_len // 2) + [1] * (seq_len - seq_len // 2), "nsp_label": i % 2, "index": i}
+               for i in range(batch_size)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a loader worker's share
+    try:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            collate(samples)
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(times)
 
 
 def predicted_share(seq_len: int) -> float:
@@ -110,6 +162,27 @@ def ours_forward(model, b: dict):
     return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_labels"], b["nsp_labels"]).loss
 
 
+def ours_static_forward(model, b: dict):
+    return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_slot_labels"], b["nsp_labels"],
+                 lm_positions=b["lm_positions"]).loss
+
+
+class FirstCallTimer:
+    """Wraps a side's step: the seconds of its first call (a compiled side compiles there)."""
+
+    def __init__(self, step):
+        self.step, self.first = step, None
+
+    def __call__(self, i: int):
+        import time
+
+        t0 = time.perf_counter()
+        loss = self.step(i)
+        if self.first is None:
+            self.first = time.perf_counter() - t0
+        return loss
+
+
 def hf_forward(model, b: dict):
     return model(
         input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
@@ -118,11 +191,12 @@ def hf_forward(model, b: dict):
 
 
 def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, seed: int = 0,
-                device_type: str = "cpu") -> list[common.Side]:
-    """bertbench at its default precision, fp32 and bf16 (deduplicated); transformers at fp32 and bf16."""
+                device_type: str = "cpu", compile: bool = False) -> list[common.Side]:
+    """bertbench at its default precision, fp32 and bf16 (deduplicated), and compiled at its default precision
+    when asked; transformers at fp32 and bf16."""
     import torch
 
-    from bertbench.model.bert import BertForPreTraining
+    from bertbench.model.bert import BertForPreTraining, compile_static_step
     from bertbench.training.optim import make_adamw
 
     torch.manual_seed(seed)
@@ -132,12 +206,19 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     tokens = [b["input_ids"].numel() for b in batches]
     precisions = list(dict.fromkeys([default_precision, "32-true", "bf16-mixed"]))
     sides = []
-    for p in precisions:
+    static = device_type == "cuda"  # the step training runs there (pretrain_run._static_step)
+    variants = [(p, False) for p in precisions] + ([(default_precision, True)] if compile else [])
+    for p, compiled in variants:
         model = copy.deepcopy(base).to(device_type)
+        if compiled:
+            compile_static_step(model)
         opt = make_adamw(model, optim, device_type)
-        step = train_step(model, opt, ours_forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
-        sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, tokens,
-                                 {"optimizer": "AdamW fused (make_adamw)", "vocab_projection": "masked positions"}))
+        forward = ours_static_forward if static or compiled else ours_forward
+        step = train_step(model, opt, forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
+        name = f"bertbench_{common.PRECISION_LABEL[p]}" + ("_compiled" if compiled else "")
+        sides.append(common.Side(name, "bertbench", p, FirstCallTimer(step) if compiled else step, tokens,
+                                 {"optimizer": "AdamW fused (make_adamw)", "vocab_projection": "masked positions",
+                                  "step": ("static, compiled" if compiled else "static" if static else "dynamic")}))
     for p in ("32-true", "bf16-mixed"):
         model = build_hf_pretraining(cfg, state).to(device_type)
         opt = hf_adamw(model, optim.lr, optim.weight_decay)
@@ -147,9 +228,14 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     return sides
 
 
-def side_report(side: common.Side, flops_per_token: float, peak: dict[str, float]) -> dict[str, Any]:
+def side_report(side: common.Side, flops_per_token: float, peak: dict[str, float], model_flops_per_token: float) -> dict[str, Any]:
+    """model_flops_per_token: the full model's (every position projected, the real vocabulary): the same for
+    every side, so its MFU column compares speeds; mfu_* at the side's own FLOPs say how busy the device was."""
     tps = common.median(side.rates)
     gflops = flops_per_token * tps / 1e9
+    compile_seconds = None
+    if isinstance(side.step, FirstCallTimer) and side.step.first is not None:
+        compile_seconds = round(max(0.0, side.step.first - common.median(side.seconds)), 2)
     return {
         "impl": side.impl,
         "precision": side.precision,
@@ -160,6 +246,9 @@ def side_report(side: common.Side, flops_per_token: float, peak: dict[str, float
         "flops_per_token": round(flops_per_token),
         "mfu_fp32_peak": round(gflops / peak["fp32"], 4),
         "mfu_bf16_peak": round(gflops / peak["bf16"], 4),
+        "flops_per_token_model": round(model_flops_per_token),
+        "mfu_bf16_peak_model_flops": round(model_flops_per_token * tps / 1e9 / peak["bf16"], 4),
+        **({"compile_seconds": compile_seconds} if compile_seconds is not None else {}),
         "loss_first": round(side.losses[0], 4),
         "loss_last": round(side.losses[-1], 4),
         **side.extra,
@@ -177,6 +266,7 @@ def run(
     threads: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
     accelerator: str = "cpu",
+    compile: bool = False,
 ) -> dict[str, Any]:
     from bertbench.errors import BertbenchError
     from bertbench.model.bert import flops_per_token
@@ -191,7 +281,7 @@ def run(
     common.set_threads(threads)
     meter = common.PeakMeter(device_type=device_type)
     batches = [{k: v.to(device_type) for k, v in b.items()} for b in synthetic_batches(cfg, warmup + steps, batch_size, seq_len)]
-    sides = build_sides(cfg, batches, default, device_type=device_type)
+    sides = build_sides(cfg, batches, default, device_type=device_type, compile=compile)
     common.run_rounds(sides, warmup, steps, progress, after_round=meter.sample)
     peak = meter.result()
     datasheet = common.gpu_peak(device_type)
@@ -200,18 +290,25 @@ def run(
 
     share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
+    full = flops_per_token(cfg, seq_len, vocab_padding=False)  # every position, the real vocabulary: transformers'
     reports = {
         # ours: the vocabulary projection and the last layer's outputs at the masked positions (+ [CLS]) only
         s.name: side_report(s, flops_per_token(cfg, seq_len, share, share + 1 / seq_len) if s.impl == "bertbench"
-                            else flops_per_token(cfg, seq_len), peak)
+                            else full, peak, full)
         for s in sides
     }
     ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
+    collate_ms = 1000 * collate_seconds(cfg, batch_size, seq_len)
     comparisons = {
         "headline_default_vs_transformers_fp32": common.compare(ours_default, by_name["transformers_fp32"]),
         "matched_fp32": common.compare(by_name["bertbench_fp32"], by_name["transformers_fp32"]),
         "matched_bf16": common.compare(by_name["bertbench_bf16"], by_name["transformers_bf16"]),
     }
+    compiled = by_name.get(f"bertbench_{common.PRECISION_LABEL[default]}_compiled")
+    if compiled is not None:
+        comparisons["compiled_vs_eager"] = common.compare(compiled, ours_default)
+        comparisons["compiled_vs_transformers_matched"] = common.compare(
+            compiled, by_name[f"transformers_{common.PRECISION_LABEL[default]}"])
     return {
         "benchmark": "pretrain",
         "machine": common.machine(),
@@ -229,6 +326,7 @@ def run(
             "warmup": warmup,
             "lr": OptimConfig().lr,
             "grad_clip": 1.0,
+            "compile": compile,
         },
         "default_precision": default,
         "device": common.device_name(device_type),
@@ -236,7 +334,25 @@ def run(
         "peak_method": "torch.matmul 2048x2048x2048, best of samples taken before and after every round",
         "sides": reports,
         "comparisons": comparisons,
+        # one loader worker's time per batch beside our default step: workers needed to keep up = the ratio, rounded up
+        "collate_ms_per_batch": round(collate_ms, 2),
+        "collate_share_of_step": round(collate_ms / reports[ours_default.name]["step_ms"], 4),
         "tcmalloc": common.tcmalloc_preloaded(),
         "hint": common.allocator_hint(),
         "expected_loss_random_tokens": round(math.log(vocab_size) + math.log(2), 3),
     }
+
+
+def run_sweep(batch_sizes: list[int], progress: Optional[Callable[[str], None]] = None, **kwargs: Any) -> dict[str, Any]:
+    """`run` at each batch size (each its own models and batches): one result per batch size under "runs"."""
+    from bertbench.errors import BertbenchError
+
+    if not batch_sizes or any(b < 1 for b in batch_sizes):
+        raise BertbenchError(f"--batch-sizes {batch_sizes}: expected one or more batch sizes ≥ 1")
+    runs = []
+    for b in batch_sizes:
+        if progress is not None:
+            progress(f"batch size {b}")
+        runs.append(run(batch_size=b, progress=progress, **kwargs))
+    return {"benchmark": "pretrain", "machine": runs[0]["machine"], "config": {**runs[0]["config"], "batch_size": batch_sizes},
+            "runs": runs}

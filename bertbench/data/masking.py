@@ -120,6 +120,47 @@ def mask_tokens(
     return out, labels
 
 
+def prediction_slots(params: DataConfig) -> int:
+    """P, the most positions a row of `params`' batches predicts: the fixed slots of the static step.
+
+    select_positions predicts min(cap, max(1, round(n_candidates × ratio)), n_candidates) per row, and
+    n_candidates < max_seq_len, so this bound holds for every row (static masks are drawn the same way)."""
+    most = max(1, round(params.max_seq_len * params.mask_ratio))
+    return most if params.max_predictions_per_seq is None else min(most, params.max_predictions_per_seq)
+
+
+def fixed_slots(lm_labels: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) labels → (positions (B, P), labels (B, P)), P = `slots`: each row's labelled positions in order,
+    then unused slots (at unlabelled positions, labelled IGNORE_INDEX). Shapes and ops fixed, no host sync:
+    usable on a GPU as well as in a collator. Rows with more than P labels lose the rest: check_slots first."""
+    B, T = lm_labels.shape
+    labelled = lm_labels != IGNORE_INDEX
+    order = torch.argsort((~labelled).to(torch.uint8), dim=1, stable=True)[:, :slots]  # labelled first
+    labels = lm_labels.gather(1, order)  # IGNORE_INDEX at the unlabelled positions past a row's labels
+    if slots > T:  # more slots than positions: the rest point at position 0, unlabelled
+        order, labels = F.pad(order, (0, slots - T)), F.pad(labels, (0, slots - T), value=IGNORE_INDEX)
+    return order, labels
+
+
+def check_slots(lm_labels: torch.Tensor, slots: int) -> None:
+    """A row with more labels than `slots` would lose some: say so (on the host, in the collator)."""
+    most = int((lm_labels != IGNORE_INDEX).sum(1).max()) if lm_labels.numel() else 0
+    if most > slots:
+        from bertbench.errors import BertbenchError
+
+        raise BertbenchError(f"a batch row has {most} labelled positions, more than the {slots} prediction slots of "
+                             "the static step (max_seq_len × mask_ratio, capped by max_predictions_per_seq)")
+
+
+def pad_further(batch: dict[str, torch.Tensor], length: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """A collated (B, T) batch padded on the right to `length` (the static step's fixed length per phase)."""
+    extra = length - batch["input_ids"].size(1)
+    if extra <= 0:
+        return batch
+    fill = {"input_ids": pad_id, "lm_labels": IGNORE_INDEX}  # token types and the attention mask: 0
+    return {k: F.pad(v, (0, extra), value=fill.get(k, 0)) if v.dim() == 2 else v for k, v in batch.items()}
+
+
 def batch_seed(seed: int, epoch: int, indices) -> int:
     """The seed of one batch: a hash of (seed, epoch, the batch's instance indices)."""
     arr = np.asarray([seed, epoch, *indices], dtype=np.int64)
@@ -155,19 +196,25 @@ class MaskingCollator:
 
     Batch keys: input_ids, token_type_ids, attention_mask, lm_labels (B, T) long; nsp_labels (B,) long
     when `nsp` (the objective "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
+
+    `static` (the static step's batches): every batch padded to max_len, and the labels in fixed slots,
+    lm_positions and lm_labels (B, P) with P = prediction_slots(params); the masks drawn as without it.
     """
 
     def __init__(self, tables: TokenTables, params: DataConfig, seed: int = 0, nsp: bool = True,
-                 pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
+                 pad_to_multiple_of: int = 8, max_len: Optional[int] = None, static: bool = False):
         self.tables, self.params, self.seed, self.nsp = tables, params, seed, nsp
         self.pad_to_multiple_of, self.max_len = pad_to_multiple_of, max_len
+        self.slots = prediction_slots(params) if static else None
+        self.fixed_len = (params.max_seq_len if max_len is None else max_len) if static else None
         self.epoch = 0
         self._calls = 0
 
     @classmethod
-    def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None, nsp: bool = False) -> "MaskingCollator":
+    def from_config(cls, data_cfg, tokenizer, seed: Optional[int] = None, nsp: bool = False,
+                    static: bool = False) -> "MaskingCollator":
         return cls(TokenTables.from_tokenizer(tokenizer), data_cfg,
-                   data_cfg.seed if seed is None else seed, nsp=nsp, max_len=data_cfg.max_seq_len)
+                   data_cfg.seed if seed is None else seed, nsp=nsp, max_len=data_cfg.max_seq_len, static=static)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -181,6 +228,10 @@ class MaskingCollator:
                 key, self._calls = [-1, self._calls], self._calls + 1
             g = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, key))
             batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
+        if self.slots is not None:  # padded further after masking: the masks are those of the dynamic batches
+            batch = pad_further(batch, self.fixed_len, self.tables.pad_id)
+            check_slots(batch["lm_labels"], self.slots)
+            batch["lm_positions"], batch["lm_labels"] = fixed_slots(batch["lm_labels"], self.slots)
         if self.nsp:
             batch["nsp_labels"] = torch.tensor([s["nsp_label"] for s in samples], dtype=torch.long)
         return batch
@@ -190,8 +241,10 @@ class CausalCollator:
     """DataLoader `collate_fn` for the left-to-right LM: lm_labels[t] = input_ids[t + 1]; the last real
     position and padding get -100 (the model computes the loss at labelled positions)."""
 
-    def __init__(self, pad_id: int, pad_to_multiple_of: int = 8, max_len: Optional[int] = None):
-        self.pad_id, self.pad_to_multiple_of, self.max_len = pad_id, pad_to_multiple_of, max_len
+    def __init__(self, pad_id: int, pad_to_multiple_of: int = 8, max_len: Optional[int] = None, static: bool = False):
+        # static: every batch padded to max_len (the static step's fixed length); labels are (B, T) already
+        self.pad_id, self.max_len = pad_id, max_len
+        self.pad_to_multiple_of = max_len if static and max_len else pad_to_multiple_of
 
     def set_epoch(self, epoch: int) -> None:  # nothing random here; same interface as MaskingCollator
         pass
@@ -205,13 +258,13 @@ class CausalCollator:
         return batch
 
 
-def make_collator(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None):
+def make_collator(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None, static: bool = False):
     """The collator for `objective`: the masked LM's MaskingCollator (NSP labels only for "mlm+nsp"), or the
-    causal LM's CausalCollator."""
+    causal LM's CausalCollator. static: batches for the static step (fixed length, fixed prediction slots)."""
     check_objective(objective)
     if is_causal(objective):
-        return CausalCollator(tokenizer.pad_id, max_len=data_cfg.max_seq_len)
-    return MaskingCollator.from_config(data_cfg, tokenizer, seed, nsp=trains_nsp(objective))
+        return CausalCollator(tokenizer.pad_id, max_len=data_cfg.max_seq_len, static=static)
+    return MaskingCollator.from_config(data_cfg, tokenizer, seed, nsp=trains_nsp(objective), static=static)
 
 
 class StaticMasks:

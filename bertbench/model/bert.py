@@ -17,11 +17,24 @@ gradients against the plain path and against transformers):
 - batches with ≥ 10% padding run *packed*: position-wise work on the real tokens only (see Packing);
 - the last layer computes its outputs only where a head reads them (see BertModel.forward): the pooled
   token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM (+ NSP).
+
+The *static* step (MLM labels given in fixed slots with `lm_positions`; a causal model's calls with
+`BertForPreTraining.static_shapes` set) is the same function with every shape fixed by the batch's shape alone and no value read
+back to the host between the batch and the loss: no packing, an attention mask always, the last layer at
+P fixed prediction slots per row (the recipe's cap; unused slots carry IGNORE_INDEX). That is what a GPU
+needs (no host syncs, so launches run ahead of the kernels) and what `torch.compile(fullgraph=True)` can
+trace whole. On CPU the dynamic path above is faster (less work) and stays the default there.
+
+The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
+decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
+`state_dict()` strips them and `load_state_dict()` adds them back, so checkpoints, the HF export and
+parameter counts are those of the real vocabulary.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -29,6 +42,28 @@ import torch.nn.functional as F
 
 from bertbench.config import ModelConfig
 from bertbench.data import IGNORE_INDEX  # positions without a loss
+from bertbench.model.packing import Packing, Queries, attention_mask_for_sdpa  # noqa: F401 (re-exported)
+
+VOCAB_MULTIPLE = 64  # the word embedding / decoder rows are padded to a multiple of this inside the model
+
+
+def padded_vocab(vocab_size: int) -> int:
+    return -(-vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def _strip_rows(state_dict: dict, key: str, rows: int) -> None:
+    """state_dict hook body: the padded tensor under `key` → its first `rows` rows (a copy: saved files hold
+    only the real vocabulary, not the padded storage behind a view)."""
+    t = state_dict.get(key)
+    if t is not None and t.size(0) > rows:
+        state_dict[key] = t[:rows].clone()
+
+
+def _pad_rows(state_dict: dict, key: str, rows: int) -> None:
+    """load_state_dict pre-hook body: a real-vocabulary tensor under `key` → zero-padded to `rows` rows."""
+    t = state_dict.get(key)
+    if t is not None and t.dim() >= 1 and t.size(0) < rows:
+        state_dict[key] = F.pad(t, (0, 0) * (t.dim() - 1) + (0, rows - t.size(0)))
 
 
 class _BitsDropout(torch.autograd.Function):
@@ -54,7 +89,9 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     step measured here); 16 random bits per element are plenty for p = 0.1."""
     if not training or p == 0.0:
         return x
-    return _BitsDropout.apply(x, p) if x.device.type == "cpu" else F.dropout(x, p, True)
+    if x.device.type == "cpu" and not torch.compiler.is_compiling():  # compiled, inductor fuses its own RNG
+        return _BitsDropout.apply(x, p)
+    return F.dropout(x, p, True)
 
 
 class Dropout(nn.Module):
@@ -68,99 +105,33 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
-@dataclass
-class Bucket:
-    """Rows of similar length, attended together on their own (nb, T_b) grid."""
-
-    rows: torch.Tensor  # (nb,) batch rows in this bucket
-    T: int  # the grid's length: the furthest real token among these rows, + 1
-    src: torch.Tensor  # (n,) packed rows of the bucket's real tokens, in grid order
-    dst: torch.Tensor  # (n,) where they go in the flattened (nb·T) grid
-    mask: Optional[torch.Tensor]  # attention mask for the grid, as attention_mask_for_sdpa makes it
-    is_causal: bool
+def _strip_word_rows(m: "Embeddings", sd: dict, prefix: str, _meta) -> None:  # module-level: models stay picklable
+    _strip_rows(sd, prefix + "word.weight", m.vocab_size)
 
 
-class Packing:
-    """The real tokens of a padded (B, T) batch, so that no work is spent on padding.
+def _pad_word_rows(m: "Embeddings", sd: dict, prefix: str, *_) -> None:
+    _pad_rows(sd, prefix + "word.weight", m.word.num_embeddings)
 
-    Everything in a layer except attention's QKᵀ and AV acts on each position alone, so it runs on the N
-    real tokens packed as (N, H) instead of (B, T, H). On GLUE-like batches (lengths 20–128, padded to the
-    longest) that skips ~40% of the FLOPs. For attention the rows are sorted by length into a few buckets,
-    and each bucket's q, k, v are scattered onto its own (nb, T_b) grid (zeros at padding, masked as keys):
-    the padded QKᵀ, softmax and dropout shrink with T_b². The unpadding idea of FlashAttention's varlen
-    kernels and Hugging Face's padding-free path, in plain tensor ops. Outputs at padded positions come back
-    as zeros rather than the finite garbage a padded model computes there; nothing reads them (heads and
-    losses skip padding). tests/test_packing.py checks outputs and gradients against the padded path and HF.
-    """
 
-    MIN_PADDING = 0.1  # below this share of padding the gathers cost more than they save (bench finetune)
-    BUCKETS = 4  # attention buckets per batch, each of at least MIN_BUCKET_ROWS rows
-    MIN_BUCKET_ROWS = 4
+def _strip_bias_rows(m: "MLMHead", sd: dict, prefix: str, _meta) -> None:
+    _strip_rows(sd, prefix + "bias", m.vocab_size)
 
-    def __init__(self, attention_mask: torch.Tensor, causal: bool = False):
-        self.B, self.T = B, T = attention_mask.shape
-        dev = attention_mask.device
-        real = attention_mask.bool()
-        self.index = real.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of real tokens
-        self.positions = self.index % T  # (N,) position ids of the packed tokens
-        n = self.index.numel()
-        self.row_of = torch.full((B * T,), -1, dtype=torch.long, device=dev)  # flat position → packed row
-        self.row_of[self.index] = torch.arange(n, device=dev)
-        extent = (real * torch.arange(1, T + 1, device=dev)).amax(1)  # (B,) last real position + 1
-        order = extent.argsort(descending=True)
-        groups = max(1, min(self.BUCKETS, B // self.MIN_BUCKET_ROWS))
-        self.buckets: list[Bucket] = []
-        for rows in order.tensor_split(groups):
-            Tb = max(1, int(extent[rows].max()))  # a host sync per bucket, once per forward
-            m = attention_mask[rows, :Tb]  # (nb, Tb)
-            dst = m.reshape(-1).bool().nonzero().squeeze(1)  # (n_b,)
-            src = self.row_of[(rows[:, None] * T + torch.arange(Tb, device=dev)).reshape(-1)[dst]]  # (n_b,)
-            mask, is_causal = attention_mask_for_sdpa(m, Tb, causal, dev)
-            self.buckets.append(Bucket(rows, Tb, src, dst, mask, is_causal))
-        # merge() concatenates the buckets' tokens in bucket order; this puts them back
-        self.token_order = self._inverse(torch.cat([b.src for b in self.buckets]))  # (N,)
 
-    @staticmethod
-    def _inverse(perm: torch.Tensor) -> torch.Tensor:
-        inv = torch.empty_like(perm)
-        inv[perm] = torch.arange(perm.numel(), device=perm.device)
-        return inv
-
-    @staticmethod
-    def worth_it(attention_mask: Optional[torch.Tensor]) -> bool:
-        if attention_mask is None:
-            return False
-        return float(attention_mask.float().mean()) <= 1.0 - Packing.MIN_PADDING  # one host sync per forward
-
-    def pack(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(self.B * self.T, -1).index_select(0, self.index)  # (B, T, C) → (N, C)
-
-    def pad(self, x: torch.Tensor) -> torch.Tensor:
-        out = x.new_zeros(self.B * self.T, x.size(-1)).index_copy(0, self.index, x)  # (N, C) → (B·T, C)
-        return out.view(self.B, self.T, -1)  # (B, T, C)
-
-    def grid(self, x: torch.Tensor, b: Bucket) -> torch.Tensor:
-        """(N, C) packed → (nb, T_b, C), zeros at padding."""
-        nb, C = b.rows.numel(), x.size(-1)
-        picked = x.index_select(0, b.src)  # (n_b, C)
-        if b.dst.numel() == nb * b.T:  # no padding in this bucket
-            return picked.view(nb, b.T, C)
-        return x.new_zeros(nb * b.T, C).index_copy(0, b.dst, picked).view(nb, b.T, C)
-
-    def merge(self, grids: list[torch.Tensor]) -> torch.Tensor:
-        """Each bucket's (nb, T_b, C) → the packed (N, C), real tokens only."""
-        parts = [g.reshape(-1, g.size(-1)).index_select(0, b.dst) for g, b in zip(grids, self.buckets)]
-        return torch.cat(parts).index_select(0, self.token_order)
-
-    def rows_of(self, flat_positions: torch.Tensor) -> torch.Tensor:
-        """Where flat padded positions (b·T + t, all real tokens) sit among the N packed rows."""
-        return self.row_of[flat_positions]
+def _pad_bias_rows(m: "MLMHead", sd: dict, prefix: str, *_) -> None:
+    _pad_rows(sd, prefix + "bias", m.bias.numel())
 
 
 class Embeddings(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.word = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
+        # Padded after construction, with zero rows: the random draws stay those of the unpadded model.
+        self.vocab_size, extra = cfg.vocab_size, padded_vocab(cfg.vocab_size) - cfg.vocab_size
+        if extra:
+            self.word.weight = nn.Parameter(F.pad(self.word.weight.detach(), (0, 0, 0, extra)))
+            self.word.num_embeddings += extra
+        self.register_state_dict_post_hook(_strip_word_rows)
+        self.register_load_state_dict_pre_hook(_pad_word_rows)
         self.position = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
         self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
@@ -223,6 +194,21 @@ class SelfAttention(nn.Module):
         y = y[where.batch, where.slot]  # (M, H)
         return self.norm(xs + self.dropout(self.out(y)))  # (M, H)
 
+    def forward_slots(self, x: torch.Tensor, at: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """forward_at with a fixed number of queries per row: x (B, T, H), at (B, Q) positions; returns (B, Q, H).
+
+        The static step's last layer: the same function as forward_at, every shape set by (B, Q, T) alone.
+        Unused slots (a row with fewer predictions) compute the output at some other position, never read."""
+        B, T, H = x.shape
+        Q, hs = at.size(1), H // self.nh
+        xs = x.gather(1, at[:, :, None].expand(B, Q, H))  # (B, Q, H) the residual stream at the slots
+        q = F.linear(xs, self.qkv.weight[:H], self.qkv.bias[:H])  # (B, Q, H)
+        kv = F.linear(x, self.qkv.weight[H:], self.qkv.bias[H:])  # (B, T, 2H)
+        qh = q.view(B, Q, self.nh, hs).transpose(1, 2)  # (B, nh, Q, hs)
+        k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in kv.split(H, dim=2))  # 2 × (B, nh, T, hs)
+        y = self.attend(qh, k, v, mask, False).transpose(1, 2).reshape(B, Q, H)  # (B, Q, H)
+        return self.norm(xs + self.dropout(self.out(y)))  # (B, Q, H)
+
     def attend(self, q, k, v, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
         if q.device.type == "cpu":
             return self.explicit_attention(q, k, v, mask, is_causal)  # (B, nh, Tq, hs)
@@ -272,47 +258,8 @@ class Layer(nn.Module):
     def forward_at(self, x: torch.Tensor, where: "Queries", packing: Optional[Packing]) -> torch.Tensor:
         return self.ffn(self.attn.forward_at(x, where, packing))  # (M, H)
 
-
-def attention_mask_for_sdpa(
-    attention_mask: Optional[torch.Tensor], T: int, causal: bool, device: torch.device
-) -> tuple[Optional[torch.Tensor], bool]:
-    """Turn a (B, T) 1/0 padding mask into what SDPA takes: a bool mask (True = may attend) or None.
-
-    Without padding we pass no mask at all (SDPA then picks its fastest kernel); SDPA refuses
-    `is_causal` together with a mask, so causal + padding becomes one combined bool mask.
-    """
-    if attention_mask is None or bool(attention_mask.all()):
-        return None, causal
-    keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-    if causal:
-        tri = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
-        keys = keys & tri  # (B, 1, T, T)
-    return keys, False
-
-
-class Queries:
-    """M chosen positions of a (B, T) batch, laid out for `SelfAttention.forward_at`.
-
-    wanted: (B, T) bool. Each chosen position becomes a query in slot j of its row of a (B, M_max) grid;
-    it attends every real key of its sequence, and only keys at or before it when causal. Unused slots
-    attend the real keys too (finite, never read).
-    """
-
-    def __init__(self, wanted: torch.Tensor, attention_mask: Optional[torch.Tensor], causal: bool, packing: Optional[Packing]):
-        B, T = wanted.shape
-        dev = wanted.device
-        self.batch, self.position = wanted.nonzero(as_tuple=True)  # (M,) each, row-major
-        flat = self.batch * T + self.position  # (M,)
-        self.rows = flat if packing is None else packing.rows_of(flat)  # (M,) rows of x's flattened form
-        counts = torch.bincount(self.batch, minlength=B)  # (B,)
-        self.width = max(1, int(counts.max()))  # M_max; a host sync, once per forward
-        self.slot = torch.arange(self.batch.numel(), device=dev) - (counts.cumsum(0) - counts)[self.batch]  # (M,)
-        keys = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-        if causal:
-            last = torch.full((B, self.width), T - 1, device=dev).index_put((self.batch, self.slot), self.position)  # (B, M_max)
-            upto = torch.arange(T, device=dev)[None, None, :] <= last[:, :, None]  # (B, M_max, T)
-            keys = upto[:, None] if keys is None else keys & upto[:, None]  # (B, 1, M_max, T)
-        self.mask = keys
+    def forward_slots(self, x: torch.Tensor, at: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return self.ffn(self.attn.forward_slots(x, at, mask))  # (B, Q, H)
 
 
 @dataclass
@@ -383,6 +330,33 @@ class BertModel(nn.Module):
         selected = None if outputs_at is None else h[row[outputs_at]]  # (M_sel, H), row-major
         return EncoderOutput(None, pooled, None, selected)
 
+    def forward_slots(
+        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor],
+        positions: Optional[torch.Tensor],
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The static form of forward: (pooled (B, H), the final states at `positions` (B, P, H)).
+
+        positions: (B, P) long, P fixed prediction slots per row, or None for the full last layer. No
+        packing, the mask always passed, the last layer at [CLS] (or a causal model's last real token) and
+        the P slots: shapes set by (B, T, P) alone, nothing read back to the host."""
+        B, T = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device, static=True)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        pool_at = self.pooled_position(attention_mask, B, T, input_ids.device)  # (B,)
+        if positions is None:  # every position is read (the causal LM's loss)
+            for layer in self.layers:
+                x = layer(x, mask, is_causal)
+            return self.pool(x, attention_mask), x
+        if self.cfg.causal:
+            raise ValueError("prediction slots are the masked LM's; a causal model runs its last layer in full")
+        for layer in self.layers[:-1]:
+            x = layer(x, mask, is_causal)
+        at = torch.cat([pool_at[:, None], positions], 1)  # (B, 1 + P): [CLS] first, then the slots
+        h = self.layers[-1].forward_slots(x, at, mask)  # (B, 1 + P, H)
+        return torch.tanh(self.pooler(h[:, 0])), h[:, 1:]
+
     def pooled_position(self, attention_mask: Optional[torch.Tensor], B: int, T: int, device) -> torch.Tensor:
         """(B,) the token the pooler reads: [CLS]; a causal model has seen the whole input only at its last real token."""
         if not self.cfg.causal:
@@ -405,13 +379,21 @@ class MLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.vocab_size = cfg.vocab_size
+        self.bias = nn.Parameter(torch.zeros(padded_vocab(cfg.vocab_size)))  # padded as the word embedding
+        self.register_state_dict_post_hook(_strip_bias_rows)
+        self.register_load_state_dict_pre_hook(_pad_bias_rows)
 
     def forward(self, h: torch.Tensor, word_weight: torch.Tensor) -> torch.Tensor:
+        """(..., V_padded) logits, -inf in the padding columns: a softmax over them is the real vocabulary's,
+        and no gradient reaches the padding rows. Slice [..., :vocab_size] for the real logits."""
         # The decoder weight is passed in, not stored: tied to the word embeddings without a second
         # state-dict entry (safetensors refuses aliased tensors).
         h = self.norm(F.gelu(self.dense(h)))  # (..., H)
-        return F.linear(h, word_weight, self.bias)  # (..., V)
+        bias, extra = self.bias, self.bias.numel() - self.vocab_size
+        if extra:
+            bias = torch.cat([bias[: self.vocab_size], bias.new_full((extra,), float("-inf"))])
+        return F.linear(h, word_weight, bias)  # (..., V_padded)
 
 
 @dataclass
@@ -426,6 +408,8 @@ class PreTrainingOutput:
     lm_loss: Optional[torch.Tensor] = None
     nsp_loss: Optional[torch.Tensor] = None
     lm_targets: Optional[torch.Tensor] = None  # (N,) labels matching lm_logits' rows when labels were given
+    # The static step gives lm_logits (B, P, V) at the fixed slots and lm_targets (B, P), IGNORE_INDEX at
+    # unused slots (a causal model: (B, T, V) and its (B, T) labels).
 
     def __getitem__(self, key: str):
         return getattr(self, key)
@@ -435,6 +419,11 @@ class BertForPreTraining(nn.Module):
     """BERT with its pre-training heads: the LM head (masked LM, or next-token LM when causal) and, with
     `nsp=True` (the objective "mlm+nsp", `config.trains_nsp`), the NSP head. A model trained without NSP has
     no NSP head at all: no parameters, no state-dict keys, nothing computed.
+
+    The static step (see the module's docstring) runs when the masked LM's labels come in fixed slots
+    (`lm_positions`), and for a causal model's calls when `static_shapes` is set (its labels are (B, T)
+    already). It is the same function: tests/test_static_step.py checks loss and gradients against the
+    dynamic path and transformers. `compile_static_step` compiles it for training-mode calls.
 
     The LM head stays `self.mlm` for either objective: its state-dict keys (`mlm.*`) are what checkpoints
     hold and map to HF's `cls.predictions.*`, the head transformers uses for its masked and causal LMs alike."""
@@ -449,6 +438,8 @@ class BertForPreTraining(nn.Module):
         # after it the very dropout stream) that it gave before the head was optional.
         nsp_head = nn.Linear(cfg.hidden_size, 2)
         self.nsp = nsp_head if nsp else None
+        self.static_shapes = False
+        self.compiled_step = None  # torch.compile'd forward_static, for training-mode calls (compile_static_step)
         self.apply(self._init_weights)
         if not nsp:
             self._init_weights(nsp_head)  # where apply() would have reached it: last
@@ -465,7 +456,8 @@ class BertForPreTraining(nn.Module):
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, 0.0, std)
+            rows = self.cfg.vocab_size if module is self.bert.embeddings.word else module.num_embeddings
+            nn.init.normal_(module.weight[:rows], 0.0, std)  # the vocabulary's padding rows stay zero
             if module.padding_idx is not None:
                 with torch.no_grad():
                     module.weight[module.padding_idx].zero_()
@@ -480,9 +472,15 @@ class BertForPreTraining(nn.Module):
         attention_mask: Optional[torch.Tensor] = None,
         lm_labels: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
+        lm_positions: Optional[torch.Tensor] = None,
     ) -> PreTrainingOutput:
+        """lm_labels: (B, T), IGNORE_INDEX where nothing is predicted; or, with lm_positions (B, P), the
+        labels of P fixed prediction slots per row (B, P) (`bertbench.data.masking.fixed_slots`)."""
         if nsp_labels is not None and not self.has_nsp:
             raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
+        if lm_positions is not None or (self.static_shapes and self.cfg.causal):
+            step = self.compiled_step if self.compiled_step is not None and self.training else self.forward_static
+            return step(input_ids, token_type_ids, attention_mask, lm_labels, nsp_labels, lm_positions)
         selected = None if lm_labels is None else lm_labels != IGNORE_INDEX  # (B, T)
         # MLM reads ~15% of positions: the last layer runs only there (and at [CLS] for NSP). A causal LM's
         # loss covers every position, so it runs in full.
@@ -490,20 +488,42 @@ class BertForPreTraining(nn.Module):
         enc = self.bert(input_ids, token_type_ids, attention_mask, outputs_at=selected if sparse else None)
         h = enc.last_hidden_state  # (B, T, H), or None when the last layer ran at the masked positions only
         nsp_logits = None if self.nsp is None else self.nsp(enc.pooled)  # (B, 2)
-        lm_loss = nsp_loss = loss = targets = None
+        lm_loss = targets = None
         if lm_labels is None:
-            lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V)
+            lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V_padded)
         else:
             # Project onto the vocabulary only where a label is: ~15% of positions for MLM. For small
             # models this projection is most of the step's FLOPs, and the rest would be thrown away.
             targets = lm_labels[selected]  # (N,)
             h_sel = enc.selected if sparse else h[selected]  # (N, H)
-            lm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V)
+            lm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V_padded)
             lm_loss = F.cross_entropy(lm_logits.float(), targets)
-            loss = lm_loss
+        return self._with_nsp(h, lm_logits, nsp_logits, lm_loss, nsp_labels, targets)
+
+    def forward_static(
+        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor],
+        lm_labels: Optional[torch.Tensor], nsp_labels: Optional[torch.Tensor], lm_positions: Optional[torch.Tensor],
+    ) -> PreTrainingOutput:
+        """The static step: every shape fixed by the inputs' shapes, no host sync (no int(), bool(), .item(),
+        nonzero() or boolean indexing); the loss is a mean over labelled slots by cross_entropy's ignore_index."""
+        masked_lm = lm_positions is not None
+        if masked_lm and (lm_labels is None or self.cfg.causal or lm_positions.shape != lm_labels.shape):
+            raise ValueError("lm_positions: (B, P) slots of a masked LM, with lm_labels of the same shape")
+        pooled, h = self.bert.forward_slots(input_ids, token_type_ids, attention_mask, lm_positions)  # h (B, P|T, H)
+        nsp_logits = None if self.nsp is None else self.nsp(pooled)  # (B, 2)
+        lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, P|T, V_padded)
+        lm_loss = None
+        if lm_labels is not None:
+            lm_loss = F.cross_entropy(lm_logits.flatten(0, -2).float(), lm_labels.reshape(-1), ignore_index=IGNORE_INDEX)
+        return self._with_nsp(None if masked_lm else h, lm_logits, nsp_logits, lm_loss, nsp_labels, lm_labels)
+
+    def _with_nsp(self, h, lm_logits, nsp_logits, lm_loss, nsp_labels, targets) -> PreTrainingOutput:
+        """The output, the NSP loss added (the paper: mean MLM + mean NSP); logits of the real vocabulary."""
+        loss, nsp_loss = lm_loss, None
         if nsp_labels is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
-            loss = nsp_loss if loss is None else loss + nsp_loss  # the paper: mean MLM + mean NSP
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        lm_logits = lm_logits[..., : self.cfg.vocab_size]  # a view without the padding columns
         return PreTrainingOutput(h, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets)
 
 
@@ -558,6 +578,30 @@ class TokenHead(nn.Module):
         return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)
 
 
+def compile_static_step(model: BertForPreTraining, on_compiled: Optional[Callable[[float], None]] = None, **options) -> None:
+    """torch.compile the static step for training-mode calls, in place (parameters, state dict, eval untouched).
+
+    fullgraph: the whole step is one graph or an error (a host sync would break it); dynamic=False: one graph
+    per input shape, and the static batches have one shape per phase, so one compile per phase. Forward and
+    loss are compiled, and AOTAutograd compiles their backward; the optimiser step stays eager. The compile
+    happens at the first call: `on_compiled(seconds)` is told how long that call took on the host (the compile,
+    and the launch of the step's kernels). A compiled model cannot be pickled (state_dict() is unaffected)."""
+    model.static_shapes = True
+    compiled = torch.compile(model.forward_static, fullgraph=True, dynamic=False, **options)
+    if on_compiled is None:
+        model.compiled_step = compiled
+        return
+
+    def first_call(*args):
+        t0 = time.perf_counter()
+        out = compiled(*args)
+        model.compiled_step = compiled  # later calls go straight to the compiled step
+        on_compiled(time.perf_counter() - t0)
+        return out
+
+    model.compiled_step = first_call
+
+
 def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:
     for m in head.modules():
         if isinstance(m, nn.Linear):
@@ -567,17 +611,24 @@ def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:
 
 
 def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
+    """Parameters of the real vocabulary: the padding rows (zeros, never trained) are not counted."""
+    padding = sum(m.word.weight[m.vocab_size:].numel() for m in module.modules() if isinstance(m, Embeddings))
+    padding += sum(m.bias.numel() - m.vocab_size for m in module.modules() if isinstance(m, MLMHead))
+    return sum(p.numel() for p in module.parameters()) - padding
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0, last_layer_share: float = 1.0) -> float:
+def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0, last_layer_share: float = 1.0,
+                    vocab_padding: bool = True) -> float:
     """Training FLOPs per token (forward + backward = 3× forward), counting matmuls only.
 
     predicted_share: the share of positions that go through the vocabulary projection.
     last_layer_share: the share of positions at which the last layer computes its output (queries, output
     projection, FFN); its keys and values are computed at every position (see BertModel.forward).
+    vocab_padding: the decoder projects onto the padded vocabulary (what this model executes); False counts
+    the real vocabulary (what an unpadded model, transformers', executes).
     """
-    H, L, I, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
+    H, L, I = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size
+    V = padded_vocab(cfg.vocab_size) if vocab_padding else cfg.vocab_size
     attention = 2 * 2 * seq_len * H  # QKᵀ and AV, per query
     queries_out_ffn = 2 * (H * H + H * H + 2 * H * I)
     keys_values = 2 * (2 * H * H)
@@ -590,5 +641,5 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
 __all__ = [
     "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
     "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
-    "flops_per_token",
+    "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_static_step",
 ]

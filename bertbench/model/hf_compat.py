@@ -139,10 +139,15 @@ def state_dict_from_hf(hf_sd: dict, cfg: ModelConfig, where: str = "weights") ->
     return out, missing
 
 
+VOCAB_ROWS = ("bert.embeddings.word.weight", "mlm.bias")  # one row per token: padded inside the model
+
+
 def state_dict_to_hf(sd: dict, cfg: ModelConfig) -> dict:
     """Our state dict → HF BertForPreTraining tensors (fused qkv split back, tied decoder written out); without
-    `nsp.*` (a model without the NSP head) no `cls.seq_relationship.*`."""
+    `nsp.*` (a model without the NSP head) no `cls.seq_relationship.*`. Tensors of the model's padded
+    vocabulary (a raw dict such as its gradients; `state_dict()` strips them already) lose the padding rows."""
     H = cfg.hidden_size
+    sd = {k: v[: cfg.vocab_size] if k in VOCAB_ROWS and v.size(0) > cfg.vocab_size else v for k, v in sd.items()}
     out = {}
     for ours, theirs in _layer_map(cfg.num_layers).items():
         if ours not in sd and ours.startswith("nsp."):

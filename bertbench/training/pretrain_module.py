@@ -111,6 +111,7 @@ class PretrainModule(L.LightningModule):
             attention_mask=batch.get("attention_mask"),
             lm_labels=batch["lm_labels"],
             nsp_labels=batch.get("nsp_labels"),
+            lm_positions=batch.get("lm_positions"),  # the static step's batches: labels in fixed slots
         )
         # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
         # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
@@ -206,6 +207,7 @@ class PretrainModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if not self.model.has_nsp:
             drop_nsp_state(checkpoint, self.model)
+        pad_vocab_optimizer_state(checkpoint, self.model)
         state = checkpoint.get("bertbench") or {}
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
@@ -244,6 +246,24 @@ def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> Non
         opt["state"] = {renumber[i]: v for i, v in opt.get("state", {}).items() if i not in dropped}
         for g in groups:
             g["params"] = [renumber[i] for i in g["params"] if i not in dropped]
+
+
+def pad_vocab_optimizer_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:
+    """A last.ckpt written before the vocabulary was padded inside the model (bert.VOCAB_MULTIPLE) holds AdamW
+    moments for the real vocabulary's rows only; the weights are padded on load (a state-dict hook), and so
+    are these, with zeros: the padding rows' moments, as they would be (no gradient ever reaches them)."""
+    import torch.nn.functional as F
+
+    from bertbench.training.optim import param_group_names
+
+    names = [n for group in param_group_names(model) for n in group]
+    shapes = {n: p.shape for n, p in model.named_parameters()}
+    for opt in checkpoint.get("optimizer_states") or []:
+        for i, state in (opt.get("state") or {}).items():
+            want = shapes[names[i]] if isinstance(i, int) and i < len(names) else None
+            for key, t in state.items():
+                if want is not None and torch.is_tensor(t) and t.dim() and t.shape[1:] == want[1:] and t.size(0) < want[0]:
+                    state[key] = F.pad(t, (0, 0) * (t.dim() - 1) + (0, want[0] - t.size(0)))
 
 
 def perplexity(loss: float) -> float:

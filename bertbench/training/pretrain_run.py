@@ -284,6 +284,7 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], wor
 def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path, world_size: int) -> dict[str, Any]:
     """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
+    from bertbench.model.bert import count_parameters
     from bertbench.runtime.provenance import code_version, hardware
 
     mlm = is_masked(cfg.objective)
@@ -298,7 +299,7 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
         "model_size": cfg.model_size,
         "model_config": shape,
         "procedure_fingerprint": procedure_fingerprint(cfg, shape, world_size),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": count_parameters(model),  # the real vocabulary's, not its padding
         "max_seq_len": cfg.data.max_seq_len,
         "data_fingerprint": data.fingerprint,
         "precision": precision,
@@ -387,7 +388,7 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
 # What may change when a run is resumed: how often it evaluates, logs and checkpoints, loader workers and
 # the processes that tokenise the corpus (the same arrays whatever their number; its default became
 # "every core"). None of them changes a training step, so the resumed run stays bit-identical.
-RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers",
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", "compile",
                      *(f"data.{f}" for f in DATA_SPEED_ONLY))
 
 
@@ -524,6 +525,7 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
     from bertbench.training.pretrain_module import PretrainModule
 
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
+    _static_step(cfg, model, device_type)
     eval_fn = make_eval_fn(cfg, data, tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
@@ -534,6 +536,18 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
     )
     return model, module, eval_fn, fused
+
+
+def _static_step(cfg: PretrainConfig, model, device_type: str) -> None:
+    """On a GPU, and wherever the step is compiled, train with the static step (fixed shapes, no host sync;
+    the collators make its batches: _loader); `compile` compiles it (at the first step)."""
+    from bertbench.config import resolve_compile
+    from bertbench.model.bert import compile_static_step
+    from bertbench.runtime.progress import say
+
+    model.static_shapes = device_type == "cuda" or resolve_compile(cfg.compile, device_type)
+    if resolve_compile(cfg.compile, device_type):
+        compile_static_step(model, lambda s: say(f"pretrain: compiled the training step in {s:.1f} s (its first call)"))
 
 
 def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
@@ -586,20 +600,23 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     import torch
     from torch.utils.data import DataLoader
 
+    from bertbench.config import loader_workers
     from bertbench.data.masking import make_collator
     from bertbench.training.batches import StepBatchDataset, StepSampler
 
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
-        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed), bs, cfg.seed, rank, world)
+        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed, static=module.model.static_shapes),
+                         bs, cfg.seed, rank, world)
         for d, (_, dcfg, bs) in zip(datas, plan)
     ]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
     module.attach_phases(batches, phase_seconds(cfg))
+    workers = loader_workers(cfg, device_type)
     return DataLoader(
         batches, batch_size=None,
         sampler=StepSampler(start_step * cfg.grad_accum, (len(batches) if cfg.budget_minutes else cfg.max_steps * cfg.grad_accum)),
-        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+        num_workers=workers, persistent_workers=workers > 0,
         pin_memory=device_type == "cuda",
         # its own generator: creating a loader iterator draws a seed, and from the global RNG that
         # draw would shift the dropout stream of a resumed run against an uninterrupted one

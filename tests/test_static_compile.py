@@ -1,0 +1,154 @@
+"""The static training step compiles as one graph (torch.compile fullgraph=True: a host sync, a nonzero() or
+a boolean index between the batch and the loss would break it), computes what the eager step computes,
+and compiles once per input shape (one per phase).
+
+Kept cheap: a tiny model. The aot_eager backend traces forward and backward as the real compile does,
+without generating code; one test runs inductor itself (C++ code generation: ~half a minute on CPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from bertbench.data.masking import fixed_slots
+from bertbench.model.bert import BertForPreTraining, compile_static_step
+from tests.test_packing import cfg, perturbed, ragged_batch
+from tests.test_static_step import SLOTS, mlm_labels
+
+
+def pair(dropout: float = 0.0, causal: bool = False):
+    c = dataclasses.replace(cfg(causal), dropout=dropout, attention_dropout=dropout)
+    torch.manual_seed(0)
+    eager = perturbed(BertForPreTraining(c, nsp=not causal)).train()
+    compiled = BertForPreTraining(c, nsp=not causal).train()
+    compiled.load_state_dict(eager.state_dict())
+    return eager, compiled
+
+
+def batch(T: int = 23, causal: bool = False):
+    ids, types, mask = ragged_batch(T=T)
+    if causal:
+        labels = torch.full_like(ids, -100)
+        labels[:, :-1] = torch.where(mask[:, 1:].bool(), ids[:, 1:], -100)
+        return dict(input_ids=ids, token_type_ids=types, attention_mask=mask, lm_labels=labels)
+    positions, labels = fixed_slots(mlm_labels(ids, mask), SLOTS)
+    return dict(input_ids=ids, token_type_ids=types, attention_mask=mask, lm_labels=labels, lm_positions=positions,
+                nsp_labels=torch.tensor([0, 1, 1, 0, 1]))
+
+
+def step(model, b):
+    """forward + loss + backward; (loss, gradients)."""
+    model.zero_grad(set_to_none=True)
+    loss = model(**b).loss
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def assert_same_step(a, b, atol=1e-5):
+    torch.testing.assert_close(a[0], b[0], atol=atol, rtol=0)
+    assert a[1].keys() == b[1].keys() and a[1]
+    for n in a[1]:
+        torch.testing.assert_close(a[1][n], b[1][n], atol=atol, rtol=1e-4, msg=n)
+
+
+class CountingBackend:
+    """A torch.compile backend that counts the graphs dynamo hands it, then runs them through aot_eager
+    (forward and backward traced, as inductor would receive them)."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.backends.common import aot_autograd
+        from functorch.compile import make_boxed_func
+
+        self.graphs += 1
+        return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g.forward))(gm, example_inputs)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["mlm+nsp", "clm"])
+def test_static_step_is_one_graph_matching_eager_and_compiles_once_per_phase(causal):
+    torch._dynamo.reset()
+    eager, compiled = pair(causal=causal)
+    backend = CountingBackend()
+    compile_static_step(compiled, backend=backend)
+    phase1, phase2 = batch(23, causal), batch(16, causal)  # two phases: two sequence lengths
+    assert_same_step(step(compiled, phase1), step(eager, phase1))
+    assert backend.graphs == 1
+    for b in (phase1, phase1, phase2, phase2, phase1):
+        step(compiled, b)
+    assert backend.graphs == 2  # one graph per phase's shape, no recompile within a phase
+    assert_same_step(step(compiled, phase2), step(eager, phase2))
+    compiled.eval()  # evaluation runs the eager step (no graph for its shapes)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(**phase1).loss, eager.eval()(**phase1).loss, atol=1e-5, rtol=0)
+    assert backend.graphs == 2
+
+
+def test_a_host_sync_in_the_static_step_fails_the_fullgraph_compile(monkeypatch):
+    """What makes the test above a proof: a value read back to the host (here, the mask checked for padding,
+    as the dynamic path does) breaks the graph, and fullgraph turns the break into an error."""
+    import bertbench.model.bert as bert
+
+    torch._dynamo.reset()
+    original = bert.attention_mask_for_sdpa
+    monkeypatch.setattr(bert, "attention_mask_for_sdpa",
+                        lambda m, T, causal, dev, static=False: original(m, T, causal, dev, static=False))
+    _, compiled = pair()
+    compile_static_step(compiled, backend=CountingBackend())
+    with pytest.raises(Exception, match="(?i)data-dependent|graph break|item|bool"):
+        step(compiled, batch())
+
+
+@pytest.mark.slow
+def test_inductor_compiled_step_matches_eager():
+    """The real compile (inductor: C++ code generated and built on CPU, one graph), forward, loss and backward
+    against the eager step. Dropout is off: with it, the compiled step draws from inductor's RNG (seeded from
+    torch's generator, whose state checkpoints keep), so its numbers are not eager's."""
+    torch._dynamo.reset()
+    eager, compiled = pair()
+    compile_static_step(compiled)
+    b = batch()
+    assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # fused kernels reorder float sums
+    assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # the second call runs the built graph
+
+
+def test_a_compiled_pretraining_trains_the_static_step_and_resumes_exactly(tmp_path, monkeypatch):
+    """`bertbench pretrain --compile on` end to end on CPU: the collator makes fixed-length, fixed-slot batches,
+    the module hands the slots to the model, the compiled static step trains, and a run stopped at step 4 and
+    resumed ends where the straight run ends (the same losses at every step). An aot_eager backend stands in
+    for inductor (the same traced graphs, no C++ build: inductor's numerics are test_inductor_compiled_step_matches_eager's)."""
+    import csv
+    import functools
+    import json
+
+    from tests.test_pretrain import TINY, pretrain, write_corpus
+
+    import bertbench.model.bert as bert
+
+    torch._dynamo.reset()
+    seen = []
+    original = bert.BertForPreTraining.forward  # (the eager entry: a spy inside the compiled step would be traced)
+
+    def spy(self, *args, **kwargs):
+        if self.training:
+            seen.append(kwargs.get("lm_positions") is not None and self.compiled_step is not None)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(bert.BertForPreTraining, "forward", spy)
+    backend = CountingBackend()
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
+    corpus = write_corpus(tmp_path / "docs")
+    common = ["--corpus", str(corpus), "--max-steps", "8", "--compile", "on", "--objective", "mlm", *TINY]
+    r = pretrain([*common, "--out", str(tmp_path / "straight")], monkeypatch)
+    assert r.output.count("pretrain: compiled the training step in ") == 1  # the compile time, said once
+    assert len(seen) == 8 and all(seen)  # every training step ran the static step with slots, compiled
+    assert backend.graphs == 1  # one phase, one graph: the batches' shapes never changed
+    pretrain([*common, "--out", str(tmp_path / "split"), "--stop-at-step", "4"], monkeypatch)
+    pretrain([*common, "--out", str(tmp_path / "split"), "--resume", "auto"], monkeypatch)
+    rows = [list(csv.DictReader(open(tmp_path / run / "metrics.csv"))) for run in ("straight", "split")]
+    assert [r["train_loss"] for r in rows[0]] == [r["train_loss"] for r in rows[1]] and len(rows[0]) == 8
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("straight", "split")]
+    assert summaries[0]["heldout"] == summaries[1]["heldout"]
