@@ -521,8 +521,8 @@ class PretrainConfig:
     batch_size: int = setting(
         32, "Sequences per optimiser step: the global batch, over every device and node, split by --grad-accum.",
         panel=OPTIM_PANEL)
-    grad_accum: int = setting(1, "Micro-batches per device and optimiser step (each device's share of the batch, cut up).",
-                              panel=OPTIM_PANEL)
+    grad_accum: int = setting(1, "Micro-batches per device and optimiser step: each device's share of the batch, cut up "
+                              "to fit its memory (the same step).", panel=OPTIM_PANEL)
     max_steps: int = setting(
         1000, "Optimiser steps; with --budget-minutes a cap: whichever is reached first ends the run.",
         panel=OPTIM_PANEL)

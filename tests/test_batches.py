@@ -187,3 +187,40 @@ def test_without_nsp_the_pooler_is_frozen_for_pretraining_only():
         names = [n for group in param_group_names(model) for n in group]
         assert ("bert.pooler.weight" in names) == nsp
     assert BertForPreTraining(cfg, nsp=False).bert.pooler.weight.requires_grad  # fine-tuning's model
+
+
+def test_accumulation_trains_the_step_one_batch_trains(tmp_path, corpus_and_tokenizer, monkeypatch):
+    """--grad-accum 2 (and 4) cuts the global batch of 8 into micro-batches: each micro-batch's LM loss weighted
+    by its share of the step's loss tokens, the step is the one batch 8 takes without accumulation. So the
+    device count can pick the accumulation (a 1-GPU run of an 8-GPU recipe) and stay the same procedure: the
+    same fingerprint, the same tokens, the loss curve and weights equal up to the order of float sums
+    (measured: losses equal to the 5 decimals of metrics.csv, weights within 1e-6; tolerances allow ~30x)."""
+    import csv
+    import json
+
+    from test_pretrain import TINY, pretrain
+
+    folder, tok = corpus_and_tokenizer
+    tok.save(tmp_path / "vocab")
+    common = ["--corpus", str(folder), "--tokenizer", str(tmp_path / "vocab"), *TINY, "--max-steps", "6", "--lr", "3e-3",
+              "--warmup-steps", "2",
+              "--objective", "mlm", "--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0"]
+    runs = {}
+    for accum in (1, 2, 4):
+        out = tmp_path / f"accum{accum}"
+        pretrain([*common, "--grad-accum", str(accum), "--out", str(out)], monkeypatch)
+        metrics = list(csv.DictReader(open(out / "metrics.csv")))
+        weights = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+        runs[accum] = json.loads((out / "summary.json").read_text()), metrics, weights
+    (a, ma, wa) = runs[1]
+    loss_a = torch.tensor([float(r["train_loss"]) for r in ma])
+    assert loss_a[-1] < loss_a[0] - 0.3  # it learns: a curve worth comparing
+    for accum in (2, 4):
+        b, mb, wb = runs[accum]
+        assert (b["batch_size"], b["procedure_fingerprint"]) == (a["batch_size"], a["procedure_fingerprint"])
+        assert [(r["tokens"], r["loss_tokens"]) for r in ma] == [(r["tokens"], r["loss_tokens"]) for r in mb]
+        loss_b = torch.tensor([float(r["train_loss"]) for r in mb])
+        rel = max(((w - wb[k]).norm() / w.norm().clamp_min(1e-12)).item() for k, w in wa.items())
+        print(f"grad_accum {accum}: losses within {(loss_a - loss_b).abs().max():.2e}, weights within {rel:.2e}")
+        assert (loss_a - loss_b).abs().max() < 1e-4, (accum, loss_a, loss_b)
+        assert rel < 3e-5, (accum, rel)

@@ -100,15 +100,32 @@ def test_one_two_and_four_processes_train_one_procedure(tmp_path, data):
         assert max_rel(weights(one), weights(out)) < 1e-4
 
 
+STEPS = 6
+DROPOUT_ON = ["--max-steps", str(STEPS), "--eval-every", "3", "--checkpoint-every", "3"]
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(data, tmp_path_factory):
+    """objective → an uninterrupted 2-process run with dropout on (made once; the resume test compares with it)."""
+    made = {}
+
+    def get(objective: str):
+        if objective not in made:
+            out = tmp_path_factory.mktemp("two") / objective
+            run([*data, "--objective", objective, *DROPOUT_ON, "--out", str(out), *ddp(2)], out.parent)
+            made[objective] = out
+        return made[objective]
+
+    return get
+
+
 @pytest.mark.parametrize("objective", ["mlm+nsp", "mlm", "clm"])
-def test_every_objective_trains_on_two_processes_with_dropout(tmp_path, data, objective):
-    out = tmp_path / "run"
-    run([*data, "--objective", objective, "--max-steps", "4", "--eval-every", "4", "--checkpoint-every", "4",
-         "--out", str(out), *ddp(2)], tmp_path)
+def test_every_objective_trains_on_two_processes_with_dropout(two_process_runs, objective):
+    out = two_process_runs(objective)
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["objective"], summary["steps"], summary["batch_size"]) == (objective, 4, 8)
+    assert (summary["objective"], summary["steps"], summary["batch_size"]) == (objective, STEPS, 8)
     losses = [float(r["train_loss"]) for r in rows(out)]
-    assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
+    assert len(losses) == STEPS and all(torch.isfinite(torch.tensor(losses)))
     import bertbench
 
     model = bertbench.load_checkpoint(out / "checkpoint").model
@@ -116,14 +133,13 @@ def test_every_objective_trains_on_two_processes_with_dropout(tmp_path, data, ob
     assert model.bert.pooler.weight.requires_grad  # a loaded model fine-tunes its pooler
 
 
-def test_a_killed_run_resumes_exactly_or_on_another_process_count(tmp_path, data):
+def test_a_killed_run_resumes_exactly_or_on_another_process_count(tmp_path, data, two_process_runs):
     """Dropout on: two processes killed (SIGKILL) after step 4, the last checkpoint at step 3. Resumed on two
     processes, the run is the uninterrupted one exactly; resumed on one, it trains the same global batches (the
     same tokens and loss tokens at every step) to the end; on three, which do not divide the batch of 8, it is
     refused with one line that says what to run."""
-    common = [*data, "--objective", "mlm", "--max-steps", "6", "--eval-every", "3", "--checkpoint-every", "3"]
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    run([*common, "--out", str(straight), *ddp(2)], tmp_path)
+    common = [*data, "--objective", "mlm", *DROPOUT_ON]
+    straight, killed = two_process_runs("mlm"), tmp_path / "killed"
     run([*common, "--out", str(killed), *ddp(2)], tmp_path, fault="after_step:4", expect=-9)
     assert not (killed / "summary.json").exists()
     on_one, on_three = tmp_path / "on_one", tmp_path / "on_three"
@@ -139,7 +155,7 @@ def test_a_killed_run_resumes_exactly_or_on_another_process_count(tmp_path, data
     assert "resuming" in said and "step 3" in said
     counts = lambda out: [(r["step"], r["tokens"], r["loss_tokens"]) for r in rows(out)]  # noqa: E731
     assert counts(on_one) == counts(straight)
-    assert json.loads((on_one / "summary.json").read_text())["steps"] == 6
+    assert json.loads((on_one / "summary.json").read_text())["steps"] == STEPS
 
     said = run([*common, "--out", str(on_three), *ddp(3), "--resume", "auto"], tmp_path, expect=2)
     errors = [line for line in said.splitlines() if line.startswith("error:")]

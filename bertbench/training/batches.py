@@ -17,7 +17,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
+
+# The batch key of a micro-batch's count of this rank's loss tokens in the whole optimiser step (accumulating).
+STEP_LOSS_TOKENS = "step_loss_tokens"
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -59,6 +63,7 @@ class StepBatchDataset(Dataset):
         self.world_size = world_size
         self.grad_accum = grad_accum
         self._perm_cache: dict[int, np.ndarray] = {}
+        self._step_cache: tuple[int, dict[int, dict[str, torch.Tensor]]] = (-1, {})
 
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._perm_cache:
@@ -88,7 +93,20 @@ class StepBatchDataset(Dataset):
 
     def __getitem__(self, micro_step: int) -> dict[str, torch.Tensor]:
         step, rows = self.rows(micro_step, self.rank)
-        return collate_rows(self.collate, self.instances, step, rows, self.indices)
+        if self.grad_accum == 1:
+            return collate_rows(self.collate, self.instances, step, rows, self.indices)
+        # Accumulating: the loss of a micro-batch is weighted by its share of the step's loss tokens
+        # (PretrainModule.training_step), so each item carries this rank's count for the whole step. The
+        # rank's micro-batches of a step are collated together, once per process (a DataLoader worker that
+        # gets one micro-batch of a step collates the step's others too, to count them).
+        cached_step, batches = self._step_cache
+        if cached_step != step:
+            first = step * self.grad_accum
+            batches = {m: collate_rows(self.collate, self.instances, step, self.rows(first + m, self.rank)[1], self.indices)
+                       for m in range(self.grad_accum)}
+            self._step_cache = (step, batches)
+        total = sum(int((b["lm_labels"] != IGNORE_INDEX).sum()) for b in batches.values())
+        return {**batches[micro_step % self.grad_accum], STEP_LOSS_TOKENS: torch.tensor(total)}
 
 
 def collate_rows(collate, instances, step: int, rows: Sequence[int], indices) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ import torch
 from bertbench.config import OptimConfig
 from bertbench.data import IGNORE_INDEX
 from bertbench.model.bert import BertForPreTraining
+from bertbench.training.batches import STEP_LOSS_TOKENS
 from bertbench.training.optim import make_adamw
 
 
@@ -65,6 +66,7 @@ class PretrainModule(L.LightningModule):
         self.last_step_end = 0.0  # training seconds when the last step ended
         self.phased_batches = None  # PhasedBatches whose later phases begin on the clock (attach_phases)
         self.phase_bounds: list[float] = []
+        self._step_losses: dict[str, torch.Tensor] = {}  # accumulating: the step's losses so far
 
     # -- schedule ---------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -116,20 +118,30 @@ class PretrainModule(L.LightningModule):
         )
         # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
         # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
-        loss, lm_loss, sync = out.loss, out.lm_loss, self.trainer.world_size > 1
-        if sync and lm_loss is not None:
-            # DDP averages the ranks' gradients, but each rank's LM loss is a mean over its own loss tokens,
-            # and the ranks hold different numbers of them. Weighted by its share of the global count, the
-            # average over ranks is the mean over the whole global batch: one process's loss and gradient.
-            # (NSP needs no weight: every rank holds the same number of sequences.)
+        world, accum = self.trainer.world_size, self.trainer.accumulate_grad_batches
+        loss, lm_loss, sync = out.loss, out.lm_loss, world > 1
+        if (world > 1 or accum > 1) and lm_loss is not None:
+            # DDP averages the ranks' gradients and Lightning divides each micro-batch's loss by `accum`, but
+            # each LM loss is a mean over its own micro-batch's loss tokens, and those hold different numbers
+            # of them. Weighted by its share of the step's global count, the sum is the mean over the whole
+            # global batch: one process's loss and gradient without accumulation. (NSP needs no weight:
+            # every micro-batch holds the same number of sequences.)
             here = (batch["lm_labels"] != IGNORE_INDEX).sum()
-            everywhere = self.trainer.strategy.reduce(here.clone(), reduce_op="sum")  # (reduces in place)
-            lm_loss = lm_loss * (here * self.trainer.world_size / everywhere.clamp_min(1))
+            step_total = batch.get(STEP_LOSS_TOKENS, here)  # this rank's loss tokens in the whole step
+            everywhere = self.trainer.strategy.reduce(step_total.clone(), reduce_op="sum") if sync else step_total
+            lm_loss = lm_loss * (here * world * accum / everywhere.clamp_min(1))
             loss = lm_loss if out.nsp_loss is None else lm_loss + out.nsp_loss
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, sync_dist=sync)
+        logged = {"train/loss": loss}
         if out.nsp_loss is not None:
-            self.log("train/mlm_loss", lm_loss, on_step=True, on_epoch=False, sync_dist=sync)
-            self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False, sync_dist=sync)
+            logged.update({"train/mlm_loss": lm_loss, "train/nsp_loss": out.nsp_loss})
+        if accum > 1:  # the step's loss: the micro-batches' weighted losses averaged, logged at its last
+            micro = batch_idx % accum
+            self._step_losses = {k: v.detach() / accum + (self._step_losses[k] if micro else 0) for k, v in logged.items()}
+            if micro < accum - 1:
+                return loss
+            logged = self._step_losses
+        for name, value in logged.items():
+            self.log(name, value, prog_bar=name == "train/loss", on_step=True, on_epoch=False, sync_dist=sync)
         return loss
 
     def on_train_batch_start(self, batch, batch_idx) -> None:

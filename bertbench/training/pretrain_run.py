@@ -271,6 +271,9 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> 
     settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
     data = {k: v for k, v in settings.pop("data").items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
+    # Accumulation changes how a device's share is cut, not the step (each micro-batch's loss is weighted by
+    # its share of the step's loss tokens): counted as 1, the value every run without it has always had.
+    settings["grad_accum"] = 1
     settings["tokenizer"] = Path(settings["tokenizer"]).name
     identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
     return "sha256:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
