@@ -469,6 +469,11 @@ def test_two_pretrainings_are_one_procedure_exactly_when_only_their_seed_and_mac
     halves = dataclasses.replace(phased, batch_size=8, phases=[PhaseConfig(0.6, 32, 64), PhaseConfig(0.4, 128)])
     assert procedure_fingerprint(spread, shape) == procedure_fingerprint(phased, shape)
     assert procedure_fingerprint(halves, shape) != procedure_fingerprint(phased, shape)
+    # accumulation cuts a device's share, not the step (tests/test_batches.py trains both)
+    assert procedure_fingerprint(dataclasses.replace(phased, grad_accum=4), shape) == procedure_fingerprint(phased, shape)
+    # a one-process run keeps the fingerprint its committed records carry: these are the values the code gave
+    # before the batch became global (37ba1e8, procedure_fingerprint(cfg, shape, world_size=1))
+    assert (first, procedure_fingerprint(phased, shape)) == ("sha256:453c734dfb769a74", "sha256:e3364d9b7b98ff42")
 
     records = load_records([COMMITTED / "cpu-hour"])
     seed1, seed2 = ([r.data for r in records if r.data.get("pretrain_seed") == s
