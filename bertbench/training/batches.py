@@ -25,7 +25,7 @@ STEP_LOSS_TOKENS = "step_loss_tokens"
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
-    # SeedSequence mixes the parts well; independent streams for train masks (0), eval masks (1), dropout (2).
+    # SeedSequence mixes the parts well; independent streams for train masks (0) and eval masks (1).
     return int(np.random.SeedSequence([seed, stream, step]).generate_state(1)[0])
 
 
