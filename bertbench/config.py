@@ -565,8 +565,11 @@ class PretrainConfig:
     phases: list[PhaseConfig] = setting(
         help="A multi-phase schedule, e.g. seq 128 for 90% then 512 (a recipe's `phases:` list).", cli=False,
         factory=list)
-    batch_size: int = setting(32, "Sequences per optimiser step and device (times --grad-accum).", panel=OPTIM_PANEL)
-    grad_accum: int = setting(1, "Micro-batches accumulated into one optimiser step.", panel=OPTIM_PANEL)
+    batch_size: int = setting(
+        32, "Sequences per optimiser step: the global batch, over every device and node, split by --grad-accum.",
+        panel=OPTIM_PANEL)
+    grad_accum: int = setting(1, "Micro-batches per device and optimiser step: each device's share of the batch, cut up "
+                              "to fit its memory (the same step).", panel=OPTIM_PANEL)
     max_steps: int = setting(
         1000, "Optimiser steps; with --budget-minutes a cap: whichever is reached first ends the run.",
         panel=OPTIM_PANEL)

@@ -394,3 +394,29 @@ def test_an_old_no_nsp_run_resumes_without_its_nsp_head(tmp_path, corpus, monkey
     import bertbench
 
     assert bertbench.load_checkpoint(old / "checkpoint").model.nsp is None
+
+
+def test_a_no_nsp_run_from_before_the_frozen_pooler_resumes(tmp_path, corpus, monkeypatch):
+    """A run without NSP whose last.ckpt was written while its pooler was still trainable (its AdamW groups
+    number the pooler, which never had a gradient) resumes under the frozen pooler and ends exactly where a run
+    of today's code ends: the pooler's entries leave the optimiser state, the weights stay."""
+    import bertbench.training.pretrain_module as pretrain_module
+
+    common = ["--corpus", str(corpus), "--max-steps", "10", *TINY, "--objective", "clm"]
+    straight, old = tmp_path / "straight", tmp_path / "old"
+    pretrain([*common, "--out", str(straight)], monkeypatch)
+    with monkeypatch.context() as m:  # the trainer before: nothing frozen
+        m.setattr(pretrain_module, "freeze_unread", lambda model: model)
+        pretrain([*common, "--out", str(old), "--stop-at-step", "5"], monkeypatch)
+    def optimised(run) -> int:
+        ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+        return sum(len(g["params"]) for g in ckpt["optimizer_states"][0]["param_groups"])
+
+    assert optimised(old) == optimised(straight) + 2  # the pooler's weight and bias counted in
+    pretrain([*common, "--out", str(old), "--resume", "auto"], monkeypatch)
+    rows_a = list(csv.DictReader(open(straight / "metrics.csv")))
+    rows_b = list(csv.DictReader(open(old / "metrics.csv")))
+    assert [r["train_loss"] for r in rows_a] == [r["train_loss"] for r in rows_b]
+    a = json.loads((straight / "summary.json").read_text())
+    b = json.loads((old / "summary.json").read_text())
+    assert a["heldout"] == b["heldout"]

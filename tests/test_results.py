@@ -462,12 +462,18 @@ def test_two_pretrainings_are_one_procedure_exactly_when_only_their_seed_and_mac
     assert all(procedure_fingerprint(cfg, shape) == first for cfg in same)
     assert len({first, *(procedure_fingerprint(cfg, shape) for cfg in other)}) == 1 + len(other)
     assert procedure_fingerprint(base, {**shape, "initializer_range": 0.05}) != first
-    # the batch counts whole: a batch per process times the processes (tests/test_pretrain_ddp.py runs both)
+    # batch_size is the global batch: the processes and nodes that share it do not make another procedure
+    # (tests/test_pretrain_ddp.py runs 1 and 2), the global batch does
     phased = dataclasses.replace(base, batch_size=16, phases=[PhaseConfig(0.6, 32, 128), PhaseConfig(0.4, 128)])
+    spread = dataclasses.replace(phased, devices="2", num_nodes=2, strategy="ddp")
     halves = dataclasses.replace(phased, batch_size=8, phases=[PhaseConfig(0.6, 32, 64), PhaseConfig(0.4, 128)])
-    assert procedure_fingerprint(halves, shape, world_size=2) == procedure_fingerprint(phased, shape)
-    assert procedure_fingerprint(phased, shape, world_size=2) != procedure_fingerprint(phased, shape)
-    assert procedure_fingerprint(base, shape, world_size=1) == first
+    assert procedure_fingerprint(spread, shape) == procedure_fingerprint(phased, shape)
+    assert procedure_fingerprint(halves, shape) != procedure_fingerprint(phased, shape)
+    # accumulation cuts a device's share, not the step (tests/test_batches.py trains both)
+    assert procedure_fingerprint(dataclasses.replace(phased, grad_accum=4), shape) == procedure_fingerprint(phased, shape)
+    # a one-process run keeps the fingerprint its committed records carry: these are the values the code gave
+    # before the batch became global (37ba1e8, procedure_fingerprint(cfg, shape, world_size=1))
+    assert (first, procedure_fingerprint(phased, shape)) == ("sha256:453c734dfb769a74", "sha256:e3364d9b7b98ff42")
 
     records = load_records([COMMITTED / "cpu-hour"])
     seed1, seed2 = ([r.data for r in records if r.data.get("pretrain_seed") == s

@@ -12,10 +12,12 @@ special and `[unusedN]`-style bracketed tokens (the original draws from the whol
 Selection is a random score per word + a sort per row (plus a cumulative sum over word lengths with
 `whole_word_mask`) — torch ops over the whole batch, no loop per token.
 
-Determinism: the collator seeds a fresh `torch.Generator` per batch with
-`batch_seed(seed, epoch, indices of the batch's instances)`. Call `collator.set_epoch(epoch)` each epoch
-(like `DistributedSampler.set_epoch`); a resumed run that draws the same batches draws the same masks,
-with any number of DataLoader workers.
+Determinism: the collator draws each row's mask from its own counter-based stream (`RowDraws`), keyed by
+`batch_seed(seed, epoch, [global row, instance index])`; the value at position t depends on the key and t
+alone, never on the batch's other rows or its padded width. Call `collator.set_epoch(epoch)` each epoch (or
+step, like `DistributedSampler.set_epoch`) and pass the rows' places in the global batch (`rows=`): a
+resumed run, a run on any number of processes, or one with any number of DataLoader workers draws the same
+masks for the same global rows.
 """
 from __future__ import annotations
 
@@ -69,7 +71,48 @@ class TokenTables:
         return cls(is_special, is_continuation, random_ids, tokenizer.pad_id, tokenizer.mask_id)
 
 
-def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator: torch.Generator) -> torch.Tensor:
+class RowDraws:
+    """Random numbers for a (B, ·) batch, one counter-based stream per row (SplitMix64 at position
+    (call, t) of the row's key): row i's values depend on keys[i] alone, so a row draws the same mask
+    whatever batch it is collated in, whatever that batch's padded width. Each call takes the next stream."""
+
+    _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+    def __init__(self, keys):
+        self.keys = np.asarray(keys, dtype=np.uint64)
+        self.calls = 0
+
+    def bits(self, shape: tuple[int, int]) -> np.ndarray:
+        B, T = shape
+        if B != len(self.keys):
+            raise ValueError(f"RowDraws: {len(self.keys)} row keys for a batch of {B} rows")
+        counter = np.uint64(self.calls << 40) + np.arange(1, T + 1, dtype=np.uint64)  # (T,)
+        self.calls += 1
+        z = self.keys[:, None] + counter[None, :] * self._GOLDEN  # (B, T); uint64 arithmetic wraps
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return (z ^ (z >> np.uint64(31))) >> np.uint64(11)  # 53 random bits
+
+    def uniform(self, shape: tuple[int, int]) -> torch.Tensor:
+        return torch.from_numpy(self.bits(shape).astype(np.float64) * 2.0**-53)
+
+    def integers(self, n: int, shape: tuple[int, int]) -> torch.Tensor:
+        return torch.from_numpy((self.bits(shape) % np.uint64(n)).astype(np.int64))  # bias < n / 2^53
+
+
+def _uniform(generator, shape: tuple[int, int]) -> torch.Tensor:
+    if isinstance(generator, RowDraws):
+        return generator.uniform(shape)
+    return torch.rand(shape, generator=generator)
+
+
+def _integers(generator, n: int, shape: tuple[int, int]) -> torch.Tensor:
+    if isinstance(generator, RowDraws):
+        return generator.integers(n, shape)
+    return torch.randint(n, shape, generator=generator)
+
+
+def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator) -> torch.Tensor:
     """(B, T) bool: the positions to predict."""
     B, T = input_ids.shape
     cand = ~tables.is_special[input_ids]  # (B, T)
@@ -88,9 +131,9 @@ def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataC
     word = torch.where(cand, word, torch.full_like(word, T))  # non-candidates → dummy word T
     word_len = torch.zeros(B, T + 1, dtype=torch.long).scatter_add_(1, word, torch.ones_like(word))
     word_len[:, T] = 0
-    scores = torch.rand(B, T + 1, generator=generator)
+    scores = _uniform(generator, (B, T + 1))
     scores.masked_fill_(word_len == 0, 2.0)  # empty word slots sort last
-    order = scores.argsort(1)  # (B, T+1) words in random order
+    order = scores.argsort(dim=1, stable=True)  # (B, T+1) words in random order; ties by word index, not by width
     lens = word_len.gather(1, order)
     chosen = torch.zeros(B, T + 1, dtype=torch.bool)
     budget = n_pred.clone()
@@ -107,14 +150,15 @@ def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataC
 
 
 def mask_tokens(
-    input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator: torch.Generator
+    input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(masked input_ids, lm_labels) for a (B, T) batch; labels are -100 except at selected positions."""
+    """(masked input_ids, lm_labels) for a (B, T) batch; labels are -100 except at selected positions.
+    generator: a torch.Generator (one stream for the batch) or RowDraws (one per row)."""
     selected = select_positions(input_ids, tables, params, generator)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     p_mask, p_same = params.mask_procedure[0] / 100, params.mask_procedure[1] / 100
-    u = torch.rand(input_ids.shape, generator=generator)
-    draws = torch.randint(len(tables.random_ids), input_ids.shape, generator=generator)
+    u = _uniform(generator, tuple(input_ids.shape))
+    draws = _integers(generator, len(tables.random_ids), tuple(input_ids.shape))
     out = input_ids.masked_fill(selected & (u < p_mask), tables.mask_id)
     out = torch.where(selected & (u >= p_mask + p_same), tables.random_ids[draws], out)
     return out, labels
@@ -219,15 +263,19 @@ class MaskingCollator:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def __call__(self, samples: list[dict[str, Any]], rows: Optional[list[int]] = None) -> dict[str, torch.Tensor]:
+        """rows: the samples' places in the global batch (default 0, 1, …): with the epoch and the instance
+        index they key each row's mask, so a row's mask does not depend on who collates it beside what."""
         batch = pad_batch(samples, self.tables.pad_id, self.pad_to_multiple_of, self.max_len)
         if "lm_labels" not in batch:
+            rows = list(range(len(samples))) if rows is None else rows
             if "index" in samples[0]:
-                key = [s["index"] for s in samples]
+                keys = [batch_seed(self.seed, self.epoch, [r, s["index"]]) for r, s in zip(rows, samples)]
             else:
-                key, self._calls = [-1, self._calls], self._calls + 1
-            g = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, key))
-            batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, g)
+                keys = [batch_seed(self.seed, self.epoch, [-1, self._calls, r]) for r in rows]
+                self._calls += 1
+            draws = RowDraws(keys)
+            batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, draws)
         if self.slots is not None:  # padded further after masking: the masks are those of the dynamic batches
             batch = pad_further(batch, self.fixed_len, self.tables.pad_id)
             check_slots(batch["lm_labels"], self.slots)
@@ -249,8 +297,8 @@ class CausalCollator:
     def set_epoch(self, epoch: int) -> None:  # nothing random here; same interface as MaskingCollator
         pass
 
-    def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(samples, self.pad_id, self.pad_to_multiple_of, self.max_len)
+    def __call__(self, samples: list[dict[str, Any]], rows: Optional[list[int]] = None) -> dict[str, torch.Tensor]:
+        batch = pad_batch(samples, self.pad_id, self.pad_to_multiple_of, self.max_len)  # rows: unused (no draws)
         ids, attn = batch["input_ids"], batch["attention_mask"]
         labels = torch.full_like(ids, IGNORE_INDEX)
         labels[:, :-1] = torch.where(attn[:, 1:].bool(), ids[:, 1:], IGNORE_INDEX)

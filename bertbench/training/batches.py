@@ -1,19 +1,27 @@
-"""Deterministic, resumable batches: batch k is a pure function of (seed, k).
+"""Deterministic, resumable batches: global batch k is a pure function of (seed, k), whoever collates it.
 
-A map-style dataset whose item is a whole batch, keyed by the global step. The order of instances is a
-fresh seeded permutation per pass over the data, and the masks are drawn from a generator seeded by
-(seed, step). So a run resumed at step k draws exactly the batches an uninterrupted run would have —
-the data position is just the step number — and it works the same with DataLoader workers and DDP
-(each rank takes its own slice of the step's global batch).
+A map-style dataset whose item is one rank's micro-batch, keyed by the micro-step. The order of instances
+is a fresh seeded permutation per pass over the data: global row r of optimiser step k is the instance at
+position k·G + r of that stream (G the global batch). Each rank collates only its own rows (rank r holds
+rows [r·G/W, (r+1)·G/W), cut into `grad_accum` micro-batches), and the collator draws each row's mask from
+a generator keyed by (seed, step, global row, instance) (data.masking.row_draws): so the number of
+processes, nodes or micro-batches changes who computes a row, never what the row is. A run resumed at step
+k, on any device count that divides G, draws the batches an uninterrupted run would have.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
+
+from bertbench.data import IGNORE_INDEX
+from bertbench.errors import BertbenchError
+
+# The batch key of a micro-batch's count of this rank's loss tokens in the whole optimiser step (accumulating).
+STEP_LOSS_TOKENS = "step_loss_tokens"
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -21,59 +29,93 @@ def step_seed(seed: int, step: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, stream, step]).generate_state(1)[0])
 
 
+def device_batch(global_batch: int, world_size: int, grad_accum: int) -> int:
+    """Rows one process handles per micro-batch: the global batch split over processes and micro-batches."""
+    parts = world_size * grad_accum
+    if global_batch % parts:
+        raise BertbenchError(
+            f"batch_size {global_batch} is the global batch and does not split over {world_size} process(es) × "
+            f"grad_accum {grad_accum}: choose a batch size divisible by {parts}, or a process count × grad_accum "
+            f"that divides {global_batch}"
+        )
+    return global_batch // parts
+
+
 class StepBatchDataset(Dataset):
     def __init__(
         self,
         instances: Sequence[Any],
-        collate: Callable[[list[Any]], dict[str, torch.Tensor]],
-        batch_size: int,
+        collate: Callable[..., dict[str, torch.Tensor]],
+        global_batch: int,
         seed: int,
         rank: int = 0,
         world_size: int = 1,
+        grad_accum: int = 1,
     ):
         if len(instances) == 0:
             raise ValueError("no training instances")
         self.instances = instances
         self.collate = collate
-        self.batch_size = batch_size  # per rank
+        self.global_batch = global_batch  # rows per optimiser step, over every process and micro-batch
+        self.batch_size = device_batch(global_batch, world_size, grad_accum)  # rows per item (this rank)
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
+        self.grad_accum = grad_accum
         self._perm_cache: dict[int, np.ndarray] = {}
+        self._step_cache: tuple[int, dict[int, dict[str, torch.Tensor]]] = (-1, {})
 
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._perm_cache:
             self._perm_cache = {epoch: np.random.default_rng([self.seed, epoch]).permutation(len(self.instances))}
         return self._perm_cache[epoch]
 
-    def indices(self, step: int, rank: Optional[int] = None) -> list[int]:
-        """The instances of this rank's share of global batch `step` (rank None: the whole global batch)."""
-        global_batch = self.batch_size * self.world_size
-        start, size = step * global_batch, global_batch
-        if rank is not None:
-            start, size = start + rank * self.batch_size, self.batch_size
-        n = len(self.instances)
-        out = []
-        for pos in range(start, start + size):
-            epoch, offset = divmod(pos, n)
+    def rows(self, micro_step: int, rank: int) -> tuple[int, range]:
+        """(optimiser step, the global rows of `rank`'s micro-batch `micro_step`)."""
+        step, micro = divmod(micro_step, self.grad_accum)
+        first = rank * self.batch_size * self.grad_accum + micro * self.batch_size
+        return step, range(first, first + self.batch_size)
+
+    def indices(self, step: int, rows: Sequence[int]) -> list[int]:
+        """The instances at global rows `rows` of optimiser step `step`."""
+        n, out = len(self.instances), []
+        for row in rows:
+            epoch, offset = divmod(step * self.global_batch + row, n)
             out.append(int(self._permutation(epoch)[offset]))
         return out
+
+    def global_batch_rows(self, step: int) -> dict[str, torch.Tensor]:
+        """The whole global batch of `step`, collated row by row as its ranks would (for tests and checks)."""
+        return collate_rows(self.collate, self.instances, step, range(self.global_batch), self.indices)
 
     def __len__(self) -> int:  # a practically endless stream; the trainer stops at max_steps
         return 1 << 40
 
-    def __getitem__(self, step: int) -> dict[str, torch.Tensor]:
-        # The collator seeds its masks from (its seed, "epoch", the instance indices): keying the epoch by
-        # the step makes batch k's masks a pure function of k, whatever ran before.
-        if hasattr(self.collate, "set_epoch"):
-            self.collate.set_epoch(step)
-        if self.world_size == 1:
-            return self.collate([self.instances[i] for i in self.indices(step)])
-        # Several processes: each collates the whole global batch and keeps its rows, so the masks (drawn
-        # per batch) are the ones one process would draw: N processes train what one process trains.
-        whole = self.collate([self.instances[i] for i in self.indices(step)])
-        rows = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
-        return {k: v[rows] for k, v in whole.items()}
+    def __getitem__(self, micro_step: int) -> dict[str, torch.Tensor]:
+        step, rows = self.rows(micro_step, self.rank)
+        if self.grad_accum == 1:
+            return collate_rows(self.collate, self.instances, step, rows, self.indices)
+        # Accumulating: the loss of a micro-batch is weighted by its share of the step's loss tokens
+        # (PretrainModule.training_step), so each item carries this rank's count for the whole step. The
+        # rank's micro-batches of a step are collated together, once per process (a DataLoader worker that
+        # gets one micro-batch of a step collates the step's others too, to count them).
+        cached_step, batches = self._step_cache
+        if cached_step != step:
+            first = step * self.grad_accum
+            batches = {m: collate_rows(self.collate, self.instances, step, self.rows(first + m, self.rank)[1], self.indices)
+                       for m in range(self.grad_accum)}
+            self._step_cache = (step, batches)
+        total = sum(int((b["lm_labels"] != IGNORE_INDEX).sum()) for b in batches.values())
+        return {**batches[micro_step % self.grad_accum], STEP_LOSS_TOKENS: torch.tensor(total)}
+
+
+def collate_rows(collate, instances, step: int, rows: Sequence[int], indices) -> dict[str, torch.Tensor]:
+    # The collator keys each row's mask by (its seed, the step, the global row, the instance): batch k's
+    # masks are a pure function of k, whatever ran before and whichever rank collates them.
+    if hasattr(collate, "set_epoch"):
+        collate.set_epoch(step)
+    samples = [instances[i] for i in indices(step, rows)]
+    return collate(samples, rows=list(rows))
 
 
 class StepSampler(Sampler[int]):

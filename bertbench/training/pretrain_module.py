@@ -22,6 +22,7 @@ import torch
 from bertbench.config import OptimConfig
 from bertbench.data import IGNORE_INDEX
 from bertbench.model.bert import BertForPreTraining
+from bertbench.training.batches import STEP_LOSS_TOKENS
 from bertbench.training.optim import make_adamw
 
 
@@ -42,13 +43,15 @@ class PretrainModule(L.LightningModule):
         eval_fn=None,
         eval_every: int = 0,
         fused_optimizer: bool = False,
+        dropout_seed: int = 0,
     ):
         """fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
         whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
         #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip."""
         super().__init__()
         self.fused_optimizer = fused_optimizer
-        self.model = model
+        self.model = freeze_unread(model)
+        self.dropout_seed = dropout_seed
         self.optim_cfg = optim
         self.max_steps = max_steps
         self.budget_seconds = budget_seconds
@@ -63,6 +66,7 @@ class PretrainModule(L.LightningModule):
         self.last_step_end = 0.0  # training seconds when the last step ended
         self.phased_batches = None  # PhasedBatches whose later phases begin on the clock (attach_phases)
         self.phase_bounds: list[float] = []
+        self._step_losses: dict[str, torch.Tensor] = {}  # accumulating: the step's losses so far
 
     # -- schedule ---------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -115,24 +119,40 @@ class PretrainModule(L.LightningModule):
         )
         # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
         # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
-        loss, lm_loss, sync = out.loss, out.lm_loss, self.trainer.world_size > 1
-        if sync and lm_loss is not None:
-            # DDP averages the ranks' gradients, but each rank's LM loss is a mean over its own loss tokens,
-            # and the ranks hold different numbers of them. Weighted by its share of the global count, the
-            # average over ranks is the mean over the whole global batch: one process's loss and gradient.
-            # (NSP needs no weight: every rank holds the same number of sequences.)
+        world, accum = self.trainer.world_size, self.trainer.accumulate_grad_batches
+        loss, lm_loss, sync = out.loss, out.lm_loss, world > 1
+        if (world > 1 or accum > 1) and lm_loss is not None:
+            # DDP averages the ranks' gradients and Lightning divides each micro-batch's loss by `accum`, but
+            # each LM loss is a mean over its own micro-batch's loss tokens, and those hold different numbers
+            # of them. Weighted by its share of the step's global count, the sum is the mean over the whole
+            # global batch: one process's loss and gradient without accumulation. (NSP needs no weight:
+            # every micro-batch holds the same number of sequences.)
             here = (batch["lm_labels"] != IGNORE_INDEX).sum()
-            everywhere = self.trainer.strategy.reduce(here.clone(), reduce_op="sum")  # (reduces in place)
-            lm_loss = lm_loss * (here * self.trainer.world_size / everywhere.clamp_min(1))
+            step_total = batch.get(STEP_LOSS_TOKENS, here)  # this rank's loss tokens in the whole step
+            everywhere = self.trainer.strategy.reduce(step_total.clone(), reduce_op="sum") if sync else step_total
+            lm_loss = lm_loss * (here * world * accum / everywhere.clamp_min(1))
             loss = lm_loss if out.nsp_loss is None else lm_loss + out.nsp_loss
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, sync_dist=sync)
+        logged = {"train/loss": loss}
         if out.nsp_loss is not None:
-            self.log("train/mlm_loss", lm_loss, on_step=True, on_epoch=False, sync_dist=sync)
-            self.log("train/nsp_loss", out.nsp_loss, on_step=True, on_epoch=False, sync_dist=sync)
+            logged.update({"train/mlm_loss": lm_loss, "train/nsp_loss": out.nsp_loss})
+        if accum > 1:  # the step's loss: the micro-batches' weighted losses averaged, logged at its last
+            micro = batch_idx % accum
+            self._step_losses = {k: v.detach() / accum + (self._step_losses[k] if micro else 0) for k, v in logged.items()}
+            if micro < accum - 1:
+                return loss
+            logged = self._step_losses
+        for name, value in logged.items():
+            self.log(name, value, prog_bar=name == "train/loss", on_step=True, on_epoch=False, sync_dist=sync)
         return loss
 
     def on_train_batch_start(self, batch, batch_idx) -> None:
-        if batch_idx % self.trainer.accumulate_grad_batches == 0:  # the first micro-batch of an optimiser step
+        micro = batch_idx % self.trainer.accumulate_grad_batches
+        # Dropout draws keyed by (seed, rank, micro-step): each rank draws its own masks (one generator on every
+        # rank would drop the same units on each rank's rows), and a resumed run draws what the uninterrupted
+        # one did with no generator state carried over (on any device count, rank r's draws are rank r's).
+        torch.manual_seed(dropout_seed(self.dropout_seed, self.global_rank,
+                                       self.trainer.global_step * self.trainer.accumulate_grad_batches + micro))
+        if micro == 0:  # the first micro-batch of an optimiser step
             # the lr this step runs at: the scheduler set it when the previous step ended, from the clock then
             lr = self.trainer.optimizers[0].param_groups[0]["lr"]
             self.lr_trace.append((self.trainer.global_step + 1, round(self.training_seconds(), 4), lr))
@@ -207,7 +227,8 @@ class PretrainModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if not self.model.has_nsp:
             drop_nsp_state(checkpoint, self.model)
-        pad_vocab_optimizer_state(checkpoint, self.model)
+            drop_frozen_optimizer_state(checkpoint, self.model)
+        pad_vocab_optimizer_state(checkpoint, self.model)  # after the renumbering: indices of the frozen model's
         state = checkpoint.get("bertbench") or {}
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
@@ -220,6 +241,48 @@ class PretrainModule(L.LightningModule):
             self.phased_batches.starts = list(state["phase_starts"])  # the switches made before the stop
         self._session_start = time.perf_counter()
         self._paused = 0.0
+
+
+def dropout_seed(seed: int, rank: int, micro_step: int) -> int:
+    """The torch seed of one rank's micro-step: a function of (seed, rank, step) alone."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, 2, rank, micro_step]).generate_state(1)[0])
+
+
+def freeze_unread(model: BertForPreTraining) -> BertForPreTraining:
+    """Freeze what no loss of the model's objective reads: without the NSP head, the pooler (its output feeds
+    NSP only). DDP registers only parameters that require a gradient, so a frozen pooler is one it does not wait
+    for (a trainable one fails every step with "parameters that were not used in producing the loss"; the search
+    for unused ones, find_unused_parameters, would cost a pass over the graph per step). The optimiser leaves it
+    out too, as it did in effect before (it never had a gradient). It stays built and in every checkpoint at its
+    initial weights: fine-tuning reads it (a fresh model, trainable), and HF export and loading are unchanged."""
+    if not model.has_nsp:
+        model.bert.pooler.requires_grad_(False)
+    return model
+
+
+def drop_frozen_optimizer_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:
+    """A last.ckpt of a run without NSP written before the pooler was frozen numbers the pooler among the
+    optimiser's parameters (with no state: it never had a gradient); renumber its groups as the frozen
+    model's optimiser numbers them, so such a run still resumes."""
+    from bertbench.training.optim import param_group_names
+
+    with torch.device("meta"):
+        names = [n for group in param_group_names(BertForPreTraining(model.cfg, nsp=False)) for n in group]
+    _drop_optimizer_entries(checkpoint, names, {i for i, n in enumerate(names) if n.startswith("bert.pooler.")})
+
+
+def _drop_optimizer_entries(checkpoint: dict[str, Any], names: list[str], dropped: set[int]) -> None:
+    """Remove the parameters numbered `dropped` from each optimiser state whose layout is `names`."""
+    renumber = {old: new for new, old in enumerate(i for i in range(len(names)) if i not in dropped)}
+    for opt in checkpoint.get("optimizer_states") or []:
+        groups = opt.get("param_groups") or []
+        if sum(len(g["params"]) for g in groups) != len(names):
+            continue  # not that layout: leave it to Lightning
+        opt["state"] = {renumber[i]: v for i, v in opt.get("state", {}).items() if i not in dropped}
+        for g in groups:
+            g["params"] = [renumber[i] for i in g["params"] if i not in dropped]
 
 
 def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:
@@ -237,15 +300,7 @@ def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> Non
     checkpoint["state_dict"] = fit_nsp_weights(weights, nsp=False, prefix="model.")
     with torch.device("meta"):
         names = [n for group in param_group_names(BertForPreTraining(model.cfg, nsp=True)) for n in group]
-    dropped = {i for i, n in enumerate(names) if n.startswith(NSP_PREFIX)}
-    renumber = {old: new for new, old in enumerate(i for i in range(len(names)) if i not in dropped)}
-    for opt in checkpoint.get("optimizer_states") or []:
-        groups = opt.get("param_groups") or []
-        if sum(len(g["params"]) for g in groups) != len(names):
-            continue  # not the layout this model's optimiser would have had with the head: leave it to Lightning
-        opt["state"] = {renumber[i]: v for i, v in opt.get("state", {}).items() if i not in dropped}
-        for g in groups:
-            g["params"] = [renumber[i] for i in g["params"] if i not in dropped]
+    _drop_optimizer_entries(checkpoint, names, {i for i, n in enumerate(names) if n.startswith(NSP_PREFIX)})
 
 
 def pad_vocab_optimizer_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:

@@ -253,14 +253,14 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
 # training step depends on it): its seed (one procedure is run with several), what it runs on, what it
 # evaluates and keeps, and settings resolved elsewhere in the identity (the model's shape and vocabulary are its
 # model_config; precision is the one it ran at). The corpus counts by its files' names, not their paths on this
-# machine; the tokenizer likewise. The device and node counts are left out, but the batch is counted whole: each of
-# the world's processes collates the global batch and trains its share (tests/test_pretrain_ddp.py), so batch 4 on
-# 2 processes is the procedure of batch 8 on one.
+# machine; the tokenizer likewise. The device and node counts are left out: batch_size is the global batch, and
+# global row r of step k is the same instance with the same mask whoever collates it (training.batches), so batch 8
+# on 1, 2 or 4 processes is one procedure (tests/test_pretrain_ddp.py, tests/test_batches.py).
 _NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator", "strategy", "num_nodes",
                   "precision", "model", "model_size", "tokenizer_vocab_size")
 
 
-def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], world_size: int = 1) -> str:
+def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> str:
     """A short hash of every setting that makes this pre-training what it is (optimiser, schedule, phases,
     global batches, masking, data preparation, the model's shape), and of nothing that differs between its seeds
     or machines: two pre-trainings share it exactly when they are seeds of one procedure
@@ -272,16 +272,15 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any], wor
     settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
     data = {k: v for k, v in keyed_data_fields(settings.pop("data")).items() if f"data.{k}" not in skip}
     data["corpus"] = [Path(c).name for c in data["corpus"]]
+    # Accumulation changes how a device's share is cut, not the step (each micro-batch's loss is weighted by
+    # its share of the step's loss tokens): counted as 1, the value every run without it has always had.
+    settings["grad_accum"] = 1
     settings["tokenizer"] = Path(settings["tokenizer"]).name
-    if world_size > 1:  # the global batch; a one-process run keeps the fingerprint its committed records carry
-        settings["batch_size"] *= world_size
-        settings["phases"] = [p if p["batch_size"] is None else {**p, "batch_size": p["batch_size"] * world_size}
-                              for p in settings["phases"]]  # None: the phase takes the run's batch, counted above
     identity = json.dumps({**settings, "data": data, "model_config": model_config}, sort_keys=True)
     return "sha256:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
-def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path, world_size: int) -> dict[str, Any]:
+def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path) -> dict[str, Any]:
     """What a model of this run is, whatever step it was saved at: the summary's fields that a fine-tuning
     record copies as its provenance (with steps and tokens_seen, which the caller adds)."""
     from bertbench.model.bert import count_parameters
@@ -298,7 +297,7 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
         "masking": cfg.data.masking,
         "model_size": cfg.model_size,
         "model_config": shape,
-        "procedure_fingerprint": procedure_fingerprint(cfg, shape, world_size),
+        "procedure_fingerprint": procedure_fingerprint(cfg, shape),
         "parameters": count_parameters(model),  # the real vocabulary's, not its padding
         "max_seq_len": cfg.data.max_seq_len,
         "data_fingerprint": data.fingerprint,
@@ -374,14 +373,14 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
         return
     saved = migrate_pretrain_dict(load_yaml(saved_file))  # a run folder written before data.nsp became the objective
     now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
-    differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES]
+    differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES + DEVICE_CHANGES]
     if "tokenizer" in differ and _same_tokenizer(saved.get("tokenizer"), now.get("tokenizer"), saved_file.parent):
         differ.remove("tokenizer")  # the same vocabulary at another path: a study folder copied or moved
     if differ:
         shown = "; ".join(f"{k}: {_get(saved, k)!r} → {_get(now, k)!r}" for k in differ[:6])
         raise BertbenchError(
             f"{saved_file.parent}: --resume auto with a different config ({shown}); only "
-            f"{', '.join(RESUMABLE_CHANGES)} may change on resume. Rerun with the original settings or choose another --out"
+            f"{', '.join(RESUMABLE_CHANGES + DEVICE_CHANGES)} may change on resume. Rerun with the original settings or choose another --out"
         )
 
 
@@ -390,6 +389,11 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
 # "every core"). None of them changes a training step, so the resumed run stays bit-identical.
 RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "num_workers", "compile",
                      *(f"data.{f}" for f in DATA_SPEED_ONLY))
+# ... and the processes it runs on: the global batches stay the same (batch_size is global and each row's data is
+# keyed by its place in it; a count that does not divide it is refused at start, training.batches.device_batch).
+# The resumed run is the same procedure on the same data, equal to the uninterrupted one up to the order of
+# floating-point sums and its dropout draws, which are keyed by rank (tests/test_pretrain_ddp.py).
+DEVICE_CHANGES = ("devices", "num_nodes", "strategy")
 
 
 def _same_tokenizer(saved: Any, now: Any, run_dir: Path) -> bool:
@@ -446,8 +450,7 @@ def _pretrain_locked(
 
     model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision)
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
-    # called from checkpoint saves and the final summary, all after `trainer` below exists (its world size)
-    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir, trainer.world_size)  # noqa: E731
+    identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
     callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), extra_callbacks)
     trainer = _trainer(cfg, out_dir, precision, fused, progress_bar, callbacks)
     loader = _loader(cfg, plan, datas, tokenizer, trainer, module, start_step, device_type)
@@ -533,7 +536,7 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
     module = PretrainModule(
         model, cfg.optim, cfg.max_steps,
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
-        eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused,
+        eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
     )
     return model, module, eval_fn, fused
 
@@ -606,8 +609,9 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
 
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
-        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed, static=module.model.static_shapes),
-                         bs, cfg.seed, rank, world)
+        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed,
+                                                static=module.model.static_shapes),
+                         bs, cfg.seed, rank, world, cfg.grad_accum)  # bs: the phase's global batch; this rank collates its rows
         for d, (_, dcfg, bs) in zip(datas, plan)
     ]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
@@ -640,7 +644,7 @@ def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, ident
     return PretrainSummary(
         **identity(),
         steps=trainer.global_step,
-        batch_size=cfg.batch_size * cfg.grad_accum * trainer.world_size,
+        batch_size=cfg.batch_size,  # the global batch, whatever the processes and micro-batches
         tokens_seen=run_log.tokens,
         loss_tokens=run_log.loss_tokens,
         wall_seconds=round(module.elapsed(), 2),
