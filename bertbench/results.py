@@ -45,12 +45,11 @@ Rules a writer must know:
   `cross_segment_match` (0-100, two-segment objectives, records from December 2026 on): the attention a
   segment-B token puts on its twin in segment A, in the head that does most (bertbench.model.diagnostics).
 - Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
-  and named the paper-masking scores `*_std`. It is still read: `migrate_record` turns it into version 2
-  on read (mlm + nsp → "mlm+nsp", mlm alone → "mlm", clm → "clm"); files on disk are never rewritten.
+  and named the paper-masking scores `*_std`; it is read by the tag FORMATS_TAG only (an error names it).
 - `pretrain_seed` (optional, top level): the seed of the pre-training behind the model, an integer, or null
   (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
 - `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
-  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`); committed older records keep theirs.
+  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`).
 - `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
   as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
 - A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
@@ -88,15 +87,14 @@ from bertbench.config import (
     PAPER_MASK_RATIO,
     is_causal,
     is_masked,
-    objective_from_v1,
     trains_nsp,
 )
 from bertbench.errors import BertbenchError, did_you_mean
 
 SCHEMA_VERSION = 2
-# Held-out keys of version 1 records (and of summary.json / metrics.csv files written then) → today's names.
-LEGACY_HELDOUT_KEYS = {"mlm_loss_std": "mlm_loss_paper_masking", "mlm_accuracy_std": "mlm_accuracy_paper_masking",
-                       "mlm_ppl_std": "mlm_ppl_paper_masking"}
+# The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys,
+# records without `budget_seconds`): an older file is refused with this name, to read it with that commit.
+FORMATS_TAG = "formats-v1"
 RECORD_SUFFIX = ".record.json"
 GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported
 EVAL_KINDS = ("dev", "devsplit", "test")
@@ -167,7 +165,7 @@ class LoadedRecord:
 @dataclass
 class ResultRecord:
     """One result record as `bertbench finetune` makes it. `write_record` is its one writer; `read_record` its
-    one reader, which also reads every older form (version 1's `nsp`, the `*_std` held-out keys).
+    one reader, which refuses an older form in one line naming FORMATS_TAG.
     `pretrain_seed` (optional): the seed of the pre-training behind the model; None (written as absent) means
     unknown, one pre-training seed."""
 
@@ -338,64 +336,26 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
                 problems.append(f"model.pretraining.heldout.{key} must be a finite number or null, got {value!r}")
 
 
-def migrate_pretraining(pre: Any) -> Any:
-    """A `model.pretraining` mapping (or a pre-training summary.json) written before the objective said
-    everything → today's form, as a new dict: `objective` "mlm"|"clm" with `nsp` → one of OBJECTIVES
-    (config.objective_from_v1), the held-out `*_std` keys → `*_paper_masking`. Today's form comes back
-    unchanged; an `nsp` that is not true/false is left for validation to name."""
-    if not isinstance(pre, dict):
-        return pre
-    out = dict(pre)
-    if isinstance(out.get("nsp"), bool):
-        out["objective"] = objective_from_v1(out.get("objective"), out.pop("nsp"))
-    heldout = out.get("heldout")
-    if isinstance(heldout, dict) and any(k in heldout for k in LEGACY_HELDOUT_KEYS):
-        out["heldout"] = {LEGACY_HELDOUT_KEYS.get(k, k): v for k, v in heldout.items()}
-    return out
-
-
-def migrate_record(obj: Any) -> Any:
-    """The one reader of old records: a version-1 record → version 2 (a new dict; the caller's, and the file,
-    are left as they were). Any other version is returned unchanged, for `validate_record` to judge."""
-    if not isinstance(obj, dict) or obj.get("schema_version") != 1:
-        return obj
-    out = {**obj, "schema_version": 2}
-    model = obj.get("model")
-    if isinstance(model, dict) and isinstance(model.get("pretraining"), dict):
-        out["model"] = {**model, "pretraining": migrate_pretraining(model["pretraining"])}
-    return out
-
-
-def _v1_problems(obj: dict) -> list[str]:
-    """What version 1 required and a migration cannot make up: `model.pretraining.nsp`, true or false."""
-    pre = (obj.get("model") or {}).get("pretraining") if isinstance(obj.get("model"), dict) else None
-    if obj.get("schema_version") != 1 or not isinstance(pre, dict):
-        return []
-    if "nsp" not in pre:
-        return ["missing required key 'model.pretraining.nsp' (schema_version 1)"]
-    return [] if isinstance(pre["nsp"], bool) else [f"model.pretraining.nsp must be {_BOOL}, got {pre['nsp']!r}"]
-
-
 def validate_record(
     obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
 ) -> Record:
     """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`.
-    A version-1 record is checked (and returned) in its version-2 form (`migrate_record`)."""
+    An older version is one line naming the tag that still reads it (FORMATS_TAG)."""
     if not isinstance(obj, dict):
         raise BertbenchError(f"{where}: a result record must be a JSON object, got {type(obj).__name__}")
-    old = _v1_problems(obj)
-    obj = migrate_record(obj)
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
         if "schema_version" not in obj:
             raise BertbenchError(f"{where}: not a result record (no schema_version)")
         newer = _is(version, _INT) and version > SCHEMA_VERSION
-        hint = "written by a newer bertbench; upgrade bertbench" if newer else "not a version this bertbench reads"
+        older = _is(version, _INT) and version < SCHEMA_VERSION
+        hint = ("written by a newer bertbench; upgrade bertbench" if newer else
+                f"an older format: read it with `git checkout {FORMATS_TAG}`" if older else "not a version this bertbench reads")
         raise BertbenchError(
             f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
         )
 
-    problems: list[str] = old
+    problems: list[str] = []
     _check_section(obj, _TOP, "", problems, strict=True, optional=_TOP_OPTIONAL)
     if isinstance(obj.get("split"), dict):
         _check_section(obj["split"], _SPLIT, "split.", problems, strict=True)
@@ -502,10 +462,9 @@ def load_records(
             files.setdefault(path.resolve(), path)
     records: list[LoadedRecord] = []
     errors: list[str] = []
-    budgets: dict[Path, Optional[float]] = {}
     for path in sorted(files.values(), key=lambda p: p.as_posix()):
         try:
-            records.append(LoadedRecord(path, _with_budget(path, read_record(path, known_task_versions), budgets)))
+            records.append(LoadedRecord(path, read_record(path, known_task_versions)))
         except BertbenchError as err:
             errors.append(str(err))
     if len(errors) == 1:
@@ -513,25 +472,6 @@ def load_records(
     if errors:
         raise BertbenchError(f"{len(errors)} bad result records:\n  " + "\n  ".join(errors))
     return records
-
-
-def _with_budget(path: Path, record: Record, cache: dict[Path, Optional[float]]) -> Record:
-    """A record written before records said what ended their pre-training (`budget_seconds`) gets it, in memory,
-    from the pre-training summary its `run_dir` names, found beside the records as a study or an archive lays them
-    out (OUT/results/... and OUT/pretrain/...); never rewritten on disk. Without it the seeds of a run on the
-    clock, which stop at different steps, would look like different procedures."""
-    pre = (record.get("model") or {}).get("pretraining")
-    if not isinstance(pre, dict) or "budget_seconds" in pre or not isinstance(pre.get("run_dir"), str):
-        return record
-    for folder in path.parents:
-        summary = folder / pre["run_dir"] / "summary.json"
-        if summary in cache or summary.is_file():
-            if summary not in cache:
-                cache[summary] = read_summary(summary).budget_seconds
-            if cache[summary] is not None:
-                record = {**record, "model": {**record["model"], "pretraining": {**pre, "budget_seconds": cache[summary]}}}
-            break
-    return record
 
 
 # --- labels and keys --------------------------------------------------------------------------------
@@ -635,9 +575,9 @@ _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds",
 class PretrainSummary:
     """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
     model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
-    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader turns every
-    older form into this one (`nsp` + objective → the objective, `*_std` held-out keys, a machine path in
-    `data.cache` or `run_dir`), and a key it does not know is left out. None: unknown (an older summary)."""
+    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader refuses an
+    older form (`nsp`, `*_std` held-out keys) naming FORMATS_TAG, and leaves out a key it does not know.
+    None: unknown."""
 
     objective: str
     full_sentences: Optional[bool] = None
@@ -712,7 +652,7 @@ def write_summary(path: Path, summary: PretrainSummary) -> Path:
 
 
 def read_summary(path: Path) -> PretrainSummary:
-    """The one reader of `summary.json` files, every older form included; a bad file is one line naming it."""
+    """The one reader of `summary.json` files; a bad file, or one in an older form, is one line naming it."""
     path = Path(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
@@ -722,7 +662,10 @@ def read_summary(path: Path) -> PretrainSummary:
         raise BertbenchError(f"{path}: not a pre-training summary (corrupt JSON: {err})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("objective"), str):
         raise BertbenchError(f"{path}: not a pre-training summary (no objective)")
-    obj = migrate_pretraining(obj)  # `nsp` and `*_std` keys of a summary written before the objective said all
+    heldout = obj.get("heldout") if isinstance(obj.get("heldout"), dict) else {}
+    if "nsp" in obj or any(key.endswith("_std") for key in heldout):
+        raise BertbenchError(f"{path}: a pre-training summary in an older format (`nsp`, or held-out keys named "
+                             f"`*_std`); read it with `git checkout {FORMATS_TAG}`")
     if obj["objective"] not in OBJECTIVES:
         raise BertbenchError(f"{path}: objective {obj['objective']!r} is not one of {', '.join(OBJECTIVES)}")
     known = {f.name for f in dataclasses.fields(PretrainSummary)}
@@ -753,9 +696,9 @@ def provenance() -> dict[str, Any]:
 
 
 __all__ = [
-    "EVAL_KINDS", "GRID_SUFFIX", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
     "ResultRecord", "portable_path", "read_summary", "write_summary",
-    "SCHEMA_VERSION", "load_records", "mask_procedure", "migrate_pretraining", "migrate_record",
+    "SCHEMA_VERSION", "load_records", "mask_procedure",
     "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
     "validate_record", "variant_label", "write_record",
 ]

@@ -33,11 +33,6 @@ def report(
     index: Annotated[bool, typer.Option("--index", help="Also regenerate README.md beside --out: the list of the "
                                         "generated reports in that folder (what `make leaderboard` keeps).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
-    data_dir: Annotated[
-        Optional[Path],
-        typer.Option("--data-dir", help="Read the dev files' gold labels here, so that records written before records "
-                     "kept their predictions get them back from example_correct (F1, MCC, the near-constant flag)."),
-    ] = None,
     wide: Annotated[
         bool,
         typer.Option("--wide", help="Print every table with every paper column, as the markdown has them (about 250 "
@@ -48,6 +43,5 @@ def report(
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
     from bertbench.report.run import make_report
 
-    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, data_dir=data_dir,
-                index=index,
+    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, index=index,
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

@@ -8,8 +8,7 @@ Imports run one way, up this list (tests/test_layering.py checks it):
 - `tables/`   the tables that build on the model: paired differences, claims, protocol, Figure 5
 - `build`     the whole report (`Report`): every table in order, and the plots beside it
 - `render/`   markdown, the terminal, plots
-- `run`       what `bertbench report` does, as a function (files, plots, terminal); `gold` gives older
-              records their predictions from the dev files' gold (`--data-dir`); `plan` is `bertbench plan`
+- `run`       what `bertbench report` does, as a function (files, plots, terminal); `plan` is `bertbench plan`
 
 Import the submodule you need; this package imports nothing.
 """

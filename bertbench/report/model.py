@@ -601,10 +601,6 @@ def _near_constant_note(cells: Sequence[Cell]) -> str:
     text = (f"≈ near-constant: at least one seed predicted one label (one value) for ≥ 95% of the examples; flagged "
             f"like ⊘, such a cell never counts as a reproduction ({sum(f is True for f in flags)} of {len(flags)} "
             "records).")
-    joined = sum((r.get("extra") or {}).get("example_predictions_from") is not None for c in cells for r in c.records)
-    if joined:
-        text += (f" {joined} records written before records kept their predictions have them from their "
-                 "example_correct and the dev file's gold labels (two-label tasks; `report --data-dir`).")
     if unknown:
         text += (f" {unknown} records (written before records kept per-example predictions, or span and token "
                  "tasks) cannot be checked: their cells carry no ≈ either way.")

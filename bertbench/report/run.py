@@ -66,7 +66,6 @@ def make_report(
     embed: Optional[Path] = None,
     force: bool = False,
     wide: bool = False,
-    data_dir: Optional[Path] = None,
     index: bool = False,
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = print,
@@ -88,11 +87,6 @@ def make_report(
     records = load_records(results, _known_task_versions(warn))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
-    if data_dir is not None:
-        from bertbench.report.gold import join_gold
-
-        records, joined = join_gold(records, data_dir)
-        echo(f"{joined} records given their per-example predictions from example_correct and the gold of {data_dir}")
     data = collect(records)
     figures = None
     if plots is not None:

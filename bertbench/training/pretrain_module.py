@@ -204,8 +204,6 @@ class PretrainModule(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if not self.model.has_nsp:
-            drop_nsp_state(checkpoint, self.model)
         state = checkpoint.get("bertbench") or {}
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
@@ -218,32 +216,6 @@ class PretrainModule(L.LightningModule):
             self.phased_batches.starts = list(state["phase_starts"])  # the switches made before the stop
         self._session_start = time.perf_counter()
         self._paused = 0.0
-
-
-def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:
-    """A last.ckpt written before the NSP head was optional holds one (and its AdamW state) for every
-    objective; resumed into a model without the head ("mlm" or "clm"), both go. The weights through
-    `checkpoint.fit_nsp_weights`; the optimiser state by position: AdamW numbers the parameters group after
-    group in `param_groups` order, so the numbers of the head's parameters are those in the same model with
-    the head (built on the meta device: no memory, no random draws)."""
-    from bertbench.model.checkpoint import NSP_PREFIX, fit_nsp_weights
-    from bertbench.training.optim import param_group_names
-
-    weights = checkpoint.get("state_dict") or {}
-    if not any(k.startswith("model." + NSP_PREFIX) for k in weights):
-        return
-    checkpoint["state_dict"] = fit_nsp_weights(weights, nsp=False, prefix="model.")
-    with torch.device("meta"):
-        names = [n for group in param_group_names(BertForPreTraining(model.cfg, nsp=True)) for n in group]
-    dropped = {i for i, n in enumerate(names) if n.startswith(NSP_PREFIX)}
-    renumber = {old: new for new, old in enumerate(i for i in range(len(names)) if i not in dropped)}
-    for opt in checkpoint.get("optimizer_states") or []:
-        groups = opt.get("param_groups") or []
-        if sum(len(g["params"]) for g in groups) != len(names):
-            continue  # not the layout this model's optimiser would have had with the head: leave it to Lightning
-        opt["state"] = {renumber[i]: v for i, v in opt.get("state", {}).items() if i not in dropped}
-        for g in groups:
-            g["params"] = [renumber[i] for i in g["params"] if i not in dropped]
 
 
 def perplexity(loss: float) -> float:
