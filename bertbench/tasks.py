@@ -441,13 +441,6 @@ def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
     return copy.deepcopy(_load_cached(str(Path(tasks_dir).resolve())))  # callers may change their copy
 
 
-def get_task(name: str, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
-    tasks = load_tasks(tasks_dir)
-    if name not in tasks:
-        raise BertbenchError(did_you_mean(name, tasks, "task"))
-    return tasks[name]
-
-
 def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
     """Group names -> task names: each family's official tasks (eval_kind 'dev', so `glue` is the
     official GLUE tasks and never a devsplit variant), `devsplit` (every devsplit variant) and `all`."""

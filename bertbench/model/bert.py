@@ -566,10 +566,6 @@ def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:
     return head
 
 
-def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
 def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0, last_layer_share: float = 1.0) -> float:
     """Training FLOPs per token (forward + backward = 3× forward), counting matmuls only.
 
@@ -589,6 +585,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
 
 __all__ = [
     "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
-    "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
+    "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head",
     "flops_per_token",
 ]

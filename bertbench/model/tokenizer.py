@@ -295,10 +295,6 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def tokenize_ids(self, text: str) -> list[int]:
-        """Word-piece ids of `text`, without [CLS]/[SEP] (for building pre-training instances)."""
-        return self.backend.encode(text, add_special_tokens=False).ids
-
     def tokenize_ids_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
 

@@ -142,7 +142,6 @@ def example_predictions(record: Record) -> Optional[tuple[list, list]]:
     return [int(c) for c in preds], [int(c) for c in gold]
 
 
-_LABEL_METRICS = {"accuracy", "f1", "mcc"}
 _BINARY_METRICS = {"f1", "mcc"}
 _VALUE_METRICS = {"pearson", "spearman"}
 
