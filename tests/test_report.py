@@ -21,15 +21,9 @@ from typer.testing import CliRunner
 from bertbench.errors import BertbenchError
 from bertbench.reference import PAPER_NUMBERS_PATH, SPLITS, load_paper_numbers
 from bertbench.report.build import build_report
-from bertbench.report.model import (
-    GENERATED_MARKER,
-    collect,
-    fmt_stats,
-    long_rows,
-    main_table,
-    seed_stats,
-    table5,
-)
+from bertbench.report.model import GENERATED_MARKER, collect, fmt_stats, long_rows, seed_stats
+from bertbench.report.tables.ablations import table5
+from bertbench.report.tables.main import main_table
 from bertbench.report.render.markdown import render_markdown
 from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, variant_label, write_record
 
@@ -179,7 +173,7 @@ def test_fmt_stats():
 def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):
     """A variant pre-trained twice gets a row per pre-training seed: its held-out numbers, and the GLUE score of
     its own fine-tuning records (mean over fine-tuning seeds, then over the main table's GLUE scores)."""
-    from bertbench.report.model import pretraining_seeds_table
+    from bertbench.report.tables.seeds import pretraining_seeds_table
 
     t = _template(fixture_records)
 

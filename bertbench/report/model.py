@@ -1,8 +1,8 @@
 """Result records -> the report's data model (`ReportData`, `Table`, `Variant`, `RowKey`, `Cell`, formatting),
-the result tables built straight on it (main table, Tables 5, 6 and 8, provenance) and the long rows.
+the GLUE-score rows, the paper's numbers for a column, and the long rows (the CSV/JSON content).
 
-The bottom of `bertbench.report`: it imports no other report module but the statistics. The tables that
-build on it are in `report.tables`, the whole report in `report.build`, the markdown, terminal and plots
+The bottom of `bertbench.report`: it imports no other report module but the statistics. The tables, built
+on it, are in `report.tables`, the whole report in `report.build`, the markdown, terminal and plots
 in `report.render`. Pure and deterministic: the same records give the same bytes (stable ordering, fixed
 decimals, no dates or absolute paths). Reading records is `bertbench.results`' job, writing files is
 `report.run`'s.
@@ -22,7 +22,6 @@ How numbers are grouped (the decisions a reader of a report needs):
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -30,9 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, is_masked, model_shape
+from bertbench.config import is_masked, model_shape
 from bertbench.errors import BertbenchError
-from bertbench.runtime.progress import fmt_seconds
 from bertbench.report.stats import Interval, fmt_interval, t_interval
 from bertbench.report.multibootstrap import SUFF_METRICS, Component
 from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
@@ -537,75 +535,6 @@ def direction(metric: str) -> str:
     return "↑" if _higher_is_better(metric) else "↓"
 
 
-BESIDE_METRICS = {"f1": "accuracy"}  # MRPC's F1 rewards a constant "paraphrase"; its accuracy is shown beside it
-
-
-def main_table(data: ReportData) -> Table:
-    paper = data.paper
-    columns = paper_columns(data)
-    header = ("Task", "Version", "Metric", "↑↓", "Split", *(v.label for v in data.variants),
-              *(c[0] for c in columns))
-    rows: list[tuple[str, ...]] = []
-    for row in data.rows:
-        task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
-        for metric in (row.metric, BESIDE_METRICS.get(row.metric)):
-            cells = [data.cell(variant, row) for variant in data.variants]
-            if metric is None or not any(c and seed_stats(c.records, metric) for c in cells):
-                continue
-            shown = [fmt_stats(seed_stats(c.records, metric)) + marks(c) if c else MISSING for c in cells]
-            at = row if metric == row.metric else dataclasses.replace(row, metric=metric)
-            rows.append((task, f"v{row.task_version}", metric, direction(metric), row.eval_kind, *shown,
-                         *(_paper_cell(paper, systems, sources, at) for _, systems, sources in columns)))
-    glue_rows, glue_notes = _glue_rows(data, columns)
-    rows.extend(glue_rows)
-    return Table("main", "Results", header, tuple(rows), tuple(_main_notes(data) + glue_notes))
-
-
-def _main_notes(data: ReportData) -> list[str]:
-    paper = data.paper
-    cells = [c for c in (data.cell(v, r) for v in data.variants for r in data.rows) if c is not None]
-    notes = [
-        "Our cells: mean over fine-tuning seeds [95% t-interval over seeds] (n = seeds); one seed has no "
-        "interval. The interval measures fine-tuning noise (initialisation, batch order) on this evaluation set. "
-        "Paper cells: the published number and the split it was measured on. Comparisons between variants "
-        "(differences, claims) use the multi-bootstrap instead, which says what it covers.",
-        f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",
-    ]
-    if _turc_columns(data):
-        notes.append(f"Turc et al. columns: {paper.turc_source}, GLUE test; shown for the sizes we ran.")
-    devsplits = sorted({r.task for r in data.rows if r.eval_kind == "devsplit"})
-    if devsplits:
-        notes.append(f"devsplit rows ({', '.join(devsplits)}) are trained and evaluated on a split we cut from "
-                     "the official data; the paper's number beside them is on the official split and not comparable.")
-    versions: dict[str, set[int]] = defaultdict(set)
-    for row in data.rows:
-        versions[row.task].add(row.task_version)
-    for task, vs in sorted(versions.items()):
-        if len(vs) > 1:
-            shown = ", ".join(map(str, sorted(vs)))
-            notes.append(f"{task}: records of task versions {shown} are separate rows, never averaged.")
-    if any(is_degenerate(c.records) for c in cells):
-        notes.append("⊘ degenerate: at least one seed predicted one class (or one value) for every example; "
-                     "such a cell never counts as a reproduction.")
-    notes.append(_near_constant_note(cells))
-    if any(c.n_settings > 1 for c in cells):
-        notes.append("‡ best of several fine-tuning settings by mean, chosen on this evaluation split "
-                     "(as the paper chose the learning rate on dev): optimistic.")
-    return notes
-
-
-def _near_constant_note(cells: Sequence[Cell]) -> str:
-    flags = [f for c in cells for f in near_constant_flags(c.records)]
-    unknown = sum(f is None for f in flags)
-    text = (f"≈ near-constant: at least one seed predicted one label (one value) for ≥ 95% of the examples; flagged "
-            f"like ⊘, such a cell never counts as a reproduction ({sum(f is True for f in flags)} of {len(flags)} "
-            "records).")
-    if unknown:
-        text += (f" {unknown} records (written before records kept per-example predictions, or span and token "
-                 "tasks) cannot be checked: their cells carry no ≈ either way.")
-    return text
-
-
 @dataclass(frozen=True)
 class GlueRow:
     """A GLUE-score row: the paper scores it averages and our variants' averages over them."""
@@ -650,28 +579,6 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
     return out
 
 
-def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[str, ...]], list[str]]:
-    """The main table's GLUE-score rows, paper columns over the same set of scores, and their notes."""
-    paper = data.paper
-    rows, notes = [], []
-    for glue in glue_rows(data):
-        ours = [f"{glue.ours[v.label]:.1f}" if v.label in glue.ours else MISSING for v in data.variants]
-        rows.append((glue.label, MISSING, glue.metric, "↑", "/".join(glue.eval_kinds), *ours,
-                     *(_glue_paper_cell(paper, systems, sources, glue) for _, systems, sources in columns)))
-    if rows:
-        notes.append(
-            "GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
-            "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
-            "A partial row averages only the tasks we have, and the paper cells beside it average the same "
-            "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted."
-        )
-        shown = "; ".join(f"{n.system} {n.value:.1f}" for n in paper.find(task="glue", metric="leaderboard_score")
-                          if n.source != paper.turc_source)
-        notes.append(f"Not Table 1's average: the official GLUE leaderboard scores quoted in the paper ({shown}) "
-                     "include WNLI; Turc et al.'s README 'Score' is a leaderboard score too.")
-    return rows, notes
-
-
 def glue_paper_number(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str],
                       glue: GlueRow) -> Optional[tuple[float, str, Optional[str]]]:
     """(value, split, how) of a paper column's GLUE score over `glue`'s scores: Table 1's printed average
@@ -692,73 +599,7 @@ def glue_paper_number(paper: PaperNumbers, systems: Sequence[str], sources: Sequ
     return math.fsum(values) / len(values), found[0].split, how
 
 
-def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str], glue: GlueRow) -> str:
-    number = glue_paper_number(paper, systems, sources, glue)
-    if number is None:
-        return MISSING
-    value, split, how = number
-    return f"{value:.1f} ({split})" if how is None else f"{value:.1f} ({split}, {how})"
-
-
 # --- ablation tables -----------------------------------------------------------------------------------
-
-
-ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †
-
-
-def _ours_cell(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
-               stand_ins: set[str]) -> str:
-    stats, row = stats_for(data, variant, ptask, pmetric, approach, ABLATION_KINDS)
-    if stats is None:
-        return MISSING
-    if row.eval_kind != "dev":
-        stand_ins.add(f"{row.task} ({row.eval_kind}) for {data.paper.tasks[ptask]}")
-        return fmt_stats(stats) + " †"
-    return fmt_stats(stats)
-
-
-def _paper_rows(paper: PaperNumbers, source: str) -> list[str]:
-    systems: list[str] = []
-    for n in paper.find(source=source):
-        if n.system not in systems:
-            systems.append(n.system)
-    return systems
-
-
-def _paper_value(paper: PaperNumbers, source: str, system: str, ptask: str, pmetric: str,
-                 approach: Optional[str] = None) -> str:
-    for n in paper.find(source=source, system=system, task=ptask, metric=pmetric):
-        if approach is None or n.config.get("approach", DEFAULT_APPROACH) == approach:
-            return fmt_value(n.value, n.metric)
-    return MISSING
-
-
-def _with_data(rows: list[tuple[str, ...]], first_data_col: int) -> list[tuple[str, ...]]:
-    """Our rows that have at least one number (a variant with no records for a table is left out)."""
-    return [row for row in rows if any(c != MISSING for c in row[first_data_col:])]
-
-
-def _stand_in_note(stand_ins: set[str]) -> list[str]:
-    notes = ["Our rows: variants with records for at least one column; missing cells are –, never zero."]
-    if stand_ins:
-        notes.append("† stands in for the paper's dev set: " + "; ".join(sorted(stand_ins)) + ".")
-    return notes
-
-
-def table5(data: ReportData) -> Table:
-    """Pre-training tasks: MLM+NSP / no NSP / LTR (and random init) beside the paper's Table 5."""
-    paper, source = data.paper, "BERT paper Table 5"
-    cols = (("mnli_m", "accuracy"), ("qnli", "accuracy"), ("mrpc", "accuracy"), ("sst2", "accuracy"),
-            ("squad_v1", "f1"))
-    header = ("Model", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
-    stand_ins: set[str] = set()
-    rows = _with_data([(v.label, *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
-                       for v in data.variants if not masking_suffix(v.pretraining)], 1)
-    rows += [(f"paper: {system}", *(_paper_value(paper, source, system, t, m) for t, m in cols))
-             for system in _paper_rows(paper, source)]
-    notes = ["Paper rows: BERT-Base architecture, dev. 'LTR & No NSP' is a left-to-right model like ours; "
-             "'+ BiLSTM' adds a randomly initialised BiLSTM at fine-tuning only.", *_stand_in_note(stand_ins)]
-    return Table("table5", "Ablation: pre-training tasks (paper Table 5, dev)", header, tuple(rows), tuple(notes))
 
 
 def _shape(size: str) -> str:
@@ -773,69 +614,6 @@ def size_variants(data: ReportData) -> list[Variant]:
     """Table 6's rows of ours: masked-LM variants with the paper's masking, one per size (and objective label)."""
     return [v for v in data.variants if v.pretraining is not None and is_masked(v.pretraining["objective"])
             and not masking_suffix(v.pretraining)]
-
-
-def _perplexity(variant: Variant) -> str:
-    loss, _ = variant.pretraining_mean("heldout", "mlm_loss")
-    if loss is None:
-        return MISSING
-    return f"{math.exp(loss):.2f}" if loss < 700 else "inf"
-
-
-def table6(data: ReportData) -> Table:
-    """Model size: held-out MLM perplexity and dev accuracy by size, beside the paper's Table 6."""
-    paper, source = data.paper, "BERT paper Table 6"
-    cols = (("mnli_m", "accuracy"), ("mrpc", "accuracy"), ("sst2", "accuracy"))
-    header = ("Model", "L/H/A", "Tokens seen", "LM (ppl)", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
-    stand_ins: set[str] = set()
-    rows = _with_data([(v.label, _shape(v.size), _fmt_count(v.pretraining_mean("tokens_seen")[0]), _perplexity(v),
-                        *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
-                       for v in size_variants(data)], 3)
-    for system in _paper_rows(paper, source):
-        cfg = paper.find(source=source, system=system)[0].config
-        rows.append((f"paper: {system}", f"{cfg['layers']}/{cfg['hidden']}/{cfg['heads']}", MISSING,
-                     _paper_value(paper, source, system, "mlm_heldout", "perplexity"),
-                     *(_paper_value(paper, source, system, t, m) for t, m in cols)))
-    # Turc et al.'s small BERTs of the sizes we ran (their GLUE test scores; no LM perplexity published)
-    ran = {v.size for v in data.variants if v.pretraining is not None}
-    turc = [(size, system) for size, system in paper.turc_sizes.items() if size in ran]
-    for size, system in turc:
-        rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING, MISSING,
-                     *(_paper_value(paper, paper.turc_source, system, t, m) for t, m in cols)))
-    notes = ["Tokens seen: our pre-training's, the mean over its seeds; at equal minutes a larger model sees fewer. "
-             "LM (ppl): exp of the mean held-out masked-LM loss (averaged over the pre-training seeds). The paper's is on held-out BooksCorpus+Wikipedia "
-             "with its 30k vocabulary; ours is on our own held-out data and vocabulary, so only our rows compare "
-             "with each other.",
-             "Paper cells are averages of 5 fine-tuning restarts."
-             + (f" Turc et al. rows: {paper.turc_source}, the released small BERTs of our sizes, GLUE test scores "
-                "(best of their fine-tuning grid), not dev." if turc else ""), *_stand_in_note(stand_ins)]
-    return Table("table6", "Ablation: model size (paper Table 6, dev)", header, tuple(rows), tuple(notes))
-
-
-def table8(data: ReportData) -> Table:
-    """Masking procedures: MNLI and NER (fine-tuning, feature-based) beside the paper's Table 8."""
-    paper, source = data.paper, "BERT paper Table 8"
-    cols = (("mnli_m", "accuracy", DEFAULT_APPROACH), ("conll2003", "f1", DEFAULT_APPROACH),
-            ("conll2003", "f1", "feature-based"))
-    header = ("Model", "MASK", "SAME", "RND", "MNLI-m (Acc)", "NER fine-tune (F1)", "NER feature-based (F1)")
-    stand_ins: set[str] = set()
-    rows = []
-    for v in data.variants:
-        if v.pretraining is None or not is_masked(v.pretraining["objective"]):
-            continue
-        procedure = mask_procedure(v.pretraining)
-        shown = [f"{x:.4g}%" for x in procedure] if procedure else [MISSING] * 3
-        rows.append((v.label, *shown, *(_ours_cell(data, v, t, m, a, stand_ins) for t, m, a in cols)))
-    rows = _with_data(rows, 4)
-    for system in _paper_rows(paper, source):
-        cfg = paper.find(source=source, system=system)[0].config
-        rows.append((f"paper: {system}", f"{cfg['mask']}%", f"{cfg['same']}%", f"{cfg['random']}%",
-                     *(_paper_value(paper, source, system, t, m, a) for t, m, a in cols)))
-    notes = ["MASK / SAME / RND: the share of selected positions replaced by [MASK], kept, or replaced by a random "
-             "token. Paper rows: BERT-Base, dev; its 80/10/10 MNLI-m is 84.2 here but 84.4 in Tables 5 and 6 "
-             "(within-paper noise of ±0.2-0.3). The paper's feature-based NER concatenates the last 4 layers.",
-             *_stand_in_note(stand_ins)]
-    return Table("table8", "Ablation: masking procedure (paper Table 8, dev)", header, tuple(rows), tuple(notes))
 
 
 # --- provenance ---------------------------------------------------------------------------------------
@@ -858,78 +636,6 @@ def _masking_text(pre: Optional[Mapping[str, Any]]) -> str:
     procedure = mask_procedure(pre)
     text = f"{100 * pre['mask_ratio']:.4g}% " + ("/".join(f"{x:.4g}" for x in procedure) if procedure else MISSING)
     return text + (" wwm" if pre.get("whole_word_mask") else "")
-
-
-def _seed_glue(data: ReportData, variant: Variant, covered: Sequence[tuple[str, str, str]], seed: Any) -> Optional[float]:
-    """The GLUE score over `covered` (the main table's GLUE row) from one pre-training seed's records alone."""
-    scores = []
-    for ptask, pmetric, _ in covered:
-        metric, row = metric_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
-        values = [] if metric is None else [float(r["metrics"][metric]) for r in data.cell(variant, row).records
-                                            if r.get("pretrain_seed") == seed and r["metrics"].get(metric) is not None]
-        if not values:
-            return None
-        scores.append(statistics.fmean(values))
-    return statistics.fmean(scores) if scores else None
-
-
-def _first_of(numbers: Mapping[str, Any], *keys: str) -> str:
-    """The first of `keys` that `numbers` has, to one decimal; – when it has none (an older summary)."""
-    value = next((numbers[k] for k in keys if numbers.get(k) is not None), None)
-    return MISSING if value is None else f"{value:.1f}"
-
-
-def pretraining_seeds_table(data: ReportData) -> Optional[Table]:
-    """One row per pre-training seed of each variant pre-trained more than once: what its held-out evaluation
-    measured when pre-training ended, and its GLUE score from its own fine-tuning records. None when no variant
-    has two pre-training seeds."""
-    glue = glue_rows(data)
-    covered = glue[0].covered if glue else ()
-    paper_masking = f"{PAPER_MASK_RATIO:.0%} " + "/".join(map(str, PAPER_MASK_PROCEDURE))
-    header = ("Variant", "Pre-training seed", "Tokens seen", f"Held-out MLM acc. ({paper_masking})", "NSP acc.",
-              "Cross-segment match", glue[0].label if glue else "GLUE", "Records")
-    rows = []
-    for v in data.variants:
-        by_seed: dict[Any, list[LoadedRecord]] = defaultdict(list)
-        for r in v.records:
-            by_seed[r.data.get("pretrain_seed")].append(r)
-        if v.random_init or len(by_seed) < 2:
-            continue
-        for seed in sorted(by_seed, key=lambda s: (s is None, s)):
-            pre = by_seed[seed][0].data["model"]["pretraining"]
-            held = pre.get("heldout") or {}
-            score = _seed_glue(data, v, covered, seed)
-            rows.append((v.label, MISSING if seed is None else str(seed), _fmt_count(pre.get("tokens_seen")),
-                         _first_of(held, "mlm_accuracy_paper_masking", "mlm_accuracy"), _first_of(held, "nsp_accuracy"),
-                         _first_of(held, "cross_segment_match"), MISSING if score is None else f"{score:.1f}",
-                         str(len(by_seed[seed]))))
-    if not rows:
-        return None
-    notes = ("Each pre-training seed of a variant pre-trained more than once, on its own: held-out MLM accuracy (%) "
-             "when pre-training ended, scored at the paper's masking whatever the variant trained with, and NSP "
-             "accuracy (%); cross-segment match, the attention (%) a segment-B token puts on "
-             "the same token in segment A, in the layer-0 head that does this most (`bertbench.model.diagnostics`; "
-             "– where not recorded); and the main table's GLUE score from this seed's fine-tuning records alone "
-             "(mean over fine-tuning seeds). Seeds that disagree here are why a variant's intervals are wide.",)
-    return Table("pretraining_seeds", "Pre-training seeds", header, tuple(rows), notes)
-
-
-def provenance_table(data: ReportData) -> Table:
-    header = ("Variant", "Objective", "Masking", "Tokens seen", "Pre-train wall", "Pre-train hardware",
-              "Pre-train code", "Data", "Model", "Seeds", "Records", "Fine-tune code")
-    rows = []
-    for v in data.variants:
-        pre = v.pretraining or {}
-        seeds = sorted({r.data["seed"] for r in v.records})
-        codes = sorted({r.data["code_version"] for r in v.records})
-        objective = objective_label(v.pretraining)
-        rows.append((v.label, objective, _masking_text(v.pretraining), _fmt_count(pre.get("tokens_seen")),
-                     fmt_seconds(pre.get("wall_seconds")), pre.get("hardware") or MISSING,
-                     pre.get("code_version") or MISSING, _short(pre.get("data_fingerprint")), _short(v.fingerprint),
-                     ", ".join(map(str, seeds)), str(len(v.records)), ", ".join(codes)))
-    notes = ("Masking: ratio of positions selected, then MASK/SAME/RND percentages; wwm = whole-word masking. "
-             "Fingerprints are shortened to 12 hex digits; the CSV/JSON outputs hold them in full.",)
-    return Table("provenance", "Provenance", header, tuple(rows), notes)
 
 
 def long_rows(data: ReportData) -> list[dict[str, Any]]:
@@ -973,6 +679,6 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
 
 __all__ = [
     "Cell", "GENERATED_MARKER", "ReportData", "RowKey", "Stats", "Table", "Variant",
-    "collect", "fmt_stats", "is_degenerate", "long_rows", "main_table", "paper_columns", "paper_number_for",
-    "pretraining_seeds_table", "provenance_table", "seed_stats", "size_variants", "table5", "table6", "table8",
+    "collect", "fmt_stats", "glue_rows", "is_degenerate", "long_rows", "paper_columns", "paper_number_for",
+    "seed_stats", "size_variants",
 ]
