@@ -37,7 +37,6 @@ from bertbench.reference import PaperNumber, PaperNumbers, load_paper_numbers
 from bertbench.results import (
     LoadedRecord,
     Record,
-    mask_procedure,
     masking_suffix,
     objective_label,
     pretraining_procedure,
@@ -330,7 +329,7 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
     for label, by_fp in by_label.items():
         series = _checkpoint_series(by_fp)
         for fingerprint, recs in sorted(by_fp.items()):
-            name = label if len(by_fp) == 1 or series else f"{label} [{_short(fingerprint, 8)}]"
+            name = label if len(by_fp) == 1 or series else f"{label} [{short_fingerprint(fingerprint, 8)}]"
             first = recs[0].data
             variant = Variant(name, first["model"]["size"], first["model"]["pretraining"], fingerprint, tuple(recs))
             if series:
@@ -418,7 +417,7 @@ def _choose_setting(row: RowKey, settings: Mapping[str, list[LoadedRecord]]) -> 
     return Cell(tuple(r.data for r in recs), len(settings), key)
 
 
-def _short(fingerprint: Optional[str], n: int = 12) -> str:
+def short_fingerprint(fingerprint: Optional[str], n: int = 12) -> str:
     if not fingerprint:
         return MISSING
     algo, _, digest = fingerprint.rpartition(":")
@@ -480,7 +479,7 @@ def turc_column(paper: PaperNumbers, size: str) -> Optional[PaperColumnSpec]:
     return (f"{system} (Turc et al.)", (system,), (paper.turc_source,)) if system else None
 
 
-def _turc_columns(data: ReportData) -> list[PaperColumnSpec]:
+def turc_columns(data: ReportData) -> list[PaperColumnSpec]:
     sizes = {v.size for v in data.variants}
     return [turc_column(data.paper, size) for size in data.paper.turc_sizes if size in sizes]
 
@@ -512,7 +511,7 @@ def paper_number_for(paper: PaperNumbers, systems: Sequence[str], sources: Seque
     return sorted(pool, key=lambda n: (n.split != want, metric_order.index(n.metric)))[0], bool(same_metric)
 
 
-def _paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str], row: RowKey) -> str:
+def paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str], row: RowKey) -> str:
     """'66.4 (test)'; '88.9 (test, F1)' when the paper reports another metric; devsplit rows say
     that the paper's number is on the official split."""
     number, same_metric = paper_number_for(paper, systems, sources, row)
@@ -528,7 +527,7 @@ def paper_columns(data: ReportData) -> list[PaperColumnSpec]:
     """The main table's paper columns as (name, systems, sources): the paper's, then Turc et al.'s."""
     paper = data.paper
     columns = [(c.name, c.systems, paper.main_table_sources) for c in paper.columns]
-    return columns + _turc_columns(data)
+    return columns + turc_columns(data)
 
 
 def direction(metric: str) -> str:
@@ -602,7 +601,7 @@ def glue_paper_number(paper: PaperNumbers, systems: Sequence[str], sources: Sequ
 # --- ablation tables -----------------------------------------------------------------------------------
 
 
-def _shape(size: str) -> str:
+def fmt_shape(size: str) -> str:
     try:
         layers, hidden, heads = model_shape(size)
     except BertbenchError:
@@ -619,23 +618,13 @@ def size_variants(data: ReportData) -> list[Variant]:
 # --- provenance ---------------------------------------------------------------------------------------
 
 
-def _fmt_count(n: Optional[float]) -> str:
+def fmt_count(n: Optional[float]) -> str:
     if n is None:
         return MISSING
     for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= scale:
             return f"{n / scale:.3g}{unit}"
     return f"{n:.0f}"
-
-
-def _masking_text(pre: Optional[Mapping[str, Any]]) -> str:
-    if pre is None:
-        return MISSING
-    if not is_masked(pre["objective"]):
-        return "none (causal)"
-    procedure = mask_procedure(pre)
-    text = f"{100 * pre['mask_ratio']:.4g}% " + ("/".join(f"{x:.4g}" for x in procedure) if procedure else MISSING)
-    return text + (" wwm" if pre.get("whole_word_mask") else "")
 
 
 def long_rows(data: ReportData) -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ from bertbench.report.model import (
     ReportData,
     Table,
     Variant,
-    _fmt_count,
-    _shape,
+    fmt_count,
+    fmt_shape,
     fmt_stats,
     fmt_value,
     size_variants,
@@ -94,7 +94,7 @@ def table6(data: ReportData) -> Table:
     cols = (("mnli_m", "accuracy"), ("mrpc", "accuracy"), ("sst2", "accuracy"))
     header = ("Model", "L/H/A", "Tokens seen", "LM (ppl)", *(f"{paper.tasks[t]} ({paper.metrics[m]})" for t, m in cols))
     stand_ins: set[str] = set()
-    rows = _with_data([(v.label, _shape(v.size), _fmt_count(v.pretraining_mean("tokens_seen")[0]), _perplexity(v),
+    rows = _with_data([(v.label, fmt_shape(v.size), fmt_count(v.pretraining_mean("tokens_seen")[0]), _perplexity(v),
                         *(_ours_cell(data, v, t, m, DEFAULT_APPROACH, stand_ins) for t, m in cols))
                        for v in size_variants(data)], 3)
     for system in _paper_rows(paper, source):
@@ -106,7 +106,7 @@ def table6(data: ReportData) -> Table:
     ran = {v.size for v in data.variants if v.pretraining is not None}
     turc = [(size, system) for size, system in paper.turc_sizes.items() if size in ran]
     for size, system in turc:
-        rows.append((f"Turc et al.: {system} (test)", _shape(size), MISSING, MISSING,
+        rows.append((f"Turc et al.: {system} (test)", fmt_shape(size), MISSING, MISSING,
                      *(_paper_value(paper, paper.turc_source, system, t, m) for t, m in cols)))
     notes = ["Tokens seen: our pre-training's, the mean over its seeds; at equal minutes a larger model sees fewer. "
              "LM (ppl): exp of the mean held-out masked-LM loss (averaged over the pre-training seeds). The paper's is on held-out BooksCorpus+Wikipedia "

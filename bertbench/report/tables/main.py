@@ -14,8 +14,8 @@ from bertbench.report.model import (
     GlueRow,
     ReportData,
     Table,
-    _paper_cell,
-    _turc_columns,
+    paper_cell,
+    turc_columns,
     direction,
     fmt_stats,
     glue_paper_number,
@@ -46,7 +46,7 @@ def main_table(data: ReportData) -> Table:
             shown = [fmt_stats(seed_stats(c.records, metric)) + marks(c) if c else MISSING for c in cells]
             at = row if metric == row.metric else dataclasses.replace(row, metric=metric)
             rows.append((task, f"v{row.task_version}", metric, direction(metric), row.eval_kind, *shown,
-                         *(_paper_cell(paper, systems, sources, at) for _, systems, sources in columns)))
+                         *(paper_cell(paper, systems, sources, at) for _, systems, sources in columns)))
     glue_rows, glue_notes = _glue_rows(data, columns)
     rows.extend(glue_rows)
     return Table("main", "Results", header, tuple(rows), tuple(_main_notes(data) + glue_notes))
@@ -62,7 +62,7 @@ def _main_notes(data: ReportData) -> list[str]:
         "(differences, claims) use the multi-bootstrap instead, which says what it covers.",
         f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",
     ]
-    if _turc_columns(data):
+    if turc_columns(data):
         notes.append(f"Turc et al. columns: {paper.turc_source}, GLUE test; shown for the sizes we ran.")
     devsplits = sorted({r.task for r in data.rows if r.eval_kind == "devsplit"})
     if devsplits:

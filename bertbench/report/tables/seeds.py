@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, _fmt_count, glue_rows, metric_for
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, glue_rows, metric_for
 from bertbench.results import LoadedRecord
 
 
@@ -50,7 +50,7 @@ def pretraining_seeds_table(data: ReportData) -> Optional[Table]:
             pre = by_seed[seed][0].data["model"]["pretraining"]
             held = pre.get("heldout") or {}
             score = _seed_glue(data, v, covered, seed)
-            rows.append((v.label, MISSING if seed is None else str(seed), _fmt_count(pre.get("tokens_seen")),
+            rows.append((v.label, MISSING if seed is None else str(seed), fmt_count(pre.get("tokens_seen")),
                          _first_of(held, "mlm_accuracy_paper_masking", "mlm_accuracy"), _first_of(held, "nsp_accuracy"),
                          _first_of(held, "cross_segment_match"), MISSING if score is None else f"{score:.1f}",
                          str(len(by_seed[seed]))))
