@@ -81,14 +81,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypedDict, Union
 
-from bertbench.config import (
-    OBJECTIVES,
-    PAPER_MASK_PROCEDURE,
-    PAPER_MASK_RATIO,
-    is_causal,
-    is_masked,
-    trains_nsp,
-)
+from bertbench.config import OBJECTIVES, is_masked
 from bertbench.errors import BertbenchError, did_you_mean
 
 SCHEMA_VERSION = 2
@@ -474,45 +467,7 @@ def load_records(
     return records
 
 
-# --- labels and keys --------------------------------------------------------------------------------
-
-
-def _fmt_pct(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
-    if not pretraining or not is_masked(pretraining.get("objective")):
-        return ""
-    parts = []
-    procedure = mask_procedure(pretraining)
-    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
-        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
-    if pretraining.get("whole_word_mask"):
-        parts.append("wwm")
-    ratio = pretraining.get("mask_ratio")
-    if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
-        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
-    return " ".join(parts)
-
-
-def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)' or 'random init' (a validated, version-2 `pretraining`)."""
-    if pretraining is None:
-        return "random init"
-    objective = pretraining["objective"]
-    if is_causal(objective):
-        return "LTR (causal)"
-    return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
-
-
-def variant_label(record: Record) -> str:
-    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ..."""
-    pretraining = record["model"]["pretraining"]
-    label = f"{record['model']['size']} {objective_label(pretraining)}"
-    suffix = masking_suffix(pretraining)
-    return f"{label} {suffix}" if suffix else label
+# --- keys ----------------------------------------------------------------------------------------------
 
 
 # What makes two pre-trainings the same procedure, whatever their seed: what they optimised, how, and for how
@@ -534,21 +489,6 @@ def pretraining_procedure(record: Record) -> str:
         keys["procedure_fingerprint"] = pre["procedure_fingerprint"]
     identity = json.dumps([record["model"]["size"], keys], sort_keys=True)
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
-
-
-# What a held-out selection chose, not what was asked: each pre-training seed's checkpoint is selected on its
-# own, so its records would otherwise split one variant's cell into one "setting" per pre-training seed
-_SELECTION_OUTCOME = ("selection", "selected_epoch", "steps", "steps_trained")
-
-
-def setting_key(record: Record) -> str:
-    """The fine-tuning setting as a canonical string (records differing only in seed share it, and so do the
-    pre-training seeds of one variant: a held-out selection's outcome, lr included, is not part of it)."""
-    ft = dict(record["finetune"])
-    if ft.get("grid") == "heldout":
-        for key in (*_SELECTION_OUTCOME, "lr"):
-            ft.pop(key, None)
-    return json.dumps(ft, sort_keys=True)
 
 
 def record_filename(record: Record) -> str:
@@ -699,6 +639,5 @@ __all__ = [
     "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
     "ResultRecord", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure",
-    "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
-    "validate_record", "variant_label", "write_record",
+    "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",
 ]

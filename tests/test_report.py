@@ -25,7 +25,8 @@ from bertbench.report.model import GENERATED_MARKER, collect, fmt_stats, long_ro
 from bertbench.report.tables.ablations import table5
 from bertbench.report.tables.main import main_table
 from bertbench.report.render.markdown import render_markdown
-from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, variant_label, write_record
+from bertbench.report.labels import variant_label
+from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, write_record
 
 TESTS = Path(__file__).resolve().parent
 RECORDS = TESTS / "fixtures" / "records" / "main"

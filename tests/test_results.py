@@ -15,14 +15,13 @@ from bertbench.results import (
     SCHEMA_VERSION,
     load_records,
     mask_procedure,
-    masking_suffix,
     provenance,
     read_record,
     record_filename,
     validate_record,
-    variant_label,
     write_record,
 )
+from bertbench.report.labels import masking_suffix, variant_label
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 COMMITTED = Path(__file__).resolve().parent.parent / "leaderboards" / "records"

@@ -20,7 +20,8 @@ from bertbench.report.model import (
     size_variants,
     stats_for,
 )
-from bertbench.results import mask_procedure, masking_suffix
+from bertbench.report.labels import masking_suffix
+from bertbench.results import mask_procedure
 
 
 ABLATION_KINDS = ("dev", "devsplit", "test")  # the paper's ablations are on dev; others stand in, marked †

@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 from bertbench.config import is_masked
 from bertbench.report.model import MISSING, ReportData, Table, fmt_count, short_fingerprint
-from bertbench.results import mask_procedure, objective_label
+from bertbench.report.labels import objective_label
+from bertbench.results import mask_procedure
 from bertbench.runtime.progress import fmt_seconds
 
 
