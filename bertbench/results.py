@@ -20,9 +20,9 @@ One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout 
 
 One writer, one reader, for each output of a run: a result record is `ResultRecord`, written only by
 `write_record` (grid points that lost a selection too, as `*.grid.json`) and read only by `read_record`
-(`load_records` reads through it), which owns every migration of older records; a pre-training summary is
-`PretrainSummary`, written only by `write_summary` and read only by `read_summary`, which owns every
-migration of older summaries. Neither file holds an absolute path (`portable_path`). A new top-level key is a
+(`load_records` reads through it); a pre-training summary is `PretrainSummary`, written only by
+`write_summary` and read only by `read_summary`. Each refuses an older format in one line naming the tag
+that reads it (FORMATS_TAG). Neither file holds an absolute path (`portable_path`). A new top-level key is a
 field of `ResultRecord` and an entry of `_TOP` or `_TOP_OPTIONAL` (a test checks that the two agree).
 
 Rules a writer must know:
@@ -85,8 +85,8 @@ from bertbench.config import OBJECTIVES, is_masked
 from bertbench.errors import BertbenchError, did_you_mean
 
 SCHEMA_VERSION = 2
-# The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys,
-# records without `budget_seconds`): an older file is refused with this name, to read it with that commit.
+# The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
+# an older file is refused with this name, to read it with that commit.
 FORMATS_TAG = "formats-v1"
 RECORD_SUFFIX = ".record.json"
 GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported

@@ -75,7 +75,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         if ckpt.tokenizer.vocab_size != ckpt.config.vocab_size:
             raise BertbenchError(f"--tokenizer {tokenizer}: {ckpt.tokenizer.vocab_size} tokens, the model has {ckpt.config.vocab_size}")
     if ckpt.summary is not None:
-        pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
+        pre = ckpt.summary.pretraining_info()  # (read through results.read_summary)
     else:  # a Hugging Face BERT: pre-trained with the paper's MLM+NSP; tokens, time, data and held-out unknown
         from bertbench.results import pretraining_block
 
