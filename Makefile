@@ -6,7 +6,7 @@ DATA_DIR ?= ../shared/data
 PRESET ?= cpu-quick
 OUT ?= runs/$(PRESET)
 
-.PHONY: setup test demo study archive leaderboard clean
+.PHONY: setup test demo study archive leaderboard studies-table clean
 
 # torch first, pinned: 2.13.0 is the CPU build on this disk; an open range would pull a multi-GB CUDA build.
 $(BIN)/bertbench: pyproject.toml
@@ -49,6 +49,9 @@ archive:
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)
 	$(BIN)/bertbench report $(RECORDS) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed docs/studies/$(PRESET).md --index
+
+studies-table: setup
+	$(BIN)/bertbench report leaderboards/records --studies docs/studies --embed README.md
 
 clean:
 	rm -rf $(VENV) runs
