@@ -3,18 +3,24 @@ them: the textbook paired intervals the multi-bootstrap reduces to (a paired t o
 over seeds × examples), a run's metric from per-example statistics, a task by name, and a text's word-piece ids."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.report.stats import CONFIDENCE, Interval, paired_differences, t_interval
+from bertbench.report.stats import CONFIDENCE, Interval, t_interval
 
 PAIRED_T_OVER_SEEDS = "paired t over seeds"
 PAIRED_BOOTSTRAP = "paired bootstrap over seeds × examples"
 BOOTSTRAP_RESAMPLES = 10_000
+
+
+def paired_differences(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(seeds both have, a[seed] − b[seed] for each), in seed order. Unpaired seeds are left out."""
+    seeds = tuple(sorted(set(a) & set(b)))
+    return seeds, tuple(float(a[s]) - float(b[s]) for s in seeds)
 
 
 def paired_t_interval(a: Mapping[int, float], b: Mapping[int, float],
@@ -74,3 +80,17 @@ def get_task(name: str, tasks_dir: Optional[Path] = None):
 def tokenize_ids(tok, text: str) -> list[int]:
     """Word-piece ids of `text` by a WordPieceTokenizer, without [CLS]/[SEP]."""
     return tok.backend.encode(text, add_special_tokens=False).ids
+
+
+def tokenize_ids_batch(tok, texts: list[str]) -> list[list[int]]:
+    return [e.ids for e in tok.backend.encode_batch(texts, add_special_tokens=False)]
+
+
+def iter_texts_for_training(paths: Iterable[Path]) -> Iterator[str]:
+    """Lines of text files, for vocabulary training (WikiExtractor <doc> markup lines skipped)."""
+    for p in paths:
+        with open(p, encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line and not line.startswith("<doc") and line != "</doc>":
+                    yield line

@@ -51,7 +51,7 @@ def test_train_save_reload(tmp_path):
     text = "The quick brown fox jumps over the lazy dog. Café naïve résumé!\n\n" * 50
     (docs / "a.txt").write_text(text + "Pack my box with five dozen liquor jugs.\n" * 30)
     (docs / "b.txt").write_text("Sphinx of black quartz, judge my vow.\n" * 40)
-    from bertbench.model.tokenizer import iter_texts_for_training
+    from tests.reference import iter_texts_for_training
 
     tok = WordPieceTokenizer.train(iter_texts_for_training(sorted(docs.glob("*.txt"))), vocab_size=200)
     assert tok.convert_ids_to_tokens(range(5)) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

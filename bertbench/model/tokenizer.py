@@ -295,9 +295,6 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def tokenize_ids_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
-
     def encode(
         self, text: str, pair: Optional[str] = None, max_length: Optional[int] = None, truncation: str = "longest_first"
     ) -> Encoding:
@@ -328,16 +325,6 @@ class WordPieceTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.backend.decode(list(ids))
-
-
-def iter_texts_for_training(paths: Iterable[Path]) -> Iterator[str]:
-    """Lines of text files, for vocabulary training (WikiExtractor <doc> markup lines skipped)."""
-    for p in paths:
-        with open(p, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line and not line.startswith("<doc") and line != "</doc>":
-                    yield line
 
 
 def tokenizer_fingerprint(path: str | Path) -> str:

@@ -11,7 +11,7 @@ rather than printing a zero-width one.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -53,12 +53,6 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
     return Interval(mean, mean - half, mean + half, n, method, confidence)
 
 
-def paired_differences(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """(seeds both have, a[seed] − b[seed] for each), in seed order. Unpaired seeds are left out."""
-    seeds = tuple(sorted(set(a) & set(b)))
-    return seeds, tuple(float(a[s]) - float(b[s]) for s in seeds)
-
-
 def fmt_interval(interval: Optional[Interval], decimals: int = 1, signed: bool = False) -> str:
     """'[83.1, 85.3]'; '[-0.4, +2.1]' when signed (a difference)."""
     if interval is None:
@@ -68,5 +62,5 @@ def fmt_interval(interval: Optional[Interval], decimals: int = 1, signed: bool =
 
 
 __all__ = [
-    "CONFIDENCE", "Interval", "T_OVER_SEEDS", "fmt_interval", "paired_differences", "t_interval",
+    "CONFIDENCE", "Interval", "T_OVER_SEEDS", "fmt_interval", "t_interval",
 ]

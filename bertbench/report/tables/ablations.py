@@ -7,19 +7,8 @@ from typing import Optional
 
 from bertbench.config import is_masked
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import (
-    DEFAULT_APPROACH,
-    MISSING,
-    ReportData,
-    Table,
-    Variant,
-    fmt_count,
-    fmt_shape,
-    fmt_stats,
-    fmt_value,
-    size_variants,
-    stats_for,
-)
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
+from bertbench.report.model import fmt_stats, fmt_value, size_variants, stats_for
 from bertbench.report.labels import masking_suffix
 from bertbench.results import mask_procedure
 

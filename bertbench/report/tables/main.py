@@ -7,25 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import (
-    DEFAULT_APPROACH,
-    MISSING,
-    Cell,
-    GlueRow,
-    ReportData,
-    Table,
-    paper_cell,
-    turc_columns,
-    direction,
-    fmt_stats,
-    glue_paper_number,
-    glue_rows,
-    is_degenerate,
-    marks,
-    near_constant_flags,
-    paper_columns,
-    seed_stats,
-)
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, Cell, GlueRow, ReportData, Table, paper_cell
+from bertbench.report.model import turc_columns, direction, fmt_stats, glue_paper_number, glue_rows, is_degenerate
+from bertbench.report.model import marks, near_constant_flags, paper_columns, seed_stats
 
 
 BESIDE_METRICS = {"f1": "accuracy"}  # MRPC's F1 rewards a constant "paraphrase"; its accuracy is shown beside it
