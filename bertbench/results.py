@@ -502,10 +502,6 @@ def record_filename(record: Record) -> str:
 
 # --- pre-training summaries (summary.json) ---------------------------------------------------------------
 
-# Keys newer than summaries that are kept (committed studies): written only when known, so that an older
-# summary reads back as the file it is.
-_NEWER_KEYS = ("procedure_fingerprint",)
-
 # What only a finished run's summary holds; a Figure 5 snapshot's (`snapshot: true`) has none of them.
 _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds", "tokens_per_second",
                "final_train_loss", "data", "library_versions")
@@ -559,9 +555,6 @@ class PretrainSummary:
             out["data"] = {**out["data"], "cache": Path(out["data"]["cache"]).name}
         for key in (_FINAL_ONLY if self.snapshot else ("snapshot",)):
             del out[key]
-        for key in _NEWER_KEYS:
-            if out[key] is None:
-                del out[key]
         return out
 
     @property

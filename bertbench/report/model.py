@@ -138,24 +138,20 @@ _VALUE_METRICS = {"pearson", "spearman"}
 
 def per_example_stats(record: Record, metric: str):
     """The record's per-example sufficient statistics for `metric` ((examples, K) numpy array), or None where
-    the record lacks what it takes (older records: accuracy from `example_correct` only) or where they do
-    not reproduce the record's own metric (then they are not what was scored)."""
+    the record lacks its predictions (`extra.example_predictions`, `example_gold`) or where they do not
+    reproduce the record's own metric (then they are not what was scored)."""
     import numpy as np
 
-    extra = record.get("extra") or {}
     regression = record["task_type"] == "regression"
     found = example_predictions(record)
     if metric not in SUFF_METRICS or (metric in _VALUE_METRICS) != regression:
         return None
-    if found is not None and len(found[0]) == len(found[1]):
-        preds, gold = found
-        if metric in _BINARY_METRICS and not set(preds) | set(gold) <= {0, 1}:
-            return None
-        stats = SUFF_METRICS[metric].per_example(np.asarray([preds]), np.asarray(gold))[0]
-    elif metric == "accuracy" and isinstance(extra.get("example_correct"), str) and extra["example_correct"]:
-        stats = (np.frombuffer(extra["example_correct"].encode(), dtype=np.uint8) - ord("0")).astype(np.float64)[:, None]
-    else:
+    if found is None or len(found[0]) != len(found[1]):
         return None
+    preds, gold = found
+    if metric in _BINARY_METRICS and not set(preds) | set(gold) <= {0, 1}:
+        return None
+    stats = SUFF_METRICS[metric].per_example(np.asarray([preds]), np.asarray(gold))[0]
     scored = float(SUFF_METRICS[metric].from_sums(stats.sum(0), np.float64(len(stats))))
     tolerance = 0.01 if regression else 1e-6  # values are stored to six significant digits
     return stats if abs(scored - float(record["metrics"][metric])) <= tolerance else None
