@@ -1,8 +1,7 @@
-"""The table of committed studies: one row per study, from its page and its records. The page (e.g.
-docs/studies/cpu-hour.md) says the study's question and names the claim that answers it in one marked line,
-`<!-- bertbench study: question=...; claim=CLAIM_ID -->`; the records say the answer: the claim judged as the
-claims table judges it (ours a − b, its 95% interval, the verdict). A study whose question no claim of
-claims.yaml compares (`claim=none`) shows its GLUE row instead, which has no interval."""
+"""The table of committed studies: a study's page (docs/studies/NAME.md) says its question and the claim that
+answers it in one line, `<!-- bertbench study: question=...; claim=CLAIM_ID -->`; its records say the answer, the
+claim judged as the claims table judges it. `claim=none` (no claim of claims.yaml compares what it asks): its
+GLUE row, without an interval."""
 from __future__ import annotations
 
 import re
@@ -21,9 +20,9 @@ NO_CLAIM = "none"
 
 @dataclass(frozen=True)
 class StudyPage:
-    name: str  # the study (its preset, and its folder of records)
+    name: str  # the study: its preset, and its folder of records
     question: str
-    claim: Optional[str]  # a claim id of claims.yaml; None: no claim compares what the study asks
+    claim: Optional[str]  # a claim id of claims.yaml, or None
 
 
 def read_study_page(path: Path) -> StudyPage:
@@ -63,7 +62,7 @@ def studies_table(studies: Sequence[tuple[StudyPage, ReportData, str]]) -> Table
         compared, ours, verdict = _headline(page, data, link)
         rows.append((f"[{page.name}]({link})", page.question, compared, ours, verdict))
     header = ("Study", "Question", "Headline: a − b (score)", "Ours [95% interval]", "Verdict")
-    notes = ("Each study's headline is one claim of bertbench/reference/claims.yaml judged on the study's committed "
-             "records, as its claims table judges it (the multi-bootstrap over pre-training seeds, fine-tuning seeds "
-             "and dev examples, Holm-adjusted within the study); its page has every table.",)
-    return Table("studies", "Committed studies", header, tuple(rows), notes)
+    return Table("studies", "Committed studies", header, tuple(rows), (
+        "Each study's headline is one claim of bertbench/reference/claims.yaml judged on the study's committed "
+        "records, as its claims table judges it (the multi-bootstrap over pre-training seeds, fine-tuning seeds "
+        "and dev examples, Holm-adjusted within the study); its page has every table.",))
