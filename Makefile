@@ -6,7 +6,7 @@ DATA_DIR ?= ../shared/data
 PRESET ?= cpu-quick
 OUT ?= runs/$(PRESET)
 
-.PHONY: setup test demo study archive leaderboard clean
+.PHONY: setup test demo study archive leaderboard studies-table clean
 
 # torch first, pinned: 2.13.0 is the CPU build on this disk; an open range would pull a multi-GB CUDA build.
 $(BIN)/bertbench: pyproject.toml
@@ -33,8 +33,7 @@ study: setup
 
 # The committed study: result records (and the pre-training curves and stage times) copied from a run
 # into leaderboards/records/PRESET, so that `make leaderboard` regenerates the tables and plots from the
-# repository and the dev files (DATA_DIR: records written before records kept their predictions get them
-# back from example_correct and the gold labels), byte for byte, without re-running anything. The losing grid points (*.grid.json, the
+# repository alone, byte for byte, without re-running anything. The losing grid points (*.grid.json, the
 # learning rates that selection compared and did not pick) are kept too, so a selection can be re-checked.
 RECORDS := leaderboards/records/$(PRESET)
 
@@ -44,13 +43,15 @@ archive:
 	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cp $(OUT)/stages*.json $(RECORDS)/
 
-# A study whose block the README shows (`<!-- bertbench report: begin PRESET -->`) gets it regenerated too; a retired
-# one (cpu-hour-v1, the first cpu-hour) keeps only its leaderboard.
-EMBED = $(if $(shell grep -l -- '<!-- bertbench report: begin $(PRESET) -->' README.md),--embed README.md)
-
+# Each committed study has its page, docs/studies/PRESET.md, whose generated block
+# (`<!-- bertbench report: begin PRESET -->`) is regenerated too; `make studies-table` then regenerates the
+# README's table of studies from every committed study's records.
 leaderboard: setup
 	rm -rf leaderboards/plots/$(PRESET)
-	$(BIN)/bertbench report $(RECORDS) --data-dir $(DATA_DIR) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) $(EMBED) --index
+	$(BIN)/bertbench report $(RECORDS) --out leaderboards/$(PRESET).md --csv leaderboards/$(PRESET).csv --plots leaderboards/plots/$(PRESET) --embed docs/studies/$(PRESET).md --index
+
+studies-table: setup
+	$(BIN)/bertbench report leaderboards/records --studies docs/studies --embed README.md
 
 clean:
 	rm -rf $(VENV) runs

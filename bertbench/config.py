@@ -93,36 +93,6 @@ def is_masked(objective: str) -> bool:
     return objective in ("mlm+nsp", "mlm")
 
 
-def objective_from_v1(objective: Any, nsp: Any) -> Any:
-    """The objective of a file written before `objective` said everything: the old `objective` ("mlm" |
-    "clm", or already one of OBJECTIVES) with the old NSP flag. A causal LM never trained NSP; a masked LM
-    did when the flag was true. Anything else is returned as it was, for the caller's check to name."""
-    if not isinstance(nsp, bool) or objective not in OBJECTIVES:
-        return objective
-    if is_causal(objective):
-        return "clm"
-    return "mlm+nsp" if nsp else "mlm"
-
-
-def migrate_pretrain_dict(data: Any) -> Any:
-    """A pre-training config dict as written before `data.nsp` was folded into `objective` (saved run
-    folders' config.yaml, old recipes and presets, `--set data.nsp=…`) → today's form; one without
-    `data.nsp` is returned unchanged. objective mlm + nsp true → "mlm+nsp", mlm + false → "mlm", clm →
-    "clm". `full_sentences`, which the old code ignored with NSP or the causal LM, is set false there
-    (today it is an error). Note: a file *without* data.nsp that says `objective: mlm` cannot be told apart from
-    today's "mlm" (no NSP); before, it meant MLM+NSP (nsp defaulted to true)."""
-    if not isinstance(data, dict) or not isinstance(data.get("data"), dict) or "nsp" not in data["data"]:
-        return data
-    section = dict(data["data"])
-    nsp = section.pop("nsp")
-    objective = objective_from_v1(data.get("objective", "mlm"), nsp)
-    if not isinstance(nsp, bool):  # the old field's own check, in the old field's words
-        raise BertbenchError(f"data.nsp: expected true/false, got {nsp!r}")
-    if objective != "mlm" and "full_sentences" in section:
-        section["full_sentences"] = False
-    return {**data, "objective": objective, "data": section}
-
-
 _GRID_SHAPE = re.compile(r"L(\d+)-H(\d+)")  # Turc et al.'s naming of their 24 small BERTs: uncased_L-4_H-128_A-2
 # what --model-size takes, as every command's help says it
 MODEL_SIZE_CHOICES = ", ".join(MODEL_SIZES) + " (Turc et al.'s small BERTs and the paper's two), or any L<layers>-H<hidden> of Turc et al.'s grid, e.g. L4-H128"
@@ -279,10 +249,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 def from_dict(cls, data: dict[str, Any], where: str = "config"):
-    """Build dataclass `cls` from `data`; unknown keys raise with a did-you-mean hint. A pre-training config
-    in an older form is read through `migrate_pretrain_dict` first."""
-    if cls is PretrainConfig:
-        data = migrate_pretrain_dict(data)
+    """Build dataclass `cls` from `data`; unknown keys raise with a did-you-mean hint."""
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in names]
     if unknown:
@@ -367,13 +334,6 @@ def load_config(cls, path: Path):
     return from_dict(cls, load_yaml(path), str(path))
 
 
-# Recipes once named after the presets, which they did not match: the cpu-hour preset pre-trained with the
-# "cpu-quick" recipe, and the "cpu-hour" recipe (mini, 60 minutes) was used by no preset. A recipe is now named
-# for what it is, a preset for the study it makes.
-RENAMED_RECIPES = {"cpu-quick": ("tiny-10min", "tiny, 10 minutes on the clock"),
-                   "cpu-hour": ("mini-60min", "mini, 60 minutes on the clock")}
-
-
 def resolve_recipe(name_or_path: str) -> Path:
     """A recipe by name (a file in recipes/) or by path to a YAML file."""
     from bertbench.paths import RECIPES_DIR
@@ -384,10 +344,6 @@ def resolve_recipe(name_or_path: str) -> Path:
             raise BertbenchError(f"{p}: recipe file not found")
         return p
     known = {f.stem: f for f in RECIPES_DIR.glob("*.yaml")}
-    if name_or_path in RENAMED_RECIPES:
-        new_name, why = RENAMED_RECIPES[name_or_path]
-        raise BertbenchError(f"recipe {name_or_path!r} is now called {new_name!r} ({why}); "
-                             f"the studies of that name are presets: bertbench run --preset {name_or_path}")
     if name_or_path not in known:
         raise BertbenchError(did_you_mean(name_or_path, known, "recipe"))
     return known[name_or_path]

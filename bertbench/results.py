@@ -20,9 +20,9 @@ One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout 
 
 One writer, one reader, for each output of a run: a result record is `ResultRecord`, written only by
 `write_record` (grid points that lost a selection too, as `*.grid.json`) and read only by `read_record`
-(`load_records` reads through it), which owns every migration of older records; a pre-training summary is
-`PretrainSummary`, written only by `write_summary` and read only by `read_summary`, which owns every
-migration of older summaries. Neither file holds an absolute path (`portable_path`). A new top-level key is a
+(`load_records` reads through it); a pre-training summary is `PretrainSummary`, written only by
+`write_summary` and read only by `read_summary`. Each refuses an older format in one line naming the tag
+that reads it (FORMATS_TAG). Neither file holds an absolute path (`portable_path`). A new top-level key is a
 field of `ResultRecord` and an entry of `_TOP` or `_TOP_OPTIONAL` (a test checks that the two agree).
 
 Rules a writer must know:
@@ -45,12 +45,11 @@ Rules a writer must know:
   `cross_segment_match` (0-100, two-segment objectives, records from December 2026 on): the attention a
   segment-B token puts on its twin in segment A, in the head that does most (bertbench.model.diagnostics).
 - Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
-  and named the paper-masking scores `*_std`. It is still read: `migrate_record` turns it into version 2
-  on read (mlm + nsp → "mlm+nsp", mlm alone → "mlm", clm → "clm"); files on disk are never rewritten.
+  and named the paper-masking scores `*_std`; it is read by the tag FORMATS_TAG only (an error names it).
 - `pretrain_seed` (optional, top level): the seed of the pre-training behind the model, an integer, or null
   (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
 - `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
-  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`); committed older records keep theirs.
+  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`).
 - `model.external` (optional): a model bertbench did not pre-train (an HF folder, a checkpoint without a
   pre-training summary): the folder's own facts (`_EXTERNAL`; bertbench.model.external says what each is), beside
   `pretraining: null`, never our defaults; `source` is the folder as given (paths.portable_folder).
@@ -85,21 +84,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypedDict, Union
 
-from bertbench.config import (
-    OBJECTIVES,
-    PAPER_MASK_PROCEDURE,
-    PAPER_MASK_RATIO,
-    is_causal,
-    is_masked,
-    objective_from_v1,
-    trains_nsp,
-)
+from bertbench.config import OBJECTIVES, is_masked
 from bertbench.errors import BertbenchError, did_you_mean
 
 SCHEMA_VERSION = 2
-# Held-out keys of version 1 records (and of summary.json / metrics.csv files written then) → today's names.
-LEGACY_HELDOUT_KEYS = {"mlm_loss_std": "mlm_loss_paper_masking", "mlm_accuracy_std": "mlm_accuracy_paper_masking",
-                       "mlm_ppl_std": "mlm_ppl_paper_masking"}
+# The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
+# an older file is refused with this name, to read it with that commit.
+FORMATS_TAG = "formats-v1"
 RECORD_SUFFIX = ".record.json"
 GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported
 EVAL_KINDS = ("dev", "devsplit", "test")
@@ -173,7 +164,7 @@ class LoadedRecord:
 @dataclass
 class ResultRecord:
     """One result record as `bertbench finetune` makes it. `write_record` is its one writer; `read_record` its
-    one reader, which also reads every older form (version 1's `nsp`, the `*_std` held-out keys).
+    one reader, which refuses an older form in one line naming FORMATS_TAG.
     `pretrain_seed` (optional): the seed of the pre-training behind the model; None (written as absent) means
     unknown, one pre-training seed."""
 
@@ -358,64 +349,26 @@ def _check_external(model: dict, problems: list[str]) -> None:
                         "model was trained)")
 
 
-def migrate_pretraining(pre: Any) -> Any:
-    """A `model.pretraining` mapping (or a pre-training summary.json) written before the objective said
-    everything → today's form, as a new dict: `objective` "mlm"|"clm" with `nsp` → one of OBJECTIVES
-    (config.objective_from_v1), the held-out `*_std` keys → `*_paper_masking`. Today's form comes back
-    unchanged; an `nsp` that is not true/false is left for validation to name."""
-    if not isinstance(pre, dict):
-        return pre
-    out = dict(pre)
-    if isinstance(out.get("nsp"), bool):
-        out["objective"] = objective_from_v1(out.get("objective"), out.pop("nsp"))
-    heldout = out.get("heldout")
-    if isinstance(heldout, dict) and any(k in heldout for k in LEGACY_HELDOUT_KEYS):
-        out["heldout"] = {LEGACY_HELDOUT_KEYS.get(k, k): v for k, v in heldout.items()}
-    return out
-
-
-def migrate_record(obj: Any) -> Any:
-    """The one reader of old records: a version-1 record → version 2 (a new dict; the caller's, and the file,
-    are left as they were). Any other version is returned unchanged, for `validate_record` to judge."""
-    if not isinstance(obj, dict) or obj.get("schema_version") != 1:
-        return obj
-    out = {**obj, "schema_version": 2}
-    model = obj.get("model")
-    if isinstance(model, dict) and isinstance(model.get("pretraining"), dict):
-        out["model"] = {**model, "pretraining": migrate_pretraining(model["pretraining"])}
-    return out
-
-
-def _v1_problems(obj: dict) -> list[str]:
-    """What version 1 required and a migration cannot make up: `model.pretraining.nsp`, true or false."""
-    pre = (obj.get("model") or {}).get("pretraining") if isinstance(obj.get("model"), dict) else None
-    if obj.get("schema_version") != 1 or not isinstance(pre, dict):
-        return []
-    if "nsp" not in pre:
-        return ["missing required key 'model.pretraining.nsp' (schema_version 1)"]
-    return [] if isinstance(pre["nsp"], bool) else [f"model.pretraining.nsp must be {_BOOL}, got {pre['nsp']!r}"]
-
-
 def validate_record(
     obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
 ) -> Record:
     """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`.
-    A version-1 record is checked (and returned) in its version-2 form (`migrate_record`)."""
+    An older version is one line naming the tag that still reads it (FORMATS_TAG)."""
     if not isinstance(obj, dict):
         raise BertbenchError(f"{where}: a result record must be a JSON object, got {type(obj).__name__}")
-    old = _v1_problems(obj)
-    obj = migrate_record(obj)
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
         if "schema_version" not in obj:
             raise BertbenchError(f"{where}: not a result record (no schema_version)")
         newer = _is(version, _INT) and version > SCHEMA_VERSION
-        hint = "written by a newer bertbench; upgrade bertbench" if newer else "not a version this bertbench reads"
+        older = _is(version, _INT) and version < SCHEMA_VERSION
+        hint = ("written by a newer bertbench; upgrade bertbench" if newer else
+                f"an older format: read it with `git checkout {FORMATS_TAG}`" if older else "not a version this bertbench reads")
         raise BertbenchError(
             f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
         )
 
-    problems: list[str] = old
+    problems: list[str] = []
     _check_section(obj, _TOP, "", problems, strict=True, optional=_TOP_OPTIONAL)
     if isinstance(obj.get("split"), dict):
         _check_section(obj["split"], _SPLIT, "split.", problems, strict=True)
@@ -524,10 +477,9 @@ def load_records(
             files.setdefault(path.resolve(), path)
     records: list[LoadedRecord] = []
     errors: list[str] = []
-    budgets: dict[Path, Optional[float]] = {}
     for path in sorted(files.values(), key=lambda p: p.as_posix()):
         try:
-            records.append(LoadedRecord(path, _with_budget(path, read_record(path, known_task_versions), budgets)))
+            records.append(LoadedRecord(path, read_record(path, known_task_versions)))
         except BertbenchError as err:
             errors.append(str(err))
     if len(errors) == 1:
@@ -537,78 +489,7 @@ def load_records(
     return records
 
 
-def _with_budget(path: Path, record: Record, cache: dict[Path, Optional[float]]) -> Record:
-    """A record written before records said what ended their pre-training (`budget_seconds`) gets it, in memory,
-    from the pre-training summary its `run_dir` names, found beside the records as a study or an archive lays them
-    out (OUT/results/... and OUT/pretrain/...); never rewritten on disk. Without it the seeds of a run on the
-    clock, which stop at different steps, would look like different procedures."""
-    pre = (record.get("model") or {}).get("pretraining")
-    if not isinstance(pre, dict) or "budget_seconds" in pre or not isinstance(pre.get("run_dir"), str):
-        return record
-    for folder in path.parents:
-        summary = folder / pre["run_dir"] / "summary.json"
-        if summary in cache or summary.is_file():
-            if summary not in cache:
-                cache[summary] = read_summary(summary).budget_seconds
-            if cache[summary] is not None:
-                record = {**record, "model": {**record["model"], "pretraining": {**pre, "budget_seconds": cache[summary]}}}
-            break
-    return record
-
-
-# --- labels and keys --------------------------------------------------------------------------------
-
-
-def _fmt_pct(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
-    if not pretraining or not is_masked(pretraining.get("objective")):
-        return ""
-    parts = []
-    procedure = mask_procedure(pretraining)
-    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
-        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
-    if pretraining.get("whole_word_mask"):
-        parts.append("wwm")
-    ratio = pretraining.get("mask_ratio")
-    if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
-        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
-    return " ".join(parts)
-
-
-def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)' or 'random init' (a validated, version-2 `pretraining`)."""
-    if pretraining is None:
-        return "random init"
-    objective = pretraining["objective"]
-    if is_causal(objective):
-        return "LTR (causal)"
-    return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
-
-
-def external_label(external: Mapping[str, Any]) -> str:
-    """An external model's report label: its kind, its folder's name and its shape, e.g. 'HF hfbert, L2-H128'
-    ('-A4' added when the heads are not hidden / 64, the rule of every released BERT)."""
-    shape = external["shape"]
-    text = f"L{shape['layers']}-H{shape['hidden']}"
-    if shape["heads"] * 64 != shape["hidden"]:
-        text += f"-A{shape['heads']}"
-    kind = "HF" if external["format"] == "huggingface" else "external"
-    return f"{kind} {external['name']}, {text}"
-
-
-def variant_label(record: Record) -> str:
-    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ...;
-    a model we did not pre-train is named by what it is (`external_label`)."""
-    if record["model"].get("external"):
-        return external_label(record["model"]["external"])
-    pretraining = record["model"]["pretraining"]
-    label = f"{record['model']['size']} {objective_label(pretraining)}"
-    suffix = masking_suffix(pretraining)
-    return f"{label} {suffix}" if suffix else label
+# --- keys ----------------------------------------------------------------------------------------------
 
 
 # What makes two pre-trainings the same procedure, whatever their seed: what they optimised, how, and for how
@@ -632,21 +513,6 @@ def pretraining_procedure(record: Record) -> str:
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
-# What a held-out selection chose, not what was asked: each pre-training seed's checkpoint is selected on its
-# own, so its records would otherwise split one variant's cell into one "setting" per pre-training seed
-_SELECTION_OUTCOME = ("selection", "selected_epoch", "steps", "steps_trained")
-
-
-def setting_key(record: Record) -> str:
-    """The fine-tuning setting as a canonical string (records differing only in seed share it, and so do the
-    pre-training seeds of one variant: a held-out selection's outcome, lr included, is not part of it)."""
-    ft = dict(record["finetune"])
-    if ft.get("grid") == "heldout":
-        for key in (*_SELECTION_OUTCOME, "lr"):
-            ft.pop(key, None)
-    return json.dumps(ft, sort_keys=True)
-
-
 def record_filename(record: Record) -> str:
     """A file name unique per (model, task, version, eval split, setting, seed), e.g.
     'rte.dev.seed1.3f2a9c01.record.json' (the hash covers what the readable part leaves out)."""
@@ -658,10 +524,6 @@ def record_filename(record: Record) -> str:
 
 # --- pre-training summaries (summary.json) ---------------------------------------------------------------
 
-# Keys newer than summaries that are kept (committed studies): written only when known, so that an older
-# summary reads back as the file it is.
-_NEWER_KEYS = ("procedure_fingerprint",)
-
 # What only a finished run's summary holds; a Figure 5 snapshot's (`snapshot: true`) has none of them.
 _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds", "tokens_per_second",
                "final_train_loss", "data", "library_versions")
@@ -671,9 +533,9 @@ _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds",
 class PretrainSummary:
     """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
     model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
-    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader turns every
-    older form into this one (`nsp` + objective → the objective, `*_std` held-out keys, a machine path in
-    `data.cache` or `run_dir`), and a key it does not know is left out. None: unknown (an older summary)."""
+    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader refuses an
+    older form (`nsp`, `*_std` held-out keys) naming FORMATS_TAG, and leaves out a key it does not know.
+    None: unknown."""
 
     objective: str
     full_sentences: Optional[bool] = None
@@ -715,9 +577,6 @@ class PretrainSummary:
             out["data"] = {**out["data"], "cache": Path(out["data"]["cache"]).name}
         for key in (_FINAL_ONLY if self.snapshot else ("snapshot",)):
             del out[key]
-        for key in _NEWER_KEYS:
-            if out[key] is None:
-                del out[key]
         return out
 
     @property
@@ -748,7 +607,7 @@ def write_summary(path: Path, summary: PretrainSummary) -> Path:
 
 
 def read_summary(path: Path) -> PretrainSummary:
-    """The one reader of `summary.json` files, every older form included; a bad file is one line naming it."""
+    """The one reader of `summary.json` files; a bad file, or one in an older form, is one line naming it."""
     path = Path(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
@@ -758,7 +617,10 @@ def read_summary(path: Path) -> PretrainSummary:
         raise BertbenchError(f"{path}: not a pre-training summary (corrupt JSON: {err})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("objective"), str):
         raise BertbenchError(f"{path}: not a pre-training summary (no objective)")
-    obj = migrate_pretraining(obj)  # `nsp` and `*_std` keys of a summary written before the objective said all
+    heldout = obj.get("heldout") if isinstance(obj.get("heldout"), dict) else {}
+    if "nsp" in obj or any(key.endswith("_std") for key in heldout):
+        raise BertbenchError(f"{path}: a pre-training summary in an older format (`nsp`, or held-out keys named "
+                             f"`*_std`); read it with `git checkout {FORMATS_TAG}`")
     if obj["objective"] not in OBJECTIVES:
         raise BertbenchError(f"{path}: objective {obj['objective']!r} is not one of {', '.join(OBJECTIVES)}")
     known = {f.name for f in dataclasses.fields(PretrainSummary)}
@@ -789,9 +651,8 @@ def provenance() -> dict[str, Any]:
 
 
 __all__ = [
-    "EVAL_KINDS", "GRID_SUFFIX", "LEGACY_HELDOUT_KEYS", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
-    "ResultRecord", "external_label", "portable_path", "read_summary", "write_summary",
-    "SCHEMA_VERSION", "load_records", "mask_procedure", "migrate_pretraining", "migrate_record",
-    "masking_suffix", "objective_label", "provenance", "read_record", "record_filename", "setting_key",
-    "validate_record", "variant_label", "write_record",
+    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "ResultRecord", "portable_path", "read_summary", "write_summary",
+    "SCHEMA_VERSION", "load_records", "mask_procedure",
+    "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",
 ]

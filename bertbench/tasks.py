@@ -498,16 +498,6 @@ def load_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
     return reg.tasks
 
 
-def get_task(name: str, tasks_dir: Optional[Path] = None) -> TaskSpec:
-    """The task `name`; its file's problems if it is bad (other bad files do not matter)."""
-    reg = task_registry(tasks_dir)
-    if name in reg.broken:
-        raise BertbenchError(reg.broken[name])
-    if name not in reg.tasks:
-        raise BertbenchError(did_you_mean(name, reg.tasks, "task"))
-    return reg.tasks[name]
-
-
 def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
     """Group names -> task names: each family's official tasks (eval_kind 'dev', so `glue` is the
     official GLUE tasks and never a devsplit variant), `devsplit` (every devsplit variant) and `all`."""

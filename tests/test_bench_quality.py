@@ -189,6 +189,13 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     assert text.split("begin quality-ab2")[0] == first and "old" not in text and "--block quality-ab2" in text
     r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and "missing.json" in r.output
+    # a result in the older format (no resolved config.pretrain) is one line naming the tag that reads it
+    older = copy.deepcopy(base)
+    del older["config"]["pretrain"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "older.json")])
+    assert r.exit_code != 0 and "older.json: no config.pretrain" in r.output.replace("\n", "") and "formats-v1" in r.output
+    assert "Traceback" not in r.output
 
 
 def test_compare_takes_its_files_after_one_flag_as_the_readme_records(quality_result, tmp_path):

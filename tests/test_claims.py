@@ -157,7 +157,8 @@ def _sst2_records(tmp_path, fixture_variant: str, accuracies: dict, correct: dic
     out = []
     for seed, acc in accuracies.items():
         rec = copy.deepcopy(template)
-        rec.update(seed=seed, metrics={"accuracy": acc}, extra={"example_correct": correct[seed]})
+        rec.update(seed=seed, metrics={"accuracy": acc}, extra={"example_predictions": correct[seed],
+                                                                 "example_gold": "1" * len(correct[seed])})
         out.append(LoadedRecord(tmp_path / f"{fixture_variant}.{seed}.record.json", json.loads(json.dumps(rec))))
     return out
 

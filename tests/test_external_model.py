@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
-from bertbench.results import LoadedRecord, load_records, validate_record, variant_label
+from bertbench.report.labels import variant_label
+from bertbench.results import LoadedRecord, load_records, validate_record
 
 from record_factory import variant
 

@@ -20,7 +20,8 @@ from bertbench.data.features import (
 from bertbench.data.features_qa import _doc_spans
 from bertbench.data.task_readers import Answer, ChoiceExample, QAExample, TextExample, TokenExample, read_split
 from bertbench.metrics import normalize_answer, seqeval_f1, squad_v2_scores
-from bertbench.tasks import get_task, load_tasks
+from bertbench.tasks import load_tasks
+from tests.reference import get_task, tokenize_ids
 from bertbench.model.tokenizer import WordPieceTokenizer
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
@@ -37,7 +38,7 @@ def tok() -> WordPieceTokenizer:
 
 
 def pieces(tok, text: str) -> list[int]:
-    return tok.tokenize_ids(text)
+    return tokenize_ids(tok, text)
 
 
 # --- classification / regression ---------------------------------------------------------------

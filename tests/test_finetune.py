@@ -61,12 +61,11 @@ def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     torch.manual_seed(0)
     model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, causal=True))
-    # as a checkpoint written before the objective said everything: an (untrained) NSP head in the weights and
-    # objective + nsp in the summary; its records are today's version, without an NSP head or key
-    summary = {"objective": "clm", "nsp": False, "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
+    # an NSP head in the weights (no run config says otherwise); the records carry the summary's objective
+    summary = {"objective": "clm", "tokens_seen": 1234, "wall_seconds": 5.0, "data_fingerprint": "abc",
                "code_version": "test", "hardware": "cpu", "run_dir": str(tmp_path), "heldout": {"clm_loss": 3.0}}
     save_checkpoint(tmp_path / "ckpt", model, tok, run_config={})
-    (tmp_path / "ckpt" / "summary.json").write_text(json.dumps(summary))  # the old form, as such a file holds it
+    (tmp_path / "ckpt" / "summary.json").write_text(json.dumps(summary))  # with a machine path in run_dir
     out = tmp_path / "out"
     finetune("--model", str(tmp_path / "ckpt"), "--tasks", "rte,conll2003", "--data-dir", str(FIXTURE_DATA),
              "--max-steps", "2", "--seeds", "1,2", "--out", str(out), "--precision", "32")
@@ -156,7 +155,7 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
 
     tok = WordPieceTokenizer.from_vocab(VOCAB)
     model = BertForPreTraining(ModelConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
-                                           intermediate_size=64, causal=True))
+                                           intermediate_size=64, causal=True), nsp=False)  # clm trains no NSP head
     summary = {"objective": "clm", "tokens_seen": 10, "wall_seconds": 5.0, "data_fingerprint": "abc",
                "code_version": "test", "hardware": "cpu", "run_dir": "x", "heldout": {},
                "procedure_fingerprint": "sha256:0123456789abcdef"}
@@ -180,7 +179,7 @@ def test_a_record_carries_the_pretrain_seed_of_its_checkpoint(tmp_path):
 def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
     # The multi-bootstrap recomputes each record's metric from its per-example predictions and gold: a record
     # whose stored predictions do not reproduce its own metric would make every interval wrong.
-    from bertbench.report.multibootstrap import metric_on_examples
+    from tests.reference import metric_on_examples
 
     out = tmp_path / "out"
     finetune("--model", "random:tiny", "--tokenizer", str(VOCAB), "--tasks", "rte,stsb,mnli", "--data-dir",

@@ -22,6 +22,7 @@ from bertbench.data.masking import (
 )
 from bertbench.errors import BertbenchError
 from bertbench.model.tokenizer import WordPieceTokenizer
+from tests.reference import tokenize_ids
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 T = 128
@@ -113,7 +114,7 @@ def test_number_selected_per_row_is_the_originals(tok, tables):
 
 def test_whole_word_masking_selects_whole_words(tok, tables):
     texts = ["The lighthouse keeper counted forty herring boats and the orchard blossom fell like snow."] * 64
-    rows = [[tok.cls_id, *tok.tokenize_ids(t), tok.sep_id] for t in texts]
+    rows = [[tok.cls_id, *tokenize_ids(tok, t), tok.sep_id] for t in texts]
     ids = torch.tensor(rows)
     cont = tables.is_continuation[ids]
     assert cont.any()  # the fixture vocabulary splits some words into pieces

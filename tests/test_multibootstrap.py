@@ -19,13 +19,13 @@ from bertbench.report.multibootstrap import (
     VarianceComponents,
     average_components,
     holm,
-    metric_on_examples,
     minimum_detectable_effect,
     multi_bootstrap,
     near_constant,
     plan_designs,
     variance_components,
 )
+from tests.reference import metric_on_examples
 
 
 def _accuracy_component(correct: list[list[int]], pre=None) -> Component:
@@ -280,7 +280,7 @@ def test_near_constant():
 def test_seeds_only_and_paired_it_is_the_paired_t_interval():
     # Without per-example statistics and one pre-training seed, the multi-bootstrap's variance (scaled by n/(n − 1))
     # is the paired t's s²/n, up to the replicates' Monte Carlo error, with the same n − 1 degrees of freedom.
-    from bertbench.report.stats import paired_t_interval
+    from tests.reference import paired_t_interval
 
     a = {1: 80.0, 2: 82.5, 3: 79.0, 4: 81.0, 5: 80.2}
     b = {1: 78.0, 2: 80.0, 3: 78.5, 4: 80.5, 5: 77.9}

@@ -1,16 +1,14 @@
-"""One objective field (mlm+nsp | mlm | clm): old config dicts migrate, the NSP head exists only for mlm+nsp,
-old checkpoints with an NSP head load into models without one, and export says what the model is."""
+"""One objective field (mlm+nsp | mlm | clm): `data.nsp` is no key, the NSP head exists only for mlm+nsp, and
+export says what the model is."""
 from __future__ import annotations
 
 import json
-import re
 import logging
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from typer.testing import CliRunner
 
 from bertbench.cli import app
@@ -22,7 +20,6 @@ from bertbench.config import (
     apply_overrides,
     from_dict,
     load_config,
-    migrate_pretrain_dict,
     objective_flags,
     to_dict,
     trains_nsp,
@@ -37,47 +34,14 @@ SMALL = ModelConfig(vocab_size=61, hidden_size=32, num_layers=2, num_heads=2, in
 # --- config ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("objective, nsp, now", [
-    ("mlm", True, "mlm+nsp"),
-    ("mlm", False, "mlm"),
-    ("clm", True, "clm"),  # the old default nsp: true never trained NSP with the causal LM, and does not now
-    ("clm", False, "clm"),
-])
-def test_an_old_config_dict_with_data_nsp_migrates(objective, nsp, now):
-    old = {"objective": objective, "model_size": "tiny", "data": {"nsp": nsp, "max_seq_len": 64}}
-    cfg = from_dict(PretrainConfig, old)
-    assert cfg.objective == now and cfg.data.max_seq_len == 64 and not hasattr(cfg.data, "nsp")
-    assert "nsp" not in to_dict(cfg)["data"]
-    assert old["data"]["nsp"] is nsp  # the caller's dict is not changed
-
-
-def test_a_dict_without_data_nsp_is_taken_as_written():
-    assert migrate_pretrain_dict({"objective": "mlm"}) == {"objective": "mlm"}  # today's "mlm": no NSP
+def test_a_dict_is_taken_as_written():
+    assert from_dict(PretrainConfig, {"objective": "mlm"}).objective == "mlm"  # today's "mlm": no NSP
     assert from_dict(PretrainConfig, {}).objective == "mlm+nsp"  # the default is still BERT's
-    assert migrate_pretrain_dict({"data": {"nsp": True}})["objective"] == "mlm+nsp"  # old default objective: mlm
 
 
-def test_an_old_saved_run_config_yaml_equals_todays(tmp_path):
-    """What a run folder's config.yaml held (every field, data.nsp among them) reads as today's config."""
-    for objective, nsp, now in [("mlm", True, "mlm+nsp"), ("mlm", False, "mlm"), ("clm", True, "clm")]:
-        old = to_dict(PretrainConfig(objective="clm" if objective == "clm" else "mlm"))
-        old["objective"], old["data"]["nsp"] = objective, nsp
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
-        assert load_config(PretrainConfig, tmp_path / "config.yaml") == PretrainConfig(objective=now)
-        from bertbench.training.pretrain_run import check_resume_config
-
-        check_resume_config(tmp_path / "config.yaml", PretrainConfig(objective=now))  # the same run: resumes
-        other = next(o for o in OBJECTIVES if o != now)
-        with pytest.raises(BertbenchError, match=re.escape(f"objective: '{now}' → '{other}'")):
-            check_resume_config(tmp_path / "config.yaml", PretrainConfig(objective=other))
-
-
-def test_set_data_nsp_still_means_what_it_meant():
-    assert apply_overrides(PretrainConfig(), ["data.nsp=false"]).objective == "mlm"
-    assert apply_overrides(PretrainConfig(objective="mlm"), ["data.nsp=true"]).objective == "mlm+nsp"
-    assert apply_overrides(PretrainConfig(objective="clm"), ["data.nsp=true"]).objective == "clm"
-    with pytest.raises(BertbenchError, match="data.nsp: expected true/false"):
-        apply_overrides(PretrainConfig(), ["data.nsp=maybe"])
+def test_data_nsp_is_no_key_any_more():
+    with pytest.raises(BertbenchError, match="nsp"):
+        apply_overrides(PretrainConfig(), ["data.nsp=false"])
     with pytest.raises(BertbenchError, match="Known keys"):  # the field itself is gone
         from_dict(DataConfig, {"nsp": False})
 
@@ -87,9 +51,6 @@ def test_full_sentences_needs_the_mlm_objective():
     for objective in ("mlm+nsp", "clm"):
         with pytest.raises(BertbenchError, match="full_sentences .*needs objective 'mlm'"):
             PretrainConfig(objective=objective, data=DataConfig(full_sentences=True))
-    # an old file where full_sentences had no effect (NSP on) reads as it ran
-    cfg = from_dict(PretrainConfig, {"objective": "mlm", "data": {"nsp": True, "full_sentences": True}})
-    assert cfg.objective == "mlm+nsp" and not cfg.data.full_sentences
 
 
 def test_objective_flags():
@@ -173,23 +134,6 @@ def _save(tmp_path, model, run_config, name="ckpt"):
                                                   [f"w{i}" for i in range(56)]) + "\n")
     save_checkpoint(tmp_path / name, model, WordPieceTokenizer.from_vocab(tmp_path / "vocab.txt"), run_config=run_config)
     return tmp_path / name
-
-
-@pytest.mark.parametrize("objective, nsp", [("mlm", True), ("mlm", False), ("clm", True)])
-def test_an_old_checkpoint_loads_with_the_head_its_objective_trained(tmp_path, objective, nsp):
-    """Checkpoints written before the head was optional hold nsp.* for every objective; the run config says
-    whether NSP was trained: the head is kept for mlm+nsp, dropped for the others."""
-    from bertbench.model.checkpoint import load_checkpoint
-
-    torch.manual_seed(0)
-    old_model = BertForPreTraining(SMALL)  # the old trainer's model: always with the head
-    old_config = to_dict(PretrainConfig(objective=objective))
-    old_config["data"]["nsp"] = nsp
-    ck = load_checkpoint(_save(tmp_path, old_model, old_config))
-    keep = objective == "mlm" and nsp
-    assert ck.model.has_nsp == keep
-    for k, v in ck.model.state_dict().items():
-        assert torch.equal(v, old_model.state_dict()[k]), k
 
 
 def test_a_checkpoint_without_nsp_weights_has_no_head(tmp_path):

@@ -364,38 +364,6 @@ def test_phased_batches_start_a_clock_phase_at_the_first_unfetched_step():
     assert [resumed[i] for i in range(2, 5)] == ["a", "b", "b"]
 
 
-def test_an_old_no_nsp_run_resumes_without_its_nsp_head(tmp_path, corpus, monkeypatch):
-    """A run folder written before the NSP head was optional: config.yaml says `objective: mlm` with
-    `data.nsp: false`, and last.ckpt holds an (untrained) NSP head with its AdamW state. `--resume auto` with
-    `--objective mlm` accepts the config as the same one, drops the head's weights and optimiser state, and
-    ends exactly where a run of today's code without the head ends."""
-    import yaml
-
-    import bertbench.training.pretrain_run as pretrain_run
-
-    common = ["--corpus", str(corpus), "--max-steps", "12", *TINY, "--objective", "mlm"]
-    straight, old = tmp_path / "straight", tmp_path / "old"
-    pretrain([*common, "--out", str(straight)], monkeypatch)
-    with monkeypatch.context() as m:  # the old trainer: an NSP head built for every objective
-        m.setattr(pretrain_run, "trains_nsp", lambda objective: True)
-        pretrain([*common, "--out", str(old), "--stop-at-step", "6"], monkeypatch)
-    ckpt = torch.load(old / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert "model.nsp.weight" in ckpt["state_dict"]
-    saved = yaml.safe_load((old / "config.yaml").read_text())
-    saved["data"]["nsp"] = False  # the old file's spelling of the objective
-    (old / "config.yaml").write_text(yaml.safe_dump({**saved, "objective": "mlm"}, sort_keys=False))
-    pretrain([*common, "--out", str(old), "--resume", "auto"], monkeypatch)
-    a = json.loads((straight / "summary.json").read_text())
-    b = json.loads((old / "summary.json").read_text())
-    assert a["final_train_loss"] == b["final_train_loss"] and a["heldout"] == b["heldout"] and "nsp_accuracy" not in b["heldout"]
-    rows_a = list(csv.DictReader(open(straight / "metrics.csv")))
-    rows_b = list(csv.DictReader(open(old / "metrics.csv")))
-    assert [r["train_loss"] for r in rows_a] == [r["train_loss"] for r in rows_b]
-    import bertbench
-
-    assert bertbench.load_checkpoint(old / "checkpoint").model.nsp is None
-
-
 def test_a_no_nsp_run_from_before_the_frozen_pooler_resumes(tmp_path, corpus, monkeypatch):
     """A run without NSP whose last.ckpt was written while its pooler was still trainable (its AdamW groups
     number the pooler, which never had a gradient) resumes under the frozen pooler and ends exactly where a run

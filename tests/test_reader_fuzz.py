@@ -44,7 +44,7 @@ GLUE_HEADERS = {"rte": ("RTE", "index\tsentence1\tsentence2\tlabel"),
 @given(task_name=st.sampled_from(sorted(GLUE_HEADERS)), data=st.data())
 def test_glue_tsv_reader(task_name, data):
     from bertbench.data.task_readers import read_split
-    from bertbench.tasks import get_task
+    from tests.reference import get_task
 
     folder, header = GLUE_HEADERS[task_name]
     body = data.draw(rows_of(header.count("\t") + 1))
@@ -60,7 +60,7 @@ def test_glue_tsv_reader(task_name, data):
                                                        max_size=5).map(" ".join), format_like), max_size=30))
 def test_conll_reader(lines):
     from bertbench.data.task_readers import read_split
-    from bertbench.tasks import get_task
+    from tests.reference import get_task
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "conll2003" / "train.txt"
@@ -81,7 +81,7 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 1
 @given(obj=json_values)
 def test_squad_reader(obj):
     from bertbench.data.task_readers import read_split
-    from bertbench.tasks import get_task
+    from tests.reference import get_task
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "squad" / "dev-v1.1.json"

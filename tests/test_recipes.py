@@ -30,14 +30,6 @@ def test_a_recipe_is_named_for_what_it_is():
     assert {raw["recipe"] for raw in presets.values() if raw.get("recipe")} <= set(RECIPES)
 
 
-@pytest.mark.parametrize("old, new", [("cpu-quick", "tiny-10min"), ("cpu-hour", "mini-60min")])
-def test_a_renamed_recipe_says_its_new_name(old, new):
-    from bertbench.errors import BertbenchError
-
-    with pytest.raises(BertbenchError, match=f"recipe '{old}' is now called '{new}'.*bertbench run --preset {old}"):
-        resolve_recipe(old)
-
-
 @pytest.mark.parametrize("name", RECIPES)
 def test_recipe_loads(name, tmp_path):
     cfg = load_config(PretrainConfig, resolve_recipe(name)).with_data_dir(tmp_path)

@@ -21,17 +21,12 @@ from typer.testing import CliRunner
 from bertbench.errors import BertbenchError
 from bertbench.reference import PAPER_NUMBERS_PATH, SPLITS, load_paper_numbers
 from bertbench.report.build import build_report
-from bertbench.report.model import (
-    GENERATED_MARKER,
-    collect,
-    fmt_stats,
-    long_rows,
-    main_table,
-    seed_stats,
-    table5,
-)
+from bertbench.report.model import GENERATED_MARKER, collect, fmt_stats, long_rows, seed_stats
+from bertbench.report.tables.ablations import table5
+from bertbench.report.tables.main import main_table
 from bertbench.report.render.markdown import render_markdown
-from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, variant_label, write_record
+from bertbench.report.labels import variant_label
+from bertbench.results import RECORD_SUFFIX, LoadedRecord, load_records, record_filename, write_record
 
 TESTS = Path(__file__).resolve().parent
 RECORDS = TESTS / "fixtures" / "records" / "main"
@@ -179,7 +174,7 @@ def test_fmt_stats():
 def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):
     """A variant pre-trained twice gets a row per pre-training seed: its held-out numbers, and the GLUE score of
     its own fine-tuning records (mean over fine-tuning seeds, then over the main table's GLUE scores)."""
-    from bertbench.report.model import pretraining_seeds_table
+    from bertbench.report.tables.seeds import pretraining_seeds_table
 
     t = _template(fixture_records)
 
@@ -621,15 +616,16 @@ def test_protocol_table_shows_the_choice_and_the_plateau(fixture_records):
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (Path(__file__).parents[1] / "leaderboards" / "records").iterdir()))
-def test_committed_leaderboards_regenerate_byte_for_byte(tmp_path, monkeypatch, preset, shared_data):
+def test_committed_leaderboards_regenerate_byte_for_byte(tmp_path, monkeypatch, preset):
     """`make leaderboard` from the committed records gives the committed markdown, CSV and plots, byte for byte
-    (a report change that would alter a committed leaderboard must regenerate it in the same commit). Like
-    `make leaderboard`, it reads the dev files' gold labels (older records' predictions from example_correct)."""
+    (a report change that would alter a committed leaderboard must regenerate it in the same commit). It reads
+    the records alone: a data folder that is not there changes nothing."""
+    monkeypatch.setenv("BERTBENCH_DATA_DIR", str(tmp_path / "no-data"))
     root = Path(__file__).parents[1] / "leaderboards"
     out = tmp_path / "leaderboards"
     out.mkdir()
     (out / "README.md").write_text("x")  # keep the index writer away from the comparison
-    args = [str(root / "records" / preset), "--data-dir", str(shared_data), "--out", str(out / f"{preset}.md"),
+    args = [str(root / "records" / preset), "--out", str(out / f"{preset}.md"),
             "--csv", str(out / f"{preset}.csv"), "--plots", str(out / "plots" / preset)]
     result = _cli(args)  # the real task registry: these are real records
     assert result.exit_code == 0, result.output

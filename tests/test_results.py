@@ -10,36 +10,28 @@ from conftest import absolute_paths
 
 from bertbench.errors import BertbenchError
 from bertbench.results import (
+    FORMATS_TAG,
     RECORD_SUFFIX,
     SCHEMA_VERSION,
-    LEGACY_HELDOUT_KEYS,
     load_records,
     mask_procedure,
-    masking_suffix,
-    migrate_record,
     provenance,
     read_record,
     record_filename,
     validate_record,
-    variant_label,
     write_record,
 )
+from bertbench.report.labels import masking_suffix, variant_label
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 COMMITTED = Path(__file__).resolve().parent.parent / "leaderboards" / "records"
 
 
 @pytest.fixture
-def rec_v1() -> dict:
-    """A valid version-1 record as committed (mini MLM+NSP, cola, seed 1)."""
+def rec() -> dict:
+    """A valid record as the fixtures hold it (mini MLM+NSP, cola, seed 1), to modify."""
     (path,) = (RECORDS / "mini-mlm-nsp").glob("cola.*" + RECORD_SUFFIX)
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-@pytest.fixture
-def rec(rec_v1) -> dict:
-    """The same record in today's version, to modify."""
-    return migrate_record(rec_v1)
 
 
 def _write_raw(path: Path, obj) -> Path:
@@ -120,7 +112,7 @@ def test_every_problem_is_reported_at_once(rec):
     assert "'seed'" in str(err.value) and "'mcc'" in str(err.value)
 
 
-@pytest.mark.parametrize("version, hint", [(3, "newer bertbench"), (0, "not a version"), ("1", "not a version")])
+@pytest.mark.parametrize("version, hint", [(3, "newer bertbench"), (0, FORMATS_TAG), ("1", "not a version")])
 def test_unknown_schema_version(tmp_path, rec, version, hint):
     rec["schema_version"] = version
     path = _write_raw(tmp_path / "r.record.json", rec)
@@ -208,100 +200,32 @@ def test_variant_label(pretraining, label):
     assert variant_label({"model": {"size": "mini", "pretraining": pretraining}}) == label
 
 
-# --- version 1 records (objective mlm|clm + nsp, heldout *_std) are read in their version-2 form ------------
+# --- older formats: one line naming the tag that still reads them ------------------------------------------
 
 
-def _v1_label(pre) -> str:
-    """Version 1's objective_label, as it was (the labels the committed leaderboards show)."""
-    if pre is None:
-        return "random init"
-    if pre["objective"] == "clm":
-        return "LTR+NSP (causal)" if pre["nsp"] else "LTR (causal)"
-    return "MLM+NSP" if pre["nsp"] else "MLM (no NSP)"
-
-
-# every version-1 record the repository holds (the fixtures; committed studies until they are re-run, which
-# writes version 2): each is read through the migration, never rewritten
-V1_FILES = sorted(p for p in [*RECORDS.rglob("*" + RECORD_SUFFIX), *COMMITTED.rglob("*" + RECORD_SUFFIX)]
-                  if json.loads(p.read_text(encoding="utf-8"))["schema_version"] == 1)
-
-
-def test_there_are_version_1_records_of_every_objective():
-    seen = set()
-    for path in V1_FILES:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        pre = raw["model"]["pretraining"]
-        seen.add(None if pre is None else (pre["objective"], pre["nsp"]))
-    assert {None, ("mlm", True), ("mlm", False), ("clm", False)} <= seen
-
-
-@pytest.mark.parametrize("path", V1_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_a_version_1_record_reads_as_its_version_2_form(path):
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    before = copy.deepcopy(raw)
-    got = read_record(path)
-    assert raw == before and json.loads(path.read_text(encoding="utf-8")) == before  # nothing rewritten
-    assert got["schema_version"] == 2
-    # the same label and the same numbers
-    old_pre = raw["model"]["pretraining"]
-    suffix = masking_suffix(old_pre)  # (reads v1's "mlm" as today's masked LM: the same masking keys)
-    assert variant_label(got) == f"{raw['model']['size']} {_v1_label(old_pre)}" + (f" {suffix}" if suffix else "")
-    assert got["metrics"] == raw["metrics"] and got["finetune"] == raw["finetune"] and got["seed"] == raw["seed"]
-    pre, old = got["model"]["pretraining"], raw["model"]["pretraining"]
-    if old is None:
-        assert pre is None
-        return
-    assert "nsp" not in pre
-    assert pre["objective"] == {("mlm", True): "mlm+nsp", ("mlm", False): "mlm", ("clm", False): "clm"}[
-        (old["objective"], old["nsp"])]
-    rest = lambda d: {k: v for k, v in d.items() if k not in ("objective", "nsp", "heldout")}  # noqa: E731
-    assert rest(pre) == rest(old)
-    if old.get("heldout") is not None:
-        assert pre["heldout"] == {LEGACY_HELDOUT_KEYS.get(k, k): v for k, v in old["heldout"].items()}
-        assert not set(pre["heldout"]) & set(LEGACY_HELDOUT_KEYS)
-
-
-@pytest.mark.parametrize("v1, v2, label", [
-    ({"objective": "mlm", "nsp": True}, {"objective": "mlm+nsp"}, "mini MLM+NSP"),
-    ({"objective": "mlm", "nsp": False}, {"objective": "mlm"}, "mini MLM (no NSP)"),
-    ({"objective": "clm", "nsp": False}, {"objective": "clm"}, "mini LTR (causal)"),
-    # the trainer never produced it (a causal LM trained no NSP): read as what it was, the causal LM
-    ({"objective": "clm", "nsp": True}, {"objective": "clm"}, "mini LTR (causal)"),
-])
-def test_v1_pretraining_migrates_to_the_same_label_and_numbers(rec_v1, v1, v2, label):
-    heldout = {"mlm_loss": 6.5, "mlm_loss_std": 6.7, "mlm_accuracy_std": 14.0, "mlm_ppl_std": 812.4, "nsp_accuracy": 60.0}
-    rec_v1["model"]["pretraining"].update(v1, heldout=heldout)
-    if v1["objective"] == "clm":
-        rec_v1["model"]["pretraining"].update(mask_ratio=None, mask_procedure=None, whole_word_mask=None)
-    v2_rec = copy.deepcopy(rec_v1)
-    v2_rec["schema_version"] = 2
-    del v2_rec["model"]["pretraining"]["nsp"]
-    v2_rec["model"]["pretraining"].update(v2, heldout={"mlm_loss": 6.5, "mlm_loss_paper_masking": 6.7,
-                                                       "mlm_accuracy_paper_masking": 14.0,
-                                                       "mlm_ppl_paper_masking": 812.4, "nsp_accuracy": 60.0})
-    migrated = validate_record(rec_v1)
-    assert migrated == validate_record(v2_rec) == v2_rec
-    assert variant_label(migrated) == label
-    assert rec_v1["model"]["pretraining"]["nsp"] == v1["nsp"]  # the caller's dict is left as it was
-
-
-@pytest.mark.parametrize("mutate, message", [
-    (lambda p: p.pop("nsp"), "missing required key 'model.pretraining.nsp' (schema_version 1)"),
-    (lambda p: p.update(nsp="yes"), "model.pretraining.nsp must be true/false, got 'yes'"),
-    (lambda p: p.update(objective="electra"), "objective 'electra' is not one of"),
-])
-def test_a_broken_version_1_record_is_still_named(tmp_path, rec_v1, mutate, message):
-    mutate(rec_v1["model"]["pretraining"])
-    path = _write_raw(tmp_path / "r.record.json", rec_v1)
+def test_a_version_1_record_is_one_error_naming_the_tag(tmp_path, rec):
+    """Version 1 (objective mlm|clm plus nsp, held-out `*_std` keys) is read by the tag formats-v1 only."""
+    rec["schema_version"] = 1
+    rec["model"]["pretraining"].update(objective="mlm", nsp=True)
+    path = _write_raw(tmp_path / "r.record.json", rec)
     with pytest.raises(BertbenchError) as err:
         read_record(path)
-    assert str(path) in str(err.value) and message in str(err.value)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_TAG}" in message
+    assert FORMATS_TAG == "formats-v1"
+    with pytest.raises(BertbenchError, match=FORMATS_TAG):  # and so in a folder of them
+        load_records([tmp_path])
 
 
-def test_a_record_is_written_in_todays_version(tmp_path, rec_v1):
-    path = write_record(tmp_path / record_filename(rec_v1), rec_v1)
-    on_disk = json.loads(path.read_text(encoding="utf-8"))
-    assert on_disk["schema_version"] == SCHEMA_VERSION and "nsp" not in on_disk["model"]["pretraining"]
+@pytest.mark.parametrize("older", [{"objective": "mlm", "nsp": True}, {"objective": "mlm+nsp", "heldout": {"mlm_loss_std": 4.0}}])
+def test_a_summary_in_an_older_form_is_one_error_naming_the_tag(tmp_path, older):
+    from bertbench.results import read_summary
+
+    path = _write_raw(tmp_path / "summary.json", {"steps": 10, **older})
+    with pytest.raises(BertbenchError) as err:
+        read_summary(path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_TAG}" in message
 
 
 def test_mask_procedure_order_is_table8s():
@@ -390,20 +314,20 @@ def test_committed_summaries_are_in_todays_form_without_machine_paths():
     from bertbench.results import read_summary
 
     paths = sorted(COMMITTED.glob("*/pretrain/*/summary.json"))
-    assert len(paths) == 27  # cpu-hour 7 (MLM+NSP × 3 seeds, No NSP and LTR × 2), cpu-hour-v1 4, cpu-hour-wide 3,
+    assert len(paths) == 23  # cpu-hour 7 (MLM+NSP × 3 seeds, No NSP and LTR × 2), cpu-hour-wide 3,
     # cpu-quick 1, masking 6 (3 ratios × 2 pre-training seeds), table6 6 (3 × 2)
     for path in paths:
         on_disk = json.loads(path.read_text(encoding="utf-8"))
         assert read_summary(path).to_json() == on_disk and absolute_paths(on_disk) == [], path
 
 
-def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
+def test_the_summary_reader_keeps_no_machine_path_and_no_unknown_key(tmp_path):
     from bertbench.results import PretrainSummary, read_summary, write_summary
 
-    old = {"objective": "mlm", "nsp": True, "steps": 10, "tokens_seen": 1234, "run_dir": "/tmp/exp/x/pretrain/a-1",
-           "heldout": {"mlm_loss_std": 4.0, "mlm_loss": 4.1}, "data": {"cache": "/tmp/exp/cache/corpus-abc", "tokens": 5},
-           "an_unknown_key": 1}
-    path = _write_raw(tmp_path / "summary.json", old)
+    written = {"objective": "mlm+nsp", "steps": 10, "tokens_seen": 1234, "run_dir": "/tmp/exp/x/pretrain/a-1",
+               "heldout": {"mlm_loss_paper_masking": 4.0, "mlm_loss": 4.1},
+               "data": {"cache": "/tmp/exp/cache/corpus-abc", "tokens": 5}, "an_unknown_key": 1}
+    path = _write_raw(tmp_path / "summary.json", written)
     summary = read_summary(path)
     assert summary.objective == "mlm+nsp" and summary.heldout == {"mlm_loss_paper_masking": 4.0, "mlm_loss": 4.1}
     out = summary.to_json()
@@ -419,8 +343,7 @@ def test_the_summary_reader_turns_every_older_form_into_todays(tmp_path):
 
 def test_seeds_of_a_run_on_the_clock_are_one_procedure_whatever_steps_they_reached():
     """table6 pre-trains each size for 10 minutes: its two seeds stopped at different steps (tiny 8,768 and 8,142),
-    which are an outcome there, not the procedure. Its records predate `budget_seconds`; loading gives it them
-    from the pre-training summary beside the records (the archive's pretrain/ folder), in memory only."""
+    which are an outcome there, not the procedure: the budget that ended them (`budget_seconds`) is."""
     from bertbench.results import pretraining_procedure
 
     records = load_records([COMMITTED / "table6"])
@@ -428,12 +351,12 @@ def test_seeds_of_a_run_on_the_clock_are_one_procedure_whatever_steps_they_reach
     tiny = {r.data["pretrain_seed"]: r.data for r in records if r.data["model"]["size"] == "tiny"}
     assert tiny[1]["model"]["pretraining"]["steps"] != tiny[2]["model"]["pretraining"]["steps"]
     assert pretraining_procedure(tiny[1]) == pretraining_procedure(tiny[2])
-    on_disk = json.loads(next((COMMITTED / "table6" / "results").rglob("*.record.json")).read_text())
-    assert "budget_seconds" not in on_disk["model"]["pretraining"]  # never rewritten
-    # a run that a step count ended keeps its steps in the procedure: cpu-hour-v1's records gain nothing
-    pretrained = [r.data["model"]["pretraining"] for r in load_records([COMMITTED / "cpu-hour-v1"])
-                  if r.data["model"]["pretraining"]]
-    assert pretrained and not any("budget_seconds" in pre for pre in pretrained)
+    # a run that a step count ended keeps its steps in the procedure (masking: 2,000 steps, no budget)
+    masking = [r.data for r in load_records([COMMITTED / "masking"]) if r.data["model"]["pretraining"]]
+    assert masking and {r["model"]["pretraining"]["budget_seconds"] for r in masking} == {None}
+    changed = copy.deepcopy(masking[0])
+    changed["model"]["pretraining"]["steps"] += 1
+    assert pretraining_procedure(changed) != pretraining_procedure(masking[0])
     other = copy.deepcopy(tiny[2])
     other["model"]["pretraining"]["budget_seconds"] = 900.0
     assert pretraining_procedure(other) != pretraining_procedure(tiny[2])  # another budget: another procedure

@@ -70,22 +70,18 @@ def test_which_runs_a_study_makes_are_checked(tmp_path, finetune, message):
         load_preset(str(path))
 
 
-def test_epoch_selection_reaches_its_tasks_only_and_keeps_older_stages_done(tmp_path):
+def test_epoch_selection_reaches_its_tasks_only_and_keeps_other_stages_done(tmp_path):
     import dataclasses
 
-    from bertbench.studies.keys import config_hash, finetune_done, finetune_key, legacy_finetune_key, write_key
+    from bertbench.studies.keys import finetune_done, finetune_key, write_key
     from bertbench.training.finetune_run import FinetuneRequest
 
     req = FinetuneRequest(model="m", tasks="rte", out=tmp_path, grid="heldout")
-    # the key every study's marker was written with before select_epoch existed
-    legacy = config_hash({k: str(v) for k, v in dataclasses.asdict(req).items() if k != "select_epoch"})
-    assert legacy_finetune_key(req) == legacy
     marker = tmp_path / "done-rte.json"
-    write_key(marker, legacy)
-    assert finetune_done(marker, finetune_key(req, "rte", "model"), legacy_finetune_key(req))  # a finished stage stays finished
-    write_key(marker, legacy)
+    write_key(marker, finetune_key(req, "rte", "model"))
+    assert finetune_done(marker, finetune_key(req, "rte", "model"))  # a finished stage stays finished
     selecting = dataclasses.replace(req, select_epoch=True)  # a stage that selects epochs reruns
-    assert not finetune_done(marker, finetune_key(selecting, "rte", "model"), legacy_finetune_key(selecting))
+    assert not finetune_done(marker, finetune_key(selecting, "rte", "model"))
 
 
 def test_cpu_hour_wide_is_cpu_hour_with_a_wider_model():

@@ -7,16 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from bertbench.report.stats import (
-    PAIRED_BOOTSTRAP,
-    PAIRED_T_OVER_SEEDS,
-    T_OVER_SEEDS,
-    fmt_interval,
-    paired_bootstrap,
-    paired_differences,
-    paired_t_interval,
-    t_interval,
-)
+from bertbench.report.stats import T_OVER_SEEDS, fmt_interval, t_interval
+from tests.reference import PAIRED_BOOTSTRAP, PAIRED_T_OVER_SEEDS, paired_bootstrap, paired_differences, paired_t_interval
 
 
 @pytest.mark.parametrize("values", [[84.1, 85.0, 83.2, 84.7, 86.0], [50.0, 58.8], [12.5, 12.25, 13.0]])

@@ -283,39 +283,12 @@ def test_one_tasks_cap_rekeys_that_tasks_stages_only(tmp_path):
     assert _plan(loose, out, data) == []
 
 
-def test_folders_of_an_older_bertbench_still_count_as_finished(tmp_path):
-    """A study folder written before stages were keyed on content: pre-trainings and random init's results
-    named by the hash of paths (the tokenizer's absolute path among them), markers holding every request field.
-    Read in place, its stages are done, and re-marked with today's keys (so that it can be copied from then on)."""
-    from bertbench.studies import keys
-
-    preset = _preset(tmp_path, **{"finetune.figure5_variants": [], "finetune.figure5_tasks": []})
-    out, data = tmp_path / "study", tmp_path / "data"
-    stages = _plan(preset, out, data)
-    shutil.rmtree(out / "results")
-    for stage in stages:  # what the older version left: its folder names ...
-        if stage.name.startswith("pretrain "):
-            cfg, run_dir, _ = stage.args
-            legacy = run_dir.parent / f"{run_dir.name.rsplit('-', 1)[0]}-{keys.legacy_pretrain_key(cfg)}"
-            legacy.mkdir(parents=True)
-            (legacy / "summary.json").write_text("{}")
-    (out / "results" / f"random-{keys.config_hash(['random', 'tiny', str(out / 'tokenizer-x')])}").mkdir(parents=True)
-    for stage in _plan(preset, out, data):  # ... and its markers' keys
-        req, marker, _ = stage.args
-        keys.write_key(marker, keys.legacy_finetune_key(req))
-    assert len(list((out / "results").iterdir())) == 3  # the older folders were found, no new ones made
-    assert _plan(preset, out, data) == []
-    shutil.copytree(out, tmp_path / "copy")  # re-marked: the copy resumes too
-    assert _plan(preset, tmp_path / "copy", data) == []
-
-
 def test_how_many_processes_tokenise_changes_no_pretraining_key(tmp_path):
     """data.num_proc changes how fast the corpus is tokenised, never the arrays: a study keeps its keys on a
-    machine with more cores, and a folder written before the field existed (its dict had no num_proc) still
-    matches its legacy key."""
+    machine with more cores."""
     import dataclasses
 
-    from bertbench.config import PretrainConfig, to_dict
+    from bertbench.config import PretrainConfig
     from bertbench.studies import keys
 
     cfg = PretrainConfig()
@@ -323,10 +296,6 @@ def test_how_many_processes_tokenise_changes_no_pretraining_key(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n")
     cfg, many = (dataclasses.replace(c, tokenizer=str(tmp_path / "vocab.txt")) for c in (cfg, many))
     assert keys.pretrain_key(cfg, tmp_path) == keys.pretrain_key(many, tmp_path)
-    before_the_field = to_dict(cfg)
-    del before_the_field["data"]["num_proc"]
-    del before_the_field["data"]["doc_sentences"]  # a later field, out of the keys at its default (test_corpus_books)
-    assert keys.legacy_pretrain_key(many) == keys.config_hash(before_the_field)
 
 
 # --- pre-training seeds -------------------------------------------------------------------------------------
@@ -407,7 +376,7 @@ def test_records_of_two_pretrain_seeds_are_one_variant_in_the_report(tmp_path):
 
 def test_a_data_folder_elsewhere_keeps_the_tokenizer_key(tmp_path):
     """The trained tokenizer's folder is keyed on the corpus relative to the data folder: the same study with its
-    data folder at another path finds its tokenizer; an older bertbench's folder (absolute paths) is found too."""
+    data folder at another path finds its tokenizer."""
     from bertbench.studies import keys
     from bertbench.studies.preset import VariantSpec, load_preset, variant_config
     from bertbench.studies.run import ensure_tokenizer
@@ -415,10 +384,9 @@ def test_a_data_folder_elsewhere_keeps_the_tokenizer_key(tmp_path):
     preset = load_preset("smoke")
     here, there = (variant_config(preset, VariantSpec("base"), Path(d)) for d in ("/data/a", "/elsewhere/b"))
     assert keys.tokenizer_key(here, Path("/data/a")) == keys.tokenizer_key(there, Path("/elsewhere/b"))
-    assert keys.legacy_tokenizer_key(here) != keys.legacy_tokenizer_key(there)
-    old = tmp_path / f"tokenizer-{keys.legacy_tokenizer_key(here)}"
-    old.mkdir()
-    (old / "vocab.txt").write_text("[PAD]\n")
+    made = tmp_path / f"tokenizer-{keys.tokenizer_key(here, Path('/data/a'))}"
+    made.mkdir()
+    (made / "vocab.txt").write_text("[PAD]\n")
     trained = []
-    found = ensure_tokenizer(here, Path("/data/a"), tmp_path, lambda name, fn: trained.append(name), lambda line: None)
-    assert found == str(old) and trained == []
+    found = ensure_tokenizer(there, Path("/elsewhere/b"), tmp_path, lambda name, fn: trained.append(name), lambda line: None)
+    assert found == str(made) and trained == []

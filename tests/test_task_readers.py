@@ -22,7 +22,8 @@ from bertbench.data.task_readers import (
     read_split,
 )
 from bertbench.errors import BertbenchError
-from bertbench.tasks import DevSplit, get_task, load_tasks
+from bertbench.tasks import DevSplit, load_tasks
+from tests.reference import get_task
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
 EXAMPLE_TYPE = {"classification": TextExample, "regression": TextExample, "multiple_choice": ChoiceExample,
@@ -365,10 +366,10 @@ def test_local_files_win_and_nothing_touches_the_network():
     code = (
         "import sys\n"
         "from bertbench.data import task_readers\n"
-        "from bertbench.tasks import get_task\n"
+        "from bertbench.tasks import load_tasks\n"
         "def boom(*a, **k): raise AssertionError('hub used')\n"
         "task_readers._load_hub_dataset = boom\n"
-        f"ex = task_readers.read_split(get_task('mnli'), 'train', {str(FIXTURE_DATA)!r})\n"
+        f"ex = task_readers.read_split(load_tasks()['mnli'], 'train', {str(FIXTURE_DATA)!r})\n"
         "assert len(ex) == 3\n"
         "assert 'datasets' not in sys.modules, 'datasets imported'\n"
     )

@@ -6,6 +6,7 @@ import pytest
 
 from bertbench.errors import BertbenchError
 from bertbench.model.tokenizer import WordPieceTokenizer
+from tests.reference import tokenize_ids
 
 
 def first_lines(path: Path, n: int) -> list[str]:
@@ -50,7 +51,7 @@ def test_train_save_reload(tmp_path):
     text = "The quick brown fox jumps over the lazy dog. Café naïve résumé!\n\n" * 50
     (docs / "a.txt").write_text(text + "Pack my box with five dozen liquor jugs.\n" * 30)
     (docs / "b.txt").write_text("Sphinx of black quartz, judge my vow.\n" * 40)
-    from bertbench.model.tokenizer import iter_texts_for_training
+    from tests.reference import iter_texts_for_training
 
     tok = WordPieceTokenizer.train(iter_texts_for_training(sorted(docs.glob("*.txt"))), vocab_size=200)
     assert tok.convert_ids_to_tokens(range(5)) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -63,7 +64,7 @@ def test_train_save_reload(tmp_path):
     for t in (again, from_vocab):
         assert [e.input_ids for e in t.encode_batch(sample)] == [e.input_ids for e in tok.encode_batch(sample)]
     # lower-casing and accent stripping happen: "Café" and "cafe" tokenize the same
-    assert tok.tokenize_ids("Café") == tok.tokenize_ids("cafe")
+    assert tokenize_ids(tok, "Café") == tokenize_ids(tok, "cafe")
 
 
 def test_pair_encoding_token_types(tmp_path):
@@ -92,6 +93,7 @@ _TRAIN_SCRIPT = """
 import random, sys
 from pathlib import Path
 from bertbench.model.tokenizer import WordPieceTokenizer
+from tests.reference import tokenize_ids
 rng = random.Random(7)
 letters = "abcdefghijklmnopqrstuvwxyzéèàçñøß"
 words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]

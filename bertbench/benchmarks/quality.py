@@ -533,9 +533,8 @@ def ab_markdown(results: list[tuple[str, dict[str, Any]]], side: str = "ours-rec
     for name, r in results:
         if side not in r["sides"]:
             raise BertbenchError(f"{name}: has no '{side}' side (sides: {', '.join(r['sides'])})")
-        # the resolved pre-training config; files written before it was recorded have the summary config only
         s = r["sides"][side]
-        cfg = r["config"].get("pretrain") or {k: v for k, v in r["config"].items() if k not in ("minutes", "corpus", "points")}
+        cfg = r["config"]["pretrain"]  # the resolved pre-training config (commands/bench.py checks it is there)
         if base_cfg is None:
             base_cfg, base_acc, changed = cfg, s["final"]["mlm_accuracy"], "baseline"
         else:

@@ -348,14 +348,11 @@ def quality(
                 result = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise BertbenchError(f"{f}: not a readable bench quality JSON ({err})") from None
-            recipe_beside = f.with_suffix(".yaml")
-            if "pretrain" not in result.get("config", {}) and recipe_beside.is_file():
-                # results saved before the resolved config was recorded: the recipe kept beside them
-                from dataclasses import asdict
+            if not isinstance(result, dict) or not isinstance((result.get("config") or {}).get("pretrain"), dict):
+                from bertbench.results import FORMATS_TAG
 
-                from bertbench.config import PretrainConfig, load_config
-
-                result["config"]["pretrain"] = asdict(load_config(PretrainConfig, recipe_beside))
+                raise BertbenchError(f"{f}: no config.pretrain (a bench quality result in an older format; "
+                                     f"read it with `git checkout {FORMATS_TAG}`)")
             loaded.append((f.stem, result))
         table = bench_quality.ab_markdown(loaded)
         if plot is not None:

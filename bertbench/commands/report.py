@@ -32,11 +32,11 @@ def report(
     ] = None,
     index: Annotated[bool, typer.Option("--index", help="Also regenerate README.md beside --out: the list of the "
                                         "generated reports in that folder (what `make leaderboard` keeps).")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
-    data_dir: Annotated[
+    studies: Annotated[
         Optional[Path],
-        typer.Option("--data-dir", help="Read the dev files' gold labels here, so that records written before records "
-                     "kept their predictions get them back from example_correct (F1, MCC, the near-constant flag)."),
+        typer.Option("--studies", help="With --embed: instead of a report, the table of studies: one row per page "
+                     "STUDIES/NAME.md whose records are in RESULTS_DIR/NAME (make studies-table: docs/studies and "
+                     "leaderboards/records), written between '<!-- bertbench report: begin studies -->' and its end."),
     ] = None,
     claim: Annotated[
         Optional[list[str]],
@@ -45,6 +45,7 @@ def report(
                      "\"A − B on TASK > T\" (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\". Repeatable; "
                      "a claims.yaml in RESULTS_DIR is read too. See docs/claims.md."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
     wide: Annotated[
         bool,
         typer.Option("--wide", help="Print every table with every paper column, as the markdown has them (about 250 "
@@ -53,8 +54,17 @@ def report(
 ) -> None:
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
-    from bertbench.report.run import make_report
+    from bertbench.errors import BertbenchError
+    from bertbench.report.run import make_report, make_studies_table
 
-    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, data_dir=data_dir,
-                index=index, claims=claim or (),
+    if studies is not None:
+        others = [flag for flag, value in (("--out", out), ("--csv", csv), ("--json", json_out), ("--plots", plots),
+                                           ("--index", index), ("--wide", wide)) if value]
+        if embed is None or len(results) != 1 or others:
+            raise BertbenchError("--studies takes one RESULTS_DIR (a folder of studies' records) and --embed only"
+                                 + (f", not {', '.join(others)}" if others else ""))
+        make_studies_table(results[0], studies, embed, echo=typer.echo)
+        return
+    make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, index=index,
+                claims=claim or (),
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

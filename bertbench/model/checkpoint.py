@@ -101,7 +101,6 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     run_config = _read_yaml(folder / "run_config.yaml")
     nsp = has_nsp_head(sd, run_config)
     model = BertForPreTraining(cfg, nsp=nsp)
-    sd = fit_nsp_weights(sd, nsp)
     result = load_weights(model, sd, f"{folder / 'model.safetensors'}: weights do not match model_config.json")
     if result.missing_keys or result.unexpected_keys:
         raise BertbenchError(
@@ -117,22 +116,20 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
 
 
 def has_nsp_head(state_dict: dict, run_config: Optional[dict] = None) -> bool:
-    """Whether the model of a checkpoint has an NSP head: its run's objective says so ("mlm+nsp"; a run
-    config written before the objective said everything is migrated first); without one (an import), the
-    weights do."""
-    from bertbench.config import OBJECTIVES, migrate_pretrain_dict, trains_nsp
+    """Whether the model of a checkpoint has an NSP head: its run's objective says so ("mlm+nsp"); without one
+    (an import), the weights do."""
+    from bertbench.config import OBJECTIVES, trains_nsp
 
-    objective = migrate_pretrain_dict(run_config).get("objective") if isinstance(run_config, dict) else None
+    objective = run_config.get("objective") if isinstance(run_config, dict) else None
     if objective in OBJECTIVES:
         return trains_nsp(objective)
     return any(k.startswith(NSP_PREFIX) for k in state_dict)
 
 
 def fit_nsp_weights(state_dict: dict, nsp: bool, prefix: str = "") -> dict:
-    """The one place where a checkpoint's NSP weights meet a model: for a model without the NSP head, any
-    `nsp.*` tensors are dropped (checkpoints written before the head was optional hold one for every
-    objective, untrained under "mlm" and "clm"). `prefix`: the model's key prefix in the state dict
-    ("model." in a Lightning checkpoint). A model with the head keeps them all."""
+    """The one place where a checkpoint's NSP weights meet a model: for a model without the NSP head (an
+    encoder to fine-tune), any `nsp.*` tensors are dropped. `prefix`: the model's key prefix in the state dict.
+    A model with the head keeps them all."""
     if nsp:
         return state_dict
     return {k: v for k, v in state_dict.items() if not k.startswith(prefix + NSP_PREFIX)}

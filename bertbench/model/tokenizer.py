@@ -298,13 +298,6 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def tokenize_ids(self, text: str) -> list[int]:
-        """Word-piece ids of `text`, without [CLS]/[SEP] (for building pre-training instances)."""
-        return self.backend.encode(text, add_special_tokens=False).ids
-
-    def tokenize_ids_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
-
     def encode(
         self, text: str, pair: Optional[str] = None, max_length: Optional[int] = None, truncation: str = "longest_first"
     ) -> Encoding:
@@ -380,16 +373,6 @@ class WordPieceTokenizer:
 
             return {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}
         return {k: v[0] for k, v in out.items()} if single else out
-
-
-def iter_texts_for_training(paths: Iterable[Path]) -> Iterator[str]:
-    """Lines of text files, for vocabulary training (WikiExtractor <doc> markup lines skipped)."""
-    for p in paths:
-        with open(p, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line and not line.startswith("<doc") and line != "</doc>":
-                    yield line
 
 
 def tokenizer_fingerprint(path: str | Path) -> str:

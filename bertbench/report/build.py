@@ -1,4 +1,4 @@
-"""The whole report: every table of `report.model` and `report.tables`, in the order a reader meets them,
+"""The whole report: every table of `report.tables`, in the order a reader meets them,
 plus the plots made beside it (`Figures`). What the renderers (`report.render`) turn into text."""
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bertbench.report.model import (ReportData, Table, main_table, pretraining_seeds_table, provenance_table,
-                                    size_variants, table5, table6, table8)
+from bertbench.report.model import ReportData, Table, size_variants
+from bertbench.report.tables.ablations import table5, table6, table8
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
+from bertbench.report.tables.main import main_table
 from bertbench.report.tables.masking import masking_ratio_table, ratio_series
 from bertbench.report.tables.paired import differences_table
 from bertbench.report.tables.protocol import protocol_table
+from bertbench.report.tables.provenance import provenance_table
+from bertbench.report.tables.seeds import pretraining_seeds_table
 from bertbench.report.tables.user_claims import user_claims_table
 
 

@@ -1,6 +1,6 @@
 """The report's words for external models: models bertbench did not pre-train (a record's `model.external`,
 see bertbench.model.external). They keep a column of their own in the main table, labelled by what they are
-("HF hfbert, L2-H128", results.external_label), after our variants; they take no part in what compares our
+("HF hfbert, L2-H128", labels.external_label), after our variants; they take no part in what compares our
 pre-training procedures (Tables 5, 6 and 8, the differences against MLM+NSP, the paper's claims), and a user
 claim (`report --claim`) may name them. Nothing here is said of how they were trained: their records say nothing.
 

@@ -110,13 +110,6 @@ SUFF_METRICS: Mapping[str, SuffMetric] = {
 }
 
 
-def metric_on_examples(metric: str, preds: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Each run's metric on the whole evaluation set, from its sufficient statistics: (R,)."""
-    spec = SUFF_METRICS[metric]
-    stats = spec.per_example(np.asarray(preds), np.asarray(gold))
-    return spec.from_sums(stats.sum(axis=-2), np.full(stats.shape[:-2], float(stats.shape[-2])))
-
-
 # --- the data of one side of a comparison ------------------------------------------------------------------
 
 
@@ -542,7 +535,7 @@ def mde_floor(a: VarianceComponents, b: VarianceComponents, power: float = POWER
 __all__ = [
     "CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "NEAR_CONSTANT_SHARE", "POWER",
     "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
-    "design_df", "difference_variance", "holm", "mde_floor", "metric_on_examples", "paired_average_example_variance",
+    "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
     "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
     "plan_designs", "t_quantile", "variance_components",
 ]

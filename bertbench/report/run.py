@@ -66,7 +66,6 @@ def make_report(
     embed: Optional[Path] = None,
     force: bool = False,
     wide: bool = False,
-    data_dir: Optional[Path] = None,
     index: bool = False,
     claims: Sequence[str] = (),
     echo: Callable[[str], None] = print,
@@ -99,11 +98,6 @@ def make_report(
     records = load_records(results, _known_task_versions(warn))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
-    if data_dir is not None:
-        from bertbench.report.gold import join_gold
-
-        records, joined = join_gold(records, data_dir)
-        echo(f"{joined} records given their per-example predictions from example_correct and the gold of {data_dir}")
     data = collect(records)
     figures = None
     if plots is not None:
@@ -155,4 +149,30 @@ def make_report(
             echo(f"\n{table.title}:")
             for line in claim_lines(table):
                 echo(f"  {line}")
+
+
+def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str], None] = print) -> None:
+    """The table of committed studies into `embed`'s 'studies' block: one row per page `pages/NAME.md` whose
+    study has its records in `root/NAME` (report.tables.studies), in name order."""
+    import os
+
+    from bertbench.report.model import collect
+    from bertbench.report.render.markdown import embed_table
+    from bertbench.report.tables.studies import read_study_page, studies_table
+    from bertbench.results import load_records
+    from bertbench.runtime.files import atomic_write_text
+
+    if not embed.is_file():
+        raise BertbenchError(f"{embed}: no such file to embed the table of studies in")
+    if not pages.is_dir():
+        raise BertbenchError(f"--studies {pages}: no such folder of study pages")
+    found = sorted((p for p in pages.glob("*.md") if (root / p.stem).is_dir()), key=lambda p: p.stem)
+    if not found:
+        raise BertbenchError(f"--studies {pages}: no page NAME.md with its records in {root}/NAME")
+    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent))
+               for p in found]
+    command = f"bertbench report {root} --studies {pages} --embed {embed}"
+    atomic_write_text(embed, embed_table(embed.read_text(encoding="utf-8"), studies_table(studies), "studies",
+                                         command, str(embed)))
+    echo(f"updated the table of {len(studies)} studies in {embed}")
 

@@ -10,9 +10,7 @@ nothing else: not where the study folder is, not another task's settings.
 
 A finished stage leaves its key beside its output (`stage.json` in a pre-training folder, `done-<task>.json`
 in a results folder), and that is where a later invocation looks for it, so a study folder copied or moved
-elsewhere resumes. Folders written by an older bertbench carry keys of the older rule (absolute paths, every
-request field); `legacy_*` below recompute those, and a folder found under one is re-marked with today's key
-(the migration happens on read, in place, once).
+elsewhere resumes.
 """
 from __future__ import annotations
 
@@ -34,7 +32,7 @@ def config_hash(obj: Any) -> str:
 
 
 def _keyed_fields(cfg: PretrainConfig) -> dict:
-    # without the fields that only change how fast the data is made (older folders, written before them, still match)
+    # without the fields that only change how fast the data is made (the same data, however fast it was made)
     fields = to_dict(cfg)
     fields["data"] = keyed_data_fields(fields["data"])
     for name in DATA_SPEED_ONLY:
@@ -55,21 +53,11 @@ def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
     return _tokenizer_fields(cfg, [data_dir_relative(c, data_dir) for c in cfg.data.corpus])
 
 
-def legacy_tokenizer_key(cfg: PretrainConfig) -> str:
-    """The key before `tokenizer_key`, with the corpus' absolute paths: such folders are still found."""
-    return _tokenizer_fields(cfg, list(cfg.data.corpus))
-
-
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
     fields = _keyed_fields(cfg)
     fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
     fields["data"]["corpus"] = [data_dir_relative(c, data_dir) for c in cfg.data.corpus]
     return config_hash(fields)
-
-
-def legacy_pretrain_key(cfg: PretrainConfig) -> str:
-    """The key (and folder-name hash) an older bertbench gave this pre-training: every field, paths as they are."""
-    return config_hash(_keyed_fields(cfg))
 
 
 # Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
@@ -81,17 +69,6 @@ def finetune_key(req: Any, task: str, model_key: str) -> str:
     """A fine-tuning stage's key: `model_key` (what the model is), the task and its effective settings."""
     fields = {k: v for k, v in dataclasses.asdict(req).items() if k not in _NOT_IN_FINETUNE_KEY}
     fields |= {"model": model_key, "task": task, "max_train_examples": req.train_cap(task)}
-    return config_hash({k: str(v) for k, v in fields.items()})
-
-
-# Request fields added after studies were committed, left out of a legacy key while at their default
-_LEGACY_OMITS_AT_DEFAULT = ("select_epoch",)
-
-
-def legacy_finetune_key(req: Any) -> str:
-    """The key an older bertbench wrote in a finished fine-tuning's marker: every request field, as a string."""
-    defaults = {f.name: f.default for f in dataclasses.fields(req) if f.name in _LEGACY_OMITS_AT_DEFAULT}
-    fields = {k: v for k, v in dataclasses.asdict(req).items() if not (k in defaults and v == defaults[k])}
     return config_hash({k: str(v) for k, v in fields.items()})
 
 
@@ -108,27 +85,18 @@ def write_key(path: Path, key: str) -> None:
     atomic_write_json(path, {"key": key})
 
 
-def find_keyed_dir(root: Path, name: str, key: str, legacy_key: str) -> Path:
+def find_keyed_dir(root: Path, name: str, key: str) -> Path:
     """The folder of the stage keyed `key` under `root` (pretrain/, or results/ for random init's): the one
-    marked with `key`; else one an older bertbench made for it in this very place (re-marked now); else the
-    new folder `<name>-<key>`."""
+    marked with `key` (a folder copied or renamed keeps its marker); else the new folder `<name>-<key>`."""
     new = root / f"{name}-{key}"
     if new.is_dir():
         return new
     for folder in sorted(root.glob(f"{name}-*")):
         if read_key(folder / STAGE_FILE) == key:
             return folder
-    legacy = root / f"{name}-{legacy_key}"
-    if legacy.is_dir() and not (legacy / STAGE_FILE).exists():
-        write_key(legacy / STAGE_FILE, key)
-        return legacy
     return new
 
 
-def finetune_done(marker: Path, key: str, legacy_key: str) -> bool:
-    """Whether the marker says this stage finished: today's key, or an older bertbench's (re-marked now)."""
-    found = read_key(marker)
-    if found == legacy_key and found != key:
-        write_key(marker, key)
-        return True
-    return found == key
+def finetune_done(marker: Path, key: str) -> bool:
+    """Whether the marker says this stage finished under this key."""
+    return read_key(marker) == key

@@ -78,15 +78,14 @@ class Planner:
         cfg = dataclasses.replace(variant_config(self.preset, v, self.data_dir), tokenizer=self.tokenizer)
         if v.random_init:
             key = keys.config_hash(["random", cfg.model_size, keys.tokenizer_fingerprint(self.tokenizer)])
-            legacy = keys.config_hash(["random", cfg.model_size, self.tokenizer])  # an older bertbench's
-            folder = keys.find_keyed_dir(self.out / "results", v.name, key, legacy)
+            folder = keys.find_keyed_dir(self.out / "results", v.name, key)
             keys.write_key(folder / keys.STAGE_FILE, key)
             return Model(v, v.name, f"random:{cfg.model_size}", folder.name, key), None
         label = v.name if seed is None else f"{v.name}-seed{seed}"
         if seed is not None:
             cfg = dataclasses.replace(cfg, seed=seed)
         key = keys.pretrain_key(cfg, self.data_dir)
-        run_dir = keys.find_keyed_dir(self.out / "pretrain", label, key, keys.legacy_pretrain_key(cfg))
+        run_dir = keys.find_keyed_dir(self.out / "pretrain", label, key)
         name = f"pretrain {label.replace('-seed', ' seed')}"
         model = Model(v, label.replace("-seed", " seed"), str(run_dir / "checkpoint"), run_dir.name, key)
         if (run_dir / "summary.json").is_file():
@@ -111,7 +110,7 @@ class Planner:
             marker = req.out / f"done-{task}.json"
             key = keys.finetune_key(req, task, m.key)
             name = f"finetune {m.label} {task}"
-            if keys.finetune_done(marker, key, keys.legacy_finetune_key(req)):
+            if keys.finetune_done(marker, key):
                 self.echo(f"[{name}] done before: {req.out}")
                 continue
             stages.append(Stage(name, _finetune_stage, (req, marker, key), after=m.pretraining, echo_here=True))

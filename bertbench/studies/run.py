@@ -115,9 +115,6 @@ def host_facts() -> dict[str, Any]:
 def ensure_tokenizer(base, data_dir: Path, out: Path, stage: Callable, echo: Callable[[str], None]) -> str:
     """The WordPiece tokenizer trained on the corpus, once per (corpus, documents, vocabulary, case)."""
     tok_dir = out / f"tokenizer-{keys.tokenizer_key(base, data_dir)}"
-    legacy = out / f"tokenizer-{keys.legacy_tokenizer_key(base)}"  # an older bertbench's (absolute corpus paths)
-    if not (tok_dir / "vocab.txt").is_file() and (legacy / "vocab.txt").is_file():
-        tok_dir = legacy
     if (tok_dir / "vocab.txt").is_file():
         echo(f"[tokenizer] done before: {tok_dir}")
     else:

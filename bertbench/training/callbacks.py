@@ -24,8 +24,7 @@ from bertbench.runtime.faults import fault_point
 from bertbench.training.finite_guard import FirstBadStep
 
 # `*_paper_masking`: the masked LM's held-out scores at the paper's masking (15%, 80/10/10), measured apart
-# when the run masks otherwise (else the same as eval_mlm_loss/accuracy); metrics.csv files written before
-# were named `*_std` there (results.LEGACY_HELDOUT_KEYS). `eval_cross_segment_match` (bertbench.model.diagnostics):
+# when the run masks otherwise (else the same as eval_mlm_loss/accuracy). `eval_cross_segment_match` (bertbench.model.diagnostics):
 # when a head that compares the two segments forms, if it does; a resumed run's older rows leave it empty.
 CSV_FIELDS = [
     "step", "tokens", "loss_tokens", "lr", "train_loss", "train_mlm_loss", "train_nsp_loss", "tokens_per_s",

@@ -145,7 +145,6 @@ def train(
     seed: int,
     device: torch.device,
     bf16: bool,
-    evaluate: Optional[Callable[[list], dict[str, float]]] = None,
     progress: Optional[Callable[[str], None]] = None,
     on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None,
 ) -> LoopResult:
@@ -213,12 +212,9 @@ def train(
         entry: dict[str, Any] = {"epoch": epoch, "step": step, "train_loss": round(mean_loss, 5)}
         last = step >= total
         outputs = None
-        if evaluate is not None or last:
+        if last:
             outputs = predict(model, eval_features, hp.eval_batch_size, device, bf16)
-            if evaluate is not None:
-                entry["metrics"] = evaluate(outputs)
-            if last:
-                result.eval_outputs = outputs
+            result.eval_outputs = outputs
         if on_epoch is not None:
             on_epoch(entry, outputs)
         result.history.append(entry)

@@ -30,7 +30,8 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
 
 
 def param_group_names(model: torch.nn.Module) -> list[list[str]]:
-    """The parameter names of each of `param_groups`' groups, in the optimiser's order."""
+    """The parameter names of each of `param_groups`' groups, in the optimiser's order (how AdamW numbers its
+    state: a resumed checkpoint's moments are matched to parameters by these numbers)."""
     return [[n for n, _ in group] for group in _grouped(model)]
 
 

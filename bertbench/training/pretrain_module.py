@@ -226,7 +226,6 @@ class PretrainModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if not self.model.has_nsp:
-            drop_nsp_state(checkpoint, self.model)
             drop_frozen_optimizer_state(checkpoint, self.model)
         pad_vocab_optimizer_state(checkpoint, self.model)  # after the renumbering: indices of the frozen model's
         state = checkpoint.get("bertbench") or {}
@@ -283,24 +282,6 @@ def _drop_optimizer_entries(checkpoint: dict[str, Any], names: list[str], droppe
         opt["state"] = {renumber[i]: v for i, v in opt.get("state", {}).items() if i not in dropped}
         for g in groups:
             g["params"] = [renumber[i] for i in g["params"] if i not in dropped]
-
-
-def drop_nsp_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:
-    """A last.ckpt written before the NSP head was optional holds one (and its AdamW state) for every
-    objective; resumed into a model without the head ("mlm" or "clm"), both go. The weights through
-    `checkpoint.fit_nsp_weights`; the optimiser state by position: AdamW numbers the parameters group after
-    group in `param_groups` order, so the numbers of the head's parameters are those in the same model with
-    the head (built on the meta device: no memory, no random draws)."""
-    from bertbench.model.checkpoint import NSP_PREFIX, fit_nsp_weights
-    from bertbench.training.optim import param_group_names
-
-    weights = checkpoint.get("state_dict") or {}
-    if not any(k.startswith("model." + NSP_PREFIX) for k in weights):
-        return
-    checkpoint["state_dict"] = fit_nsp_weights(weights, nsp=False, prefix="model.")
-    with torch.device("meta"):
-        names = [n for group in param_group_names(BertForPreTraining(model.cfg, nsp=True)) for n in group]
-    _drop_optimizer_entries(checkpoint, names, {i for i, n in enumerate(names) if n.startswith(NSP_PREFIX)})
 
 
 def pad_vocab_optimizer_state(checkpoint: dict[str, Any], model: BertForPreTraining) -> None:

@@ -367,11 +367,11 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
     """Refuse to resume a run under a different config, naming the keys; RESUMABLE_CHANGES may differ."""
     import yaml
 
-    from bertbench.config import _yaml_loader, load_yaml, migrate_pretrain_dict, to_dict
+    from bertbench.config import _yaml_loader, load_yaml, to_dict
 
     if not saved_file.is_file():
         return
-    saved = migrate_pretrain_dict(load_yaml(saved_file))  # a run folder written before data.nsp became the objective
+    saved = load_yaml(saved_file)
     now = yaml.load(yaml.safe_dump(to_dict(cfg), sort_keys=False), Loader=_yaml_loader())  # noqa: S506 (SafeLoader)
     differ = [k for k in _diff_keys(saved, now) if k not in RESUMABLE_CHANGES + DEVICE_CHANGES]
     if "tokenizer" in differ and _same_tokenizer(saved.get("tokenizer"), now.get("tokenizer"), saved_file.parent):

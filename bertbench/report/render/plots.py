@@ -92,20 +92,14 @@ def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
 
 
 def find_metrics_csv(variant: Variant) -> Optional[Path]:
-    """`run_dir/metrics.csv`: an absolute run_dir's last two parts (pretrain/NAME) under each folder above the
-    variant's record files (committed records keep the curves beside them), then the run_dir as is; a relative
-    one against the current folder, then against each folder above the record files. None when absent."""
+    """`run_dir/metrics.csv` (a record keeps it relative, e.g. pretrain/NAME) against the current folder, then
+    against each folder above the variant's record files (committed records keep the curves beside them).
+    None when absent."""
     run_dir = (variant.pretraining or {}).get("run_dir")
     if not run_dir:
         return None
     roots = [Path.cwd()] + [parent for rec in variant.records for parent in rec.path.resolve().parents]
-    if Path(run_dir).is_absolute():
-        # the copy kept with the records first (`make archive`: OUT/pretrain/NAME → RECORDS/pretrain/NAME), so a
-        # committed study draws from its committed curves on any machine; else the run folder as recorded
-        tail = Path(*Path(run_dir).parts[-2:])
-        candidates = [root / tail for root in dict.fromkeys(roots[1:])] + [Path(run_dir)]
-    else:
-        candidates = [root / run_dir for root in dict.fromkeys(roots)]
+    candidates = [root / run_dir for root in dict.fromkeys(roots)]
     for candidate in candidates:
         if (candidate / "metrics.csv").is_file():
             return candidate / "metrics.csv"

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from bertbench.config import PAPER_MASK_RATIO
+from bertbench.report.labels import masking_suffix, objective_label
 from bertbench.report.model import MISSING, ReportData, Table, Variant, glue_rows
 from bertbench.report.multibootstrap import multi_bootstrap
 from bertbench.report.tables.paired import COVERS_NOTE, difference, fmt_covers, fmt_difference, fmt_runs, side
-from bertbench.results import PAPER_MASK_RATIO, masking_suffix, objective_label
 
 OBJECTIVE = "MLM+NSP"
 

@@ -56,7 +56,7 @@ from bertbench.report.tables.paired import (
     fmt_difference,
     fmt_runs,
 )
-from bertbench.results import objective_label
+from bertbench.report.labels import objective_label
 
 SUPPORTED = "supported"
 COMPARATORS = (">", "<", "within")

@@ -1,0 +1,77 @@
+"""How the report names a record's model (its column: size, objective, masking) and groups its fine-tuning
+settings; what a record holds is `bertbench.results`' business, how the report shows it is this module's."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, is_causal, is_masked, trains_nsp
+from bertbench.results import Record, mask_procedure
+
+
+def _fmt_pct(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
+    """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
+    if not pretraining or not is_masked(pretraining.get("objective")):
+        return ""
+    parts = []
+    procedure = mask_procedure(pretraining)
+    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
+        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
+    if pretraining.get("whole_word_mask"):
+        parts.append("wwm")
+    ratio = pretraining.get("mask_ratio")
+    if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
+        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
+    return " ".join(parts)
+
+
+def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
+    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)' or 'random init' (a validated, version-2 `pretraining`)."""
+    if pretraining is None:
+        return "random init"
+    objective = pretraining["objective"]
+    if is_causal(objective):
+        return "LTR (causal)"
+    return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
+
+
+def external_label(external: Mapping[str, Any]) -> str:
+    """An external model's report label: its kind, its folder's name and its shape, e.g. 'HF hfbert, L2-H128'
+    ('-A4' added when the heads are not hidden / 64, the rule of every released BERT)."""
+    shape = external["shape"]
+    text = f"L{shape['layers']}-H{shape['hidden']}"
+    if shape["heads"] * 64 != shape["hidden"]:
+        text += f"-A{shape['heads']}"
+    kind = "HF" if external["format"] == "huggingface" else "external"
+    return f"{kind} {external['name']}, {text}"
+
+
+def variant_label(record: Record) -> str:
+    """The report column of a record: '{size} MLM+NSP', '{size} LTR (causal)', 'mini MLM+NSP mask 100/0/0', ...;
+    a model we did not pre-train is named by what it is (`external_label`)."""
+    if record["model"].get("external"):
+        return external_label(record["model"]["external"])
+    pretraining = record["model"]["pretraining"]
+    label = f"{record['model']['size']} {objective_label(pretraining)}"
+    suffix = masking_suffix(pretraining)
+    return f"{label} {suffix}" if suffix else label
+
+
+# What a held-out selection chose, not what was asked: each pre-training seed's checkpoint is selected on its
+# own, so its records would otherwise split one variant's cell into one "setting" per pre-training seed
+_SELECTION_OUTCOME = ("selection", "selected_epoch", "steps", "steps_trained")
+
+
+def setting_key(record: Record) -> str:
+    """The fine-tuning setting as a canonical string (records differing only in seed share it, and so do the
+    pre-training seeds of one variant: a held-out selection's outcome, lr included, is not part of it)."""
+    ft = dict(record["finetune"])
+    if ft.get("grid") == "heldout":
+        for key in (*_SELECTION_OUTCOME, "lr"):
+            ft.pop(key, None)
+    return json.dumps(ft, sort_keys=True)
