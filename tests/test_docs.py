@@ -112,7 +112,9 @@ def _commands(text: str) -> list[str]:
 def _as_argv(line: str) -> list[str]:
     line = re.sub(r"\$\{?\w+(:-[^}]*)?\}?", "x", line)  # $DATA, ${BERTBENCH_DATA_DIR:-...}, $size
     line = re.sub(r"\{([^,{}]+),[^{}]*\}", r"\1", line)  # {tiny,mini}.json: one of them
-    return shlex.split(line.split(" > ")[0].split(" | ")[0])[1:]
+    words = shlex.split(line)  # a quoted '>' (a claim's "stsb > 0") is an argument, an unquoted one a redirection
+    cut = next((i for i, w in enumerate(words) if w in (">", ">>", "|", "2>", "&>")), len(words))
+    return words[1:cut]
 
 
 DOC_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]

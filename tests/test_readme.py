@@ -51,3 +51,10 @@ def test_quick_start_runs_as_written(shared_data, tmp_path):
     assert len(list((tmp_path / "results").rglob("*.record.json"))) >= 3
     assert (tmp_path / "reports" / "mine.md").is_file() and (tmp_path / "reports" / "mine.csv").is_file()
     assert not (tmp_path / "reports" / "README.md").exists()  # no index unless asked (issue 25, item 5)
+    # the README's Python lines, as written, on the model the quick start just pre-trained (issue 40)
+    (code,) = re.findall(r"<!-- python example: fill-mask -->\n```python\n(.*?)```",
+                         (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (word,) = r.stdout.split()  # one predicted word piece for the one [MASK]
+    assert word and word != "[MASK]"
