@@ -256,7 +256,7 @@ def _count_documents(kind: str, data: bytes, text: str, doc_sentences: int) -> i
 
 
 def _tokenizer_hash(tokenizer) -> str:
-    return hashlib.sha256(tokenizer.backend.to_str().encode("utf-8")).hexdigest()
+    return hashlib.sha256(tokenizer.text_backend.to_str().encode("utf-8")).hexdigest()
 
 
 def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
@@ -566,7 +566,7 @@ def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder
     ticker = Ticker(every_seconds() if echo else None)
     processes = pool_size(selected, num_proc)
     try:
-        for shard, (tokens, sent_lens, doc_lens), size in _shard_arrays(selected, tokenizer.backend, dtype, num_proc):
+        for shard, (tokens, sent_lens, doc_lens), size in _shard_arrays(selected, tokenizer.text_backend, dtype, num_proc):
             tok_out.append(tokens)
             sent_out.append(n_tokens + np.cumsum(sent_lens))
             doc_out.append(n_sents + np.cumsum(doc_lens))

@@ -209,6 +209,19 @@ class WordPieceTokenizer:
         self.mask_id = vocab["[MASK]"]
 
     # -- construction -------------------------------------------------------------------------
+    @property
+    def text_backend(self):
+        """The backend for raw text (a corpus): the special tokens are not registered as typed tokens, so a "[SEP]"
+        written in a book stays text, and its serialisation (in the corpus cache key and the data fingerprint) is
+        what it was before `tok("... [MASK] ...")` kept them special: the same vocabulary gives the same data."""
+        if getattr(self, "_text_backend", None) is None:
+            from tokenizers import Tokenizer
+
+            spec = json.loads(self.backend.to_str())
+            spec["added_tokens"] = []
+            self._text_backend = Tokenizer.from_str(json.dumps(spec, separators=(",", ":"), ensure_ascii=False))
+        return self._text_backend
+
     @classmethod
     def from_vocab(cls, path: Path, lowercase: bool = True, strip_accents: Optional[bool] = None) -> "WordPieceTokenizer":
         return cls(_build(read_vocab_file(path), lowercase, strip_accents), lowercase, strip_accents)
