@@ -92,7 +92,9 @@ def _beside_ours(hf_run) -> list:
 
 def test_the_report_labels_it_by_name_and_keeps_it_out_of_our_variants_rows(hf_run):
     from bertbench.report.build import build_report
-    from bertbench.report.model import collect, provenance_table, table5, table6, table8
+    from bertbench.report.model import collect
+    from bertbench.report.tables.ablations import table5, table6, table8
+    from bertbench.report.tables.provenance import provenance_table
     from bertbench.report.render.terminal import short_table
     from bertbench.report.tables.claims import claims_table
     from bertbench.report.tables.paired import differences_table
@@ -129,7 +131,8 @@ def test_the_report_cli_shows_the_external_model_by_its_name(hf_run, tmp_path):
 
 def test_random_init_records_are_unchanged(tmp_path):
     """`random:<size>`: no external block, pretraining null, the random-init control column as before."""
-    from bertbench.report.model import collect, main_table
+    from bertbench.report.model import collect
+    from bertbench.report.tables.main import main_table
 
     out = tmp_path / "out"
     _invoke("finetune", "--model", "random:tiny", "--tokenizer", VOCAB, "--tasks", "rte", "--data-dir", FIXTURE_DATA,

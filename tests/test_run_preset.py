@@ -435,6 +435,7 @@ def test_a_study_on_two_devices_places_its_stages_on_both_and_no_rank_reenters_i
     assert set(placed.values()) == {"0", "1"}
     run_dir = next((out / "pretrain").glob("mlm_nsp-*"))
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["batch_size"] == 8  # 4 rows on each of the two ranks: it trained on two processes
-    assert (run_dir / "stage-config.yaml").is_file()
+    assert summary["batch_size"] == 4  # the global batch: 2 rows on each of the two ranks (training.batches)
+    stage_config = yaml.safe_load((run_dir / "stage-config.yaml").read_text())
+    assert (stage_config["devices"], stage_config["strategy"]) == ("2", "ddp")  # its own process ran both ranks
     assert len(list((out / "results").rglob("*.record.json"))) >= 4
