@@ -55,6 +55,10 @@ class Stats:
     values: tuple[float, ...]
     seeds: tuple[int, ...]
     pairs: tuple[tuple[int, float], ...] = ()  # (seed, value), in seed order: what paired differences match on
+    # With two or more pre-training seeds: each one's mean over its fine-tuning seeds. The cell is then the mean of
+    # these and its interval the t-interval over them (P − 1 degrees of freedom): its runs are not P·F independent
+    # draws, since the fine-tuning seeds of one checkpoint share its pre-training seed.
+    pretrain_means: tuple[float, ...] = ()
 
     @property
     def n(self) -> int:
@@ -66,6 +70,8 @@ class Stats:
 
     @property
     def mean(self) -> float:
+        if self.pretrain_means:
+            return math.fsum(self.pretrain_means) / len(self.pretrain_means)
         return math.fsum(self.values) / self.n
 
     @property
@@ -75,8 +81,9 @@ class Stats:
 
     @property
     def interval(self) -> Optional[Interval]:
-        """The 95% t-interval of the mean over seeds; None for a single seed."""
-        return t_interval(self.values)
+        """The 95% t-interval of the mean: over the pre-training seeds' means when there are several, else over the
+        (fine-tuning) seeds; None for a single seed."""
+        return t_interval(self.pretrain_means or self.values)
 
     def by_seed(self) -> dict[int, float]:
         return dict(self.pairs)
@@ -84,12 +91,17 @@ class Stats:
 
 def seed_stats(records: Sequence[Record], metric: str) -> Optional[Stats]:
     """Stats of `metric` over records (seeds) that have a value for it; None when none has."""
-    pairs = sorted((float(r["metrics"][metric]), int(r["seed"]))
-                   for r in records if r["metrics"].get(metric) is not None)
+    scored = [r for r in records if r["metrics"].get(metric) is not None]
+    pairs = sorted((float(r["metrics"][metric]), int(r["seed"])) for r in scored)
     if not pairs:
         return None
+    by_pretrain: dict[Optional[int], list[float]] = {}
+    for r in scored:
+        by_pretrain.setdefault(pretrain_seed(r), []).append(float(r["metrics"][metric]))
+    means = (tuple(math.fsum(v) / len(v) for _, v in sorted(by_pretrain.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+             if len(by_pretrain) > 1 else ())
     return Stats(tuple(v for v, _ in pairs), tuple(sorted(s for _, s in pairs)),
-                 tuple(sorted((s, v) for v, s in pairs)))
+                 tuple(sorted((s, v) for v, s in pairs)), means)
 
 
 def fmt_stats(stats: Optional[Stats], decimals: int = 1) -> str:
@@ -98,7 +110,8 @@ def fmt_stats(stats: Optional[Stats], decimals: int = 1) -> str:
         return MISSING
     if stats.n == 1:
         return f"{stats.mean:.{decimals}f} (n=1, no interval)"
-    return f"{stats.mean:.{decimals}f} {fmt_interval(stats.interval, decimals)} (n={stats.n})"
+    over = f", P={len(stats.pretrain_means)}" if stats.pretrain_means else ""
+    return f"{stats.mean:.{decimals}f} {fmt_interval(stats.interval, decimals)} (n={stats.n}{over})"
 
 
 def is_degenerate(records: Sequence[Record]) -> bool:

@@ -8,7 +8,7 @@ from typing import Optional
 from bertbench.config import is_masked
 from bertbench.reference import PaperNumbers
 from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
-from bertbench.report.model import fmt_stats, fmt_value, size_variants, stats_for
+from bertbench.report.model import fmt_stats, fmt_value, marks, size_variants, stats_for
 from bertbench.report.labels import masking_suffix
 from bertbench.results import mask_procedure
 
@@ -21,10 +21,11 @@ def _ours_cell(data: ReportData, variant: Variant, ptask: str, pmetric: str, app
     stats, row = stats_for(data, variant, ptask, pmetric, approach, ABLATION_KINDS)
     if stats is None:
         return MISSING
+    shown = fmt_stats(stats) + marks(data.cell(variant, row))  # the main table's marks travel with every copy
     if row.eval_kind != "dev":
         stand_ins.add(f"{row.task} ({row.eval_kind}) for {data.paper.tasks[ptask]}")
-        return fmt_stats(stats) + " †"
-    return fmt_stats(stats)
+        return shown + " †"
+    return shown
 
 
 def _paper_rows(paper: PaperNumbers, source: str) -> list[str]:

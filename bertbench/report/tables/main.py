@@ -43,6 +43,8 @@ def _main_notes(data: ReportData) -> list[str]:
     notes = [
         "Our cells: mean over fine-tuning seeds [95% t-interval over seeds] (n = seeds); one seed has no "
         "interval. The interval measures fine-tuning noise (initialisation, batch order) on this evaluation set. "
+        "A cell of several pre-training seeds (P = their number) is the mean of each pre-training seed's mean over "
+        "its fine-tuning seeds, with the t-interval over those P means: pre-training noise included. "
         "Paper cells: the published number and the split it was measured on. Comparisons between variants "
         "(differences, claims) use the multi-bootstrap instead, which says what it covers.",
         f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",
