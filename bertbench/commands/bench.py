@@ -85,7 +85,8 @@ def _markdown(result: dict[str, Any], command: str) -> str:
         full = model_flops_per_token(result["config"])  # what an older result file lacks, from its config
         c = result["config"]
         lines += [f"Batch {c['batch_size']} × {c['seq_len']} tokens. MFU against the bf16 peak: at the FLOPs the side "
-                  "executes, and at the full model's FLOPs (every position projected: the same count for every side).", "",
+                  "executes, and at the full model's FLOPs (every position projected: the same count for every side; "
+                  "above 100% where a side skips work that count includes, as our masked-only LM head does).", "",
                   "| side | precision | tokens/s (median) | step ms | MFU, executed FLOPs | MFU, model FLOPs | compile s "
                   "| loss first → last |", "|---|---|---|---|---|---|---|---|"]
         for name, s in sides.items():
