@@ -280,19 +280,27 @@ def _judge(data: ReportData, claims: Claims, claim: Claim, size: str) -> Outcome
     return Outcome(claim, size, diff, direction, p=p, effect=effect)
 
 
-def holm_verdict(o: Outcome, p_holm: float) -> Outcome:
-    """The verdict after Holm's adjustment, the flags and the power check."""
-    found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
-    why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
-    flags = ("⊘ degenerate" if o.diff.degenerate else "") or ("≈ near-constant" if o.diff.near_constant else "")
+def adjusted_verdict(verdict: str, p: float, p_holm: float, diff: Difference, effect: Optional[float],
+                     effect_text: str) -> tuple[str, str]:
+    """(verdict, why) after Holm's adjustment, the degenerate and near-constant flags and the power check: the
+    rules every claim is judged by, the paper's and the user's. `effect_text` names the effect ("the effect 3.5")."""
+    found = verdict if p_holm < ALPHA else INCONCLUSIVE
+    why = "" if p_holm < ALPHA or p >= ALPHA else f"alone p = {p:.3f}: {verdict}"
+    flags = ("⊘ degenerate" if diff.degenerate else "") or ("≈ near-constant" if diff.near_constant else "")
     if flags and found != INCONCLUSIVE:
         found, why = INCONCLUSIVE, f"{flags} cell; the test alone says {found}"
     elif flags:
         why = f"{flags} cell" + (f"; {why}" if why else "")
-    mde = o.diff.estimate.mde()
-    if found == INCONCLUSIVE and o.effect is not None and mde > o.effect:
-        found = NOT_MEASURABLE
-        why = f"MDE {mde:.1f} > the effect {o.effect:.1f}" + (f"; {why}" if why else "")
+    mde = diff.estimate.mde()
+    if found == INCONCLUSIVE and effect is not None and mde > effect:
+        found, why = NOT_MEASURABLE, f"MDE {mde:.1f} > {effect_text}" + (f"; {why}" if why else "")
+    return found, why
+
+
+def holm_verdict(o: Outcome, p_holm: float) -> Outcome:
+    """The verdict after Holm's adjustment, the flags and the power check (`adjusted_verdict`)."""
+    effect_text = f"the effect {o.effect:.1f}" if o.effect is not None else ""
+    found, why = adjusted_verdict(o.verdict, o.p, p_holm, o.diff, o.effect, effect_text)
     return Outcome(o.claim, o.size, o.diff, found, why, o.p, p_holm, o.effect, o.registration)
 
 

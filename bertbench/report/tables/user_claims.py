@@ -44,7 +44,14 @@ from bertbench.report.model import (
     is_near_constant,
 )
 from bertbench.report.multibootstrap import holm
-from bertbench.report.tables.claims import ALPHA, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN
+from bertbench.report.tables.claims import (
+    ALPHA,
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NOT_MEASURABLE,
+    NOT_RUN,
+    adjusted_verdict,
+)
 from bertbench.report.tables.paired import (
     COVERS_NOTE,
     DEV_KINDS,
@@ -280,17 +287,10 @@ def _judge(data: ReportData, claim: UserClaim, va: Variant, vb: Variant) -> User
 
 
 def holm_verdict(o: UserOutcome, p_holm: float) -> UserOutcome:
-    """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules."""
-    found = o.verdict if p_holm < ALPHA else INCONCLUSIVE
-    why = "" if p_holm < ALPHA or o.p >= ALPHA else f"alone p = {o.p:.3f}: {o.verdict}"
-    flags = ("⊘ degenerate" if o.diff.degenerate else "") or ("≈ near-constant" if o.diff.near_constant else "")
-    if flags and found != INCONCLUSIVE:
-        found, why = INCONCLUSIVE, f"{flags} cell; the test alone says {found}"
-    elif flags:
-        why = f"{flags} cell" + (f"; {why}" if why else "")
-    mde, effect = o.diff.estimate.mde(), o.claim.effect
-    if found == INCONCLUSIVE and effect is not None and mde > effect:
-        found, why = NOT_MEASURABLE, f"MDE {mde:.1f} > |T| {effect:g}" + (f"; {why}" if why else "")
+    """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules
+    (`claims.adjusted_verdict`), against |T|."""
+    effect = o.claim.effect
+    found, why = adjusted_verdict(o.verdict, o.p, p_holm, o.diff, effect, f"|T| {effect:g}" if effect else "")
     return UserOutcome(o.claim, o.a, o.b, o.diff, found, why, o.p, p_holm, o.registration)
 
 
