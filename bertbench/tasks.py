@@ -490,14 +490,6 @@ def valid_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
     return task_registry(tasks_dir).tasks
 
 
-def load_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
-    """All tasks by name; raises one error listing every problem if any file is invalid."""
-    reg = task_registry(tasks_dir)
-    if reg.broken:
-        raise BertbenchError(f"{len(reg.broken)} problem(s) in {reg.folder}:\n" + "\n".join(reg.broken.values()))
-    return reg.tasks
-
-
 def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
     """Group names -> task names: each family's official tasks (eval_kind 'dev', so `glue` is the
     official GLUE tasks and never a devsplit variant), `devsplit` (every devsplit variant) and `all`."""

@@ -20,8 +20,7 @@ from bertbench.data.features import (
 from bertbench.data.features_qa import _doc_spans
 from bertbench.data.task_readers import Answer, ChoiceExample, QAExample, TextExample, TokenExample, read_split
 from bertbench.metrics import normalize_answer, seqeval_f1, squad_v2_scores
-from bertbench.tasks import load_tasks
-from tests.reference import get_task, tokenize_ids
+from tests.reference import get_task, load_tasks, tokenize_ids
 from bertbench.model.tokenizer import WordPieceTokenizer
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"

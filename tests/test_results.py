@@ -255,7 +255,7 @@ def test_provenance_has_the_record_keys():
 
 def test_fixture_records_are_valid_for_the_real_task_registry():
     """The fixtures use the registry's task names and versions (except the deliberate rte v2)."""
-    from bertbench.tasks import load_tasks
+    from tests.reference import load_tasks
 
     known = {name: spec.version for name, spec in load_tasks().items()}
     loaded = load_records([RECORDS])

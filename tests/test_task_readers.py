@@ -22,8 +22,9 @@ from bertbench.data.task_readers import (
     read_split,
 )
 from bertbench.errors import BertbenchError
-from bertbench.tasks import DevSplit, load_tasks
-from tests.reference import get_task
+from bertbench.tasks import DevSplit
+
+from tests.reference import get_task, load_tasks
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
 EXAMPLE_TYPE = {"classification": TextExample, "regression": TextExample, "multiple_choice": ChoiceExample,
@@ -366,10 +367,10 @@ def test_local_files_win_and_nothing_touches_the_network():
     code = (
         "import sys\n"
         "from bertbench.data import task_readers\n"
-        "from bertbench.tasks import load_tasks\n"
+        "from bertbench.tasks import valid_tasks\n"
         "def boom(*a, **k): raise AssertionError('hub used')\n"
         "task_readers._load_hub_dataset = boom\n"
-        f"ex = task_readers.read_split(load_tasks()['mnli'], 'train', {str(FIXTURE_DATA)!r})\n"
+        f"ex = task_readers.read_split(valid_tasks()['mnli'], 'train', {str(FIXTURE_DATA)!r})\n"
         "assert len(ex) == 3\n"
         "assert 'datasets' not in sys.modules, 'datasets imported'\n"
     )

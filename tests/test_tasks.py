@@ -14,11 +14,10 @@ from bertbench.tasks import (
     TASK_TYPES,
     collect_tasks,
     load_task_file,
-    load_tasks,
     resolve_task_names,
 )
 
-from tests.reference import get_task  # noqa: E402 (test-only: bertbench.tasks has load_tasks)
+from tests.reference import get_task, load_tasks  # noqa: E402 (test-only helpers)
 
 FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "tasks" / "data"
 GLUE = ["cola", "mnli", "mnli_mismatched", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli"]

@@ -84,10 +84,6 @@ class StepBatchDataset(Dataset):
             out.append(int(self._permutation(epoch)[offset]))
         return out
 
-    def global_batch_rows(self, step: int) -> dict[str, torch.Tensor]:
-        """The whole global batch of `step`, collated row by row as its ranks would (for tests and checks)."""
-        return collate_rows(self.collate, self.instances, step, range(self.global_batch), self.indices)
-
     def __len__(self) -> int:  # a practically endless stream; the trainer stops at max_steps
         return 1 << 40
 

@@ -16,7 +16,8 @@ A claim is judged once per model size that has both of its variants.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -190,8 +191,23 @@ def claim_p(test: str, est: Estimate, thresholds: Mapping[str, float]) -> tuple[
     return direction, min(1.0, 2 * min(p_rep, p_con))
 
 
+class Compared:
+    """What a claim's outcome (the paper's `Outcome`, the user's `UserOutcome`) says of its comparison."""
+
+    diff: Optional[Difference]
+
+    @property
+    def compared(self) -> bool:
+        """A comparison was made: a difference with an interval (a member of Holm's family)."""
+        return self.diff is not None and self.diff.has_interval and not self.diff.unmeasured
+
+    @property
+    def mde(self) -> Optional[float]:
+        return self.diff.estimate.mde() if self.compared else None
+
+
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Compared):
     claim: Claim
     size: Optional[str]
     diff: Optional[Difference]
@@ -202,14 +218,11 @@ class Outcome:
     effect: Optional[float] = None  # the effect the claim is about: the paper's |a − b|, or the margin m
     registration: str = ""  # with a pre-registration: 'pre-registered' or 'exploratory' (tables.preregistration)
 
-    @property
-    def compared(self) -> bool:
-        """A comparison was made: a difference with an interval (a member of Holm's family)."""
-        return self.diff is not None and self.diff.has_interval and not self.diff.unmeasured
-
-    @property
-    def mde(self) -> Optional[float]:
-        return self.diff.estimate.mde() if self.compared else None
+    def with_holm(self, p_holm: float) -> "Outcome":
+        """The verdict after Holm's adjustment, the flags and the power check (`adjusted_verdict`)."""
+        effect_text = f"the effect {self.effect:.1f}" if self.effect is not None else ""
+        found, why = adjusted_verdict(self.verdict, self.p, p_holm, self.diff, self.effect, effect_text)
+        return dataclasses.replace(self, verdict=found, why=why, p_holm=p_holm)
 
     @property
     def one_pretrain_seed(self) -> bool:
@@ -297,16 +310,17 @@ def adjusted_verdict(verdict: str, p: float, p_holm: float, diff: Difference, ef
     return found, why
 
 
-def holm_verdict(o: Outcome, p_holm: float) -> Outcome:
-    """The verdict after Holm's adjustment, the flags and the power check (`adjusted_verdict`)."""
-    effect_text = f"the effect {o.effect:.1f}" if o.effect is not None else ""
-    found, why = adjusted_verdict(o.verdict, o.p, p_holm, o.diff, o.effect, effect_text)
-    return Outcome(o.claim, o.size, o.diff, found, why, o.p, p_holm, o.effect, o.registration)
+def adjust_family(groups: Sequence[list], member: Callable[[Compared], bool] = lambda o: True) -> None:
+    """Holm–Bonferroni over every outcome of `groups` (lists of the paper's or the user's outcomes) that has a p and
+    that `member` admits, as one family: each is replaced, in place, by its verdict after it (`with_holm`)."""
+    at = [(group, i) for group in groups for i, o in enumerate(group) if o.p is not None and member(o)]
+    for (group, i), p_holm in zip(at, holm([group[i].p for group, i in at])):
+        group[i] = group[i].with_holm(p_holm)
 
 
 def judge_claims(data: ReportData, claims: Claims) -> list[Outcome]:
     """Every claim, once per size that has both variants (once, not run, when no size has); each comparison's
-    raw p and direction, before Holm (`holm_verdict`)."""
+    raw p and direction, before Holm (`adjust_family`)."""
     out = []
     for claim in claims.claims:
         sizes = [v.size for v in data.variants if v.objective == claim.a and _pick(data, claim.b, v.size)]
@@ -320,9 +334,7 @@ def evaluate(data: ReportData, claims: Claims) -> list[Outcome]:
     """`judge_claims`, Holm-adjusted over the family of every comparison made (a pre-registered study judges
     two families instead: tables.preregistration.evaluate_families)."""
     out = judge_claims(data, claims)
-    family = [i for i, o in enumerate(out) if o.p is not None]
-    for i, p_holm in zip(family, holm([out[i].p for i in family])):
-        out[i] = holm_verdict(out[i], p_holm)
+    adjust_family([out])
     return out
 
 
@@ -447,6 +459,6 @@ def _claims_notes(outcomes: list[Outcome], claims: Claims) -> tuple[str, ...]:
     )
 
 
-__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "THRESHOLD_SOURCES", "claim_p", "claims_table", "evaluate", "holm_verdict", "judge_claims",
+__all__ = ["CLAIMS_PATH", "Claim", "Claims", "Outcome", "THRESHOLD_SOURCES", "claim_p", "claims_table", "adjust_family", "evaluate", "judge_claims",
            "load_claims", "verdict", "verdict_counts", "CONTRADICTED", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN",
            "REPRODUCED"]

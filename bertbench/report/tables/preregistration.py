@@ -37,10 +37,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.report.multibootstrap import holm
-from bertbench.report.tables.claims import Claims, Outcome, holm_verdict, judge_claims
+from bertbench.report.tables.claims import Claims, Outcome, adjust_family, judge_claims
 from bertbench.report.tables.user_claims import UserClaim, UserOutcome, judge_user_claims, parse_claim
-from bertbench.report.tables.user_claims import holm_verdict as user_holm_verdict
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 PRE_REGISTERED, EXPLORATORY = "pre-registered", "exploratory"
@@ -190,11 +188,7 @@ def evaluate_families(data, claims: Claims, user_claims: Sequence[UserClaim], pr
         return (o.claim.id in prereg.paper_claims) if isinstance(o, Outcome) else (o.claim.text in registered_texts)
 
     for in_family in (True, False):
-        members = [(outcomes, i) for outcomes in (paper, user) for i, o in enumerate(outcomes)
-                   if o.p is not None and registered(o) == in_family]
-        for (outcomes, i), p_holm in zip(members, holm([outcomes[i].p for outcomes, i in members])):
-            adjust = holm_verdict if outcomes is paper else user_holm_verdict
-            outcomes[i] = adjust(outcomes[i], p_holm)
+        adjust_family([paper, user], lambda o: registered(o) == in_family)
     label = {True: PRE_REGISTERED, False: EXPLORATORY}
     return ([dataclasses.replace(o, registration=label[registered(o)]) for o in paper],
             [dataclasses.replace(o, registration=label[registered(o)]) for o in user])

@@ -24,6 +24,7 @@ task they do not hold, is an error; a pair of variants with no common row is "no
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,13 +44,14 @@ from bertbench.report.model import (
     is_degenerate,
     is_near_constant,
 )
-from bertbench.report.multibootstrap import holm
 from bertbench.report.tables.claims import (
     ALPHA,
     CONTRADICTED,
     INCONCLUSIVE,
     NOT_MEASURABLE,
     NOT_RUN,
+    Compared,
+    adjust_family,
     adjusted_verdict,
 )
 from bertbench.report.tables.paired import (
@@ -236,7 +238,7 @@ def user_side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Op
 
 
 @dataclass(frozen=True)
-class UserOutcome:
+class UserOutcome(Compared):
     claim: UserClaim
     a: Optional[Variant]
     b: Optional[Variant]
@@ -247,13 +249,12 @@ class UserOutcome:
     p_holm: Optional[float] = None
     registration: str = ""  # with a pre-registration: 'pre-registered' or 'exploratory' (tables.preregistration)
 
-    @property
-    def compared(self) -> bool:
-        return self.diff is not None and self.diff.has_interval and not self.diff.unmeasured
-
-    @property
-    def mde(self) -> Optional[float]:
-        return self.diff.estimate.mde() if self.compared else None
+    def with_holm(self, p_holm: float) -> "UserOutcome":
+        """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules
+        (`claims.adjusted_verdict`), against |T|."""
+        effect = self.claim.effect
+        found, why = adjusted_verdict(self.verdict, self.p, p_holm, self.diff, effect, f"|T| {effect:g}" if effect else "")
+        return dataclasses.replace(self, verdict=found, why=why, p_holm=p_holm)
 
 
 def direction_and_p(claim: UserClaim, est) -> tuple[str, float]:
@@ -286,17 +287,9 @@ def _judge(data: ReportData, claim: UserClaim, va: Variant, vb: Variant) -> User
     return UserOutcome(claim, va, vb, diff, direction, p=p)
 
 
-def holm_verdict(o: UserOutcome, p_holm: float) -> UserOutcome:
-    """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules
-    (`claims.adjusted_verdict`), against |T|."""
-    effect = o.claim.effect
-    found, why = adjusted_verdict(o.verdict, o.p, p_holm, o.diff, effect, f"|T| {effect:g}" if effect else "")
-    return UserOutcome(o.claim, o.a, o.b, o.diff, found, why, o.p, p_holm, o.registration)
-
-
 def judge_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[UserOutcome]:
     """Each claim once per pair of variants it names (an objective: once per size that has both sides), its raw
-    p and direction before Holm (`holm_verdict`). Unknown variants or tasks raise `BertbenchError`."""
+    p and direction before Holm (`claims.adjust_family`). Unknown variants or tasks raise `BertbenchError`."""
     out: list[UserOutcome] = []
     for claim in claims:
         _check_tasks(data, claim)
@@ -313,9 +306,7 @@ def evaluate_user_claims(data: ReportData, claims: Sequence[UserClaim]) -> list[
     """`judge_user_claims`, Holm-adjusted over the family of the comparisons made (a pre-registered study judges
     two families instead: tables.preregistration.evaluate_families)."""
     out = judge_user_claims(data, claims)
-    family = [i for i, o in enumerate(out) if o.p is not None]
-    for i, p_holm in zip(family, holm([out[i].p for i in family])):
-        out[i] = holm_verdict(out[i], p_holm)
+    adjust_family([out])
     return out
 
 
@@ -378,5 +369,5 @@ def claim_lines(table: Table) -> list[str]:
 
 
 __all__ = ["CLAIMS_FILE", "COMPARATORS", "SUPPORTED", "UserClaim", "UserOutcome", "claim_lines", "claims_beside",
-           "direction_and_p", "evaluate_user_claims", "holm_verdict", "judge_user_claims", "load_claims_file", "parse_claim", "user_claims_table",
+           "direction_and_p", "evaluate_user_claims", "judge_user_claims", "load_claims_file", "parse_claim", "user_claims_table",
            "user_side"]
