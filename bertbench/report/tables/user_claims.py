@@ -253,7 +253,8 @@ class UserOutcome(Compared):
         """Holm's verdict, the degenerate and near-constant flags, then the power check: the paper claims' rules
         (`claims.adjusted_verdict`), against |T|."""
         effect = self.claim.effect
-        found, why = adjusted_verdict(self.verdict, self.p, p_holm, self.diff, effect, f"|T| {effect:g}" if effect else "")
+        effect_text = f"|T| {effect:g}" if effect else ""
+        found, why = adjusted_verdict(self.verdict, self.p, p_holm, self.diff, effect, effect_text)
         return dataclasses.replace(self, verdict=found, why=why, p_holm=p_holm)
 
 
