@@ -77,6 +77,10 @@ def embed_block(document: str, report: Report, name: str, where: str = "document
         body += ["", "The paper's claims (the claims table's own numbers; its notes say how they are judged):", ""]
         body += _md_table(verdicts)
         body += ["", *(f"- {note}" for note in verdicts.notes)]
+    yours = _user_claims_digest(report)
+    if yours is not None:
+        body += ["", "Your claims (the same columns; a pre-registered one is judged in one family with the paper's):",
+                 "", *_md_table(yours)]
     for question in (t for t in report.tables if t.key in report.questions and t.rows):
         notes = question.notes[:QUESTION_NOTES.get(question.key)]
         body += ["", f"{question.title}:", "", *_md_table(question), "", *(f"- {note}" for note in notes)]
@@ -109,3 +113,19 @@ def _claims_digest(report: Report):
     keep = [claims.header.index(c) for c in DIGEST_COLUMNS]
     rows = tuple(tuple(row[i] for i in keep) for row in claims.rows if not row[-1].startswith("not run"))
     return replace(claims, header=DIGEST_COLUMNS, rows=rows, notes=claims.notes[1:2])
+
+
+USER_DIGEST_COLUMNS = ("Claim", "a − b", "Score", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm",
+                       "Verdict")
+
+
+def _user_claims_digest(report: Report):
+    """The user's claims table (`--claim`, claims.yaml, a pre-registration) in the digest's columns, or None."""
+    from dataclasses import replace
+
+    yours = next((t for t in report.tables if t.key == "user_claims"), None)
+    if yours is None or not yours.rows:
+        return None
+    keep = [yours.header.index(c) for c in USER_DIGEST_COLUMNS]
+    return replace(yours, header=USER_DIGEST_COLUMNS, rows=tuple(tuple(row[i] for i in keep) for row in yours.rows),
+                   notes=())

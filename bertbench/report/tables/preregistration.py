@@ -153,7 +153,10 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
                 raw = yaml.safe_load(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 raise BertbenchError(f"{path}: cannot read the pre-registration ({err})") from None
-            found.append(parse_preregistration(raw, str(path), claims))
+            # Named from the folder the report was given, not the machine's root: the name is printed in the
+            # claims tables, which must read the same wherever the records are reported from.
+            shown = path.name if folder.is_file() else (Path(folder.name) / path.relative_to(folder)).as_posix()
+            found.append(parse_preregistration(raw, shown, claims))
     if len({repr(p.as_dict()) for p in found}) > 1:
         raise BertbenchError(f"two different pre-registrations: {found[0].where} and {found[1].where}; report one "
                              "study at a time")
