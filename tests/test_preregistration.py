@@ -97,13 +97,8 @@ def test_without_a_pre_registration_every_claim_is_in_one_family_as_before(tmp_p
     for rec in _records():
         write_record(folder / rec.path.parent.name / record_filename(rec.data), rec.data)
     out = tmp_path / "report.md"
-    page = tmp_path / "page.md"
-    page.write_text("<!-- bertbench report: begin report -->\n<!-- bertbench report: end report -->\n")
-    r = runner.invoke(app, ["report", str(folder), "--out", str(out), "--claim", "mlm+nsp − mlm on sst2 > 0",
-                            "--embed", str(page)])
+    r = runner.invoke(app, ["report", str(folder), "--out", str(out), "--claim", "mlm+nsp − mlm on sst2 > 0"])
     assert r.exit_code == 0, r.output
-    # A study's page shows its pre-registered claims of its own too, not only the paper's.
-    assert [line for line in page.read_text().splitlines() if line.startswith("| NSP helps RTE |")]
     text = out.read_text(encoding="utf-8")
     assert "pre-registered" not in text and "exploratory" not in text
 
