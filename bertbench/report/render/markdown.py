@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 from bertbench.report.build import Report
 from bertbench.report.model import GENERATED_MARKER, Table
@@ -101,31 +102,26 @@ def _replace_block(document: str, name: str, body: list[str], where: str) -> str
 
 
 DIGEST_COLUMNS = ("Claim", "a − b", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm", "Verdict")
+USER_DIGEST_COLUMNS = ("Claim", "a − b", "Score", *DIGEST_COLUMNS[2:])
 
 
 def _claims_digest(report: Report):
     """The claims table's compared rows in a few of its columns (the same strings: one number per comparison)."""
-    from dataclasses import replace
-
-    claims = next((t for t in report.tables if t.key == "claims"), None)
-    if claims is None or not claims.rows:
-        return None
-    keep = [claims.header.index(c) for c in DIGEST_COLUMNS]
-    rows = tuple(tuple(row[i] for i in keep) for row in claims.rows if not row[-1].startswith("not run"))
-    return replace(claims, header=DIGEST_COLUMNS, rows=rows, notes=claims.notes[1:2])
-
-
-USER_DIGEST_COLUMNS = ("Claim", "a − b", "Score", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm",
-                       "Verdict")
+    return _digest(report, "claims", DIGEST_COLUMNS, notes=slice(1, 2), skip="not run")
 
 
 def _user_claims_digest(report: Report):
     """The user's claims table (`--claim`, claims.yaml, a pre-registration) in the digest's columns, or None."""
+    return _digest(report, "user_claims", USER_DIGEST_COLUMNS, notes=slice(0, 0))
+
+
+def _digest(report: Report, key: str, columns: tuple[str, ...], notes: slice, skip: Optional[str] = None):
+    """Table `key` of the report cut to `columns` (rows whose verdict starts with `skip` left out), or None."""
     from dataclasses import replace
 
-    yours = next((t for t in report.tables if t.key == "user_claims"), None)
-    if yours is None or not yours.rows:
+    table = next((t for t in report.tables if t.key == key), None)
+    if table is None or not table.rows:
         return None
-    keep = [yours.header.index(c) for c in USER_DIGEST_COLUMNS]
-    return replace(yours, header=USER_DIGEST_COLUMNS, rows=tuple(tuple(row[i] for i in keep) for row in yours.rows),
-                   notes=())
+    keep = [table.header.index(c) for c in columns]
+    rows = tuple(tuple(row[i] for i in keep) for row in table.rows if not (skip and row[-1].startswith(skip)))
+    return replace(table, header=columns, rows=rows, notes=table.notes[notes])
