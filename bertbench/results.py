@@ -526,7 +526,7 @@ def record_filename(record: Record) -> str:
 
 # What only a finished run's summary holds; a Figure 5 snapshot's (`snapshot: true`) has none of them.
 _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds", "tokens_per_second",
-               "final_train_loss", "data", "library_versions")
+               "final_train_loss", "data", "library_versions", "step")
 
 
 @dataclass
@@ -566,6 +566,7 @@ class PretrainSummary:
     final_train_loss: Optional[float] = None
     data: Optional[dict[str, Any]] = None  # the data's statistics; `cache` is the cache folder's name only
     library_versions: Optional[dict[str, str]] = None
+    step: Optional[dict[str, Any]] = None  # the training step taken and why (pretrain_run.TrainingStep.summary)
     snapshot: bool = False  # a Figure 5 snapshot's summary (mid-run), not the run's
 
     def to_json(self) -> dict[str, Any]:

@@ -19,9 +19,9 @@ import warnings
 
 import torch
 
-from bertbench.benchmarks.pretrain import ours_forward, ours_static_forward, synthetic_batches
+from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches
 from bertbench.config import ModelConfig, OptimConfig
-from bertbench.model.bert import BertForPreTraining, compile_static_step
+from bertbench.model.bert import BertForPreTraining, compile_step
 from bertbench.training.optim import make_adamw
 
 BACKENDS = {"flash": "flash", "efficient": "mem-efficient", "fmha": "mem-efficient", "cudnn": "cudnn"}
@@ -80,16 +80,17 @@ def main() -> None:
     cfg = ModelConfig.from_size(args.model_size)
     batches = [{k: v.to(dev) for k, v in b.items()} for b in synthetic_batches(cfg, 3, args.batch_size, args.seq_len)]
     torch.manual_seed(0)
-    variants = [("dynamic", ours_forward, False), ("static", ours_static_forward, False)]
+    static = lambda model, b: ours_forward(model, b, static=True)  # noqa: E731
+    variants = [("dynamic", ours_forward, False), ("static", static, False)]
     if args.compile:
-        variants.append(("static, compiled", ours_static_forward, True))
+        variants.append(("static, compiled", static, True))
     report = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "model_size": args.model_size,
               "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": {}}
     for name, forward, compiled in variants:
         model = BertForPreTraining(cfg).train().to(dev)
-        if compiled:
-            compile_static_step(model)
         opt = make_adamw(model, OptimConfig(), dev)
+        if compiled:
+            forward = lambda _, b, call=compile_step(model): ours_forward(call, b, static=True)  # noqa: E731
         step = unsynced_step(model, opt, forward, batches, bf16=cuda, device_type=dev)
         t0 = time.perf_counter()
         step(0)  # warm-up (and the compile)

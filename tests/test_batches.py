@@ -15,7 +15,7 @@ import torch
 
 from bertbench.config import DataConfig
 from bertbench.data.instances import build_pretraining_data
-from bertbench.data.masking import make_collator
+from bertbench.data.masking import dense_labels, make_collator
 from bertbench.errors import BertbenchError
 from bertbench.model.tokenizer import WordPieceTokenizer
 from bertbench.training.batches import StepBatchDataset, device_batch
@@ -53,7 +53,8 @@ def _rows(batch: dict[str, torch.Tensor]) -> list[dict[str, list[int]]]:
     out = []
     for i in range(batch["input_ids"].size(0)):
         n = int(batch["attention_mask"][i].sum())
-        row = {k: batch[k][i, :n].tolist() for k in ("input_ids", "token_type_ids", "lm_labels")}
+        row = {k: batch[k][i, :n].tolist() for k in ("input_ids", "token_type_ids")}
+        row["lm_labels"] = dense_labels(batch)[i, :n].tolist()  # a masked LM's from its slots
         if "nsp_labels" in batch:
             row["nsp_labels"] = int(batch["nsp_labels"][i])
         out.append(row)

@@ -85,23 +85,22 @@ def test_bench_pretrain_on_the_gpu_reports_mfu():
 
 
 def _static_step_setup(device: str, compiled: bool = False):
-    from bertbench.benchmarks.pretrain import ours_static_forward, synthetic_batches
+    from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches
     from bertbench.config import ModelConfig, OptimConfig
-    from bertbench.model.bert import BertForPreTraining, compile_static_step
+    from bertbench.model.bert import BertForPreTraining, compile_step
     from bertbench.training.optim import make_adamw
 
     cfg = ModelConfig.from_size("mini", vocab_size=1000, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
     model = BertForPreTraining(cfg).train().to(device)
-    if compiled:
-        compile_static_step(model)
+    forward = compile_step(model) if compiled else model
     opt = make_adamw(model, OptimConfig(), device)
     batches = [{k: v.to(device) for k, v in b.items()} for b in synthetic_batches(cfg, 3, 8, 64)]
     batches[1]["attention_mask"][:, 50:] = 0  # a padded batch: the mask is passed, never looked at on the host
 
     def step(i: int):
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            loss = ours_static_forward(model, batches[i])
+            loss = ours_forward(forward, batches[i], static=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
         opt.step()
@@ -132,7 +131,7 @@ def test_the_static_training_step_never_waits_for_the_gpu(compiled):
 @no_gpu_here
 def test_the_static_step_computes_on_the_gpu_what_it_computes_on_the_cpu():
     torch.backends.cuda.matmul.allow_tf32 = False
-    from bertbench.benchmarks.pretrain import ours_forward, ours_static_forward, synthetic_batches
+    from bertbench.benchmarks.pretrain import ours_forward, synthetic_batches
     from bertbench.config import ModelConfig
     from bertbench.model.bert import BertForPreTraining
 
@@ -142,5 +141,5 @@ def test_the_static_step_computes_on_the_gpu_what_it_computes_on_the_cpu():
     batch = synthetic_batches(cfg, 1, 4, 64)[0]
     with torch.no_grad():
         cpu = ours_forward(model, batch)  # the dynamic step on CPU
-        gpu = ours_static_forward(model.to("cuda"), {k: v.cuda() for k, v in batch.items()})
+        gpu = ours_forward(model.to("cuda"), {k: v.cuda() for k, v in batch.items()}, static=True)
     assert abs(float(cpu) - float(gpu)) < 1e-4

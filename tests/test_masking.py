@@ -14,6 +14,7 @@ from bertbench.data.masking import (
     CausalCollator,
     MaskingCollator,
     TokenTables,
+    dense_labels,
     make_collator,
     mask_tokens,
     masking_counts,
@@ -69,7 +70,7 @@ def _stats(tok, tables, params: DataConfig, min_selected: int = 20_000) -> dict[
             original = torch.full_like(batch["input_ids"], tok.pad_id)
             for i, s in enumerate(chunk):
                 original[i, : len(s["input_ids"])] = torch.from_numpy(s["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], batch["lm_labels"], tables).items():
+            for k, v in masking_counts(original, batch["input_ids"], dense_labels(batch), tables).items():
                 counts[k] = counts.get(k, 0) + v
     assert counts["selected_special"] == 0 and counts["random_special"] == 0
     sel = counts["selected"]
@@ -148,18 +149,20 @@ def test_collator_batch_and_determinism(tok, tables):
     longest = max(len(s["input_ids"]) for s in samples)
     B, width = batch["input_ids"].shape
     assert B == 32 and width % 8 == 0 and longest <= width < longest + 8
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "lm_labels", "nsp_labels"}
+    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "lm_positions", "lm_labels", "nsp_labels"}
     assert all(v.dtype == torch.long for v in batch.values())
     assert batch["attention_mask"].sum().item() == sum(len(s["input_ids"]) for s in samples)
-    assert (batch["lm_labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
+    labels = dense_labels(batch)  # the slots hold every label at its own position (tests/test_static_step.py)
+    assert (labels[batch["attention_mask"] == 0] == IGNORE_INDEX).all()
+    assert batch["lm_labels"].shape == (B, int((labels != IGNORE_INDEX).sum(1).max()))  # P: the batch's own most
     assert batch["nsp_labels"].tolist() == [s["nsp_label"] for s in samples]
     # the same instances in the same epoch draw the same masks (a resumed run), in any collator copy
     again = MaskingCollator(tables, DataConfig(), seed=11)(samples)
-    assert torch.equal(again["input_ids"], batch["input_ids"]) and torch.equal(again["lm_labels"], batch["lm_labels"])
+    assert torch.equal(again["input_ids"], batch["input_ids"]) and torch.equal(dense_labels(again), labels)
     collator.set_epoch(1)
-    assert not torch.equal(collator(samples)["lm_labels"], batch["lm_labels"])
+    assert not torch.equal(dense_labels(collator(samples)), labels)
     other_seed = MaskingCollator(tables, DataConfig(), seed=12)(samples)
-    assert not torch.equal(other_seed["lm_labels"], batch["lm_labels"])
+    assert not torch.equal(dense_labels(other_seed), labels)
 
 
 def test_causal_collator_labels_the_next_token(tok, tables):

@@ -142,20 +142,25 @@ def test_pooled_only_matches_full_pool_outputs_and_gradients(causal, packed, buc
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
-@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
-def test_outputs_at_matches_the_full_last_layer(causal, packed, buckets, monkeypatch):
-    """The last layer at chosen positions only: the same states there, the same pooled output, the same gradients."""
-    bert = eval_encoder(causal, packed, monkeypatch)
+def test_outputs_at_matches_the_full_last_layer(packed, buckets, monkeypatch):
+    """The last layer at chosen positions (prediction slots) only: the same states there, the same pooled
+    output, the same gradients; unused slots (on padding too) change nothing."""
+    from bertbench.data.masking import fixed_slots
+
+    bert = eval_encoder(False, packed, monkeypatch)
     ids, types, mask = ragged_batch()
     chosen = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3)
     chosen[2] = False  # a row with nothing chosen (only its pooled token is computed)
     chosen[1, 3] = True  # a row's last real token
+    positions, slot_labels = fixed_slots(torch.where(chosen, ids, -100), 9)  # rows with fewer: slots on padding
+    used = slot_labels != -100
+    assert used.sum() == chosen.sum() and (~mask.bool()).gather(1, positions).any()
     w_sel, w_pool = torch.randn(32), torch.randn(32)
     results = []
     for partial in (False, True):
         bert.zero_grad()
-        out = bert(ids, types, mask, outputs_at=chosen if partial else None)
-        sel = out.selected if partial else out.last_hidden_state[chosen]
+        out = bert(ids, types, mask, outputs_at=positions if partial else None)
+        sel = out.selected[used] if partial else out.last_hidden_state[chosen]  # row-major both
         assert sel.shape == (int(chosen.sum()), 32)
         ((sel @ w_sel).sum() + (out.pooled @ w_pool).sum()).backward()
         results.append((sel, out.pooled, grads(bert)))
@@ -163,8 +168,8 @@ def test_outputs_at_matches_the_full_last_layer(causal, packed, buckets, monkeyp
     torch.testing.assert_close(sel_part, sel_full, atol=1e-5, rtol=0)
     torch.testing.assert_close(pool_part, pool_full, atol=1e-5, rtol=0)
     assert_same_gradients(g_part, g_full)
-    with pytest.raises(ValueError, match="padded positions"):
-        bert(ids, types, mask, outputs_at=torch.ones_like(chosen))
+    with pytest.raises(ValueError, match="masked LM's"):
+        eval_encoder(True, packed, monkeypatch)(ids, types, mask, outputs_at=positions)
 
 
 def test_pretraining_loss_and_gradients_match_transformers(buckets):

@@ -168,7 +168,8 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     for step in range(250):
         collate.set_epoch(step % 4)  # four fixed maskings of the same instances
         b = collate(instances)
-        loss = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], lm_labels=b["lm_labels"]).loss
+        loss = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], lm_labels=b["lm_labels"],
+                     lm_positions=b["lm_positions"]).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -178,7 +179,8 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
         for e in range(4):
             collate.set_epoch(e)
             b = collate(instances)
-            out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], lm_labels=b["lm_labels"])
+            out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], lm_labels=b["lm_labels"],
+                        lm_positions=b["lm_positions"])
             correct += (out.lm_logits.argmax(-1) == out.lm_targets).sum().item()
             total += out.lm_targets.numel()
     assert total > 100

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bertbench.data.masking import fixed_slots
-from bertbench.model.bert import BertForPreTraining, compile_static_step
+from bertbench.model.bert import BertForPreTraining, compile_step
 from tests.test_packing import cfg, perturbed, ragged_batch
 from tests.test_static_step import SLOTS, mlm_labels
 
@@ -38,10 +38,10 @@ def batch(T: int = 23, causal: bool = False):
                 nsp_labels=torch.tensor([0, 1, 1, 0, 1]))
 
 
-def step(model, b):
-    """forward + loss + backward; (loss, gradients)."""
+def step(model, b, forward=None):
+    """forward + loss + backward of the static step (`forward`: the model's, compiled); (loss, gradients)."""
     model.zero_grad(set_to_none=True)
-    loss = model(**b).loss
+    loss = (forward or model)(**b, static=True).loss
     loss.backward()
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -73,15 +73,15 @@ def test_static_step_is_one_graph_matching_eager_and_compiles_once_per_phase(cau
     torch._dynamo.reset()
     eager, compiled = pair(causal=causal)
     backend = CountingBackend()
-    compile_static_step(compiled, backend=backend)
+    forward = compile_step(compiled, backend=backend)
     phase1, phase2 = batch(23, causal), batch(16, causal)  # two phases: two sequence lengths
-    assert_same_step(step(compiled, phase1), step(eager, phase1))
+    assert_same_step(step(compiled, phase1, forward), step(eager, phase1))
     assert backend.graphs == 1
     for b in (phase1, phase1, phase2, phase2, phase1):
-        step(compiled, b)
+        step(compiled, b, forward)
     assert backend.graphs == 2  # one graph per phase's shape, no recompile within a phase
-    assert_same_step(step(compiled, phase2), step(eager, phase2))
-    compiled.eval()  # evaluation runs the eager step (no graph for its shapes)
+    assert_same_step(step(compiled, phase2, forward), step(eager, phase2))
+    compiled.eval()  # evaluation calls the model itself: eager (no graph for its shapes)
     with torch.no_grad():
         torch.testing.assert_close(compiled(**phase1).loss, eager.eval()(**phase1).loss, atol=1e-5, rtol=0)
     assert backend.graphs == 2
@@ -97,9 +97,9 @@ def test_a_host_sync_in_the_static_step_fails_the_fullgraph_compile(monkeypatch)
     monkeypatch.setattr(bert, "attention_mask_for_sdpa",
                         lambda m, T, causal, dev, static=False: original(m, T, causal, dev, static=False))
     _, compiled = pair()
-    compile_static_step(compiled, backend=CountingBackend())
+    forward = compile_step(compiled, backend=CountingBackend())
     with pytest.raises(Exception, match="(?i)data-dependent|graph break|item|bool"):
-        step(compiled, batch())
+        step(compiled, batch(), forward)
 
 
 @pytest.mark.slow
@@ -109,16 +109,18 @@ def test_inductor_compiled_step_matches_eager():
     torch's generator, whose state checkpoints keep), so its numbers are not eager's."""
     torch._dynamo.reset()
     eager, compiled = pair()
-    compile_static_step(compiled)
+    forward = compile_step(compiled)
     b = batch()
-    assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # fused kernels reorder float sums
-    assert_same_step(step(compiled, b), step(eager, b), atol=2e-5)  # the second call runs the built graph
+    assert_same_step(step(compiled, b, forward), step(eager, b), atol=2e-5)  # fused kernels reorder float sums
+    assert_same_step(step(compiled, b, forward), step(eager, b), atol=2e-5)  # the second call runs the built graph
 
 
 def test_a_compiled_pretraining_trains_the_static_step_and_resumes_exactly(tmp_path, monkeypatch):
-    """`bertbench pretrain --compile on` end to end on CPU: the collator makes fixed-length, fixed-slot batches,
-    the module hands the slots to the model, the compiled static step trains, and a run stopped at step 4 and
-    resumed ends where the straight run ends (the same losses at every step). An aot_eager backend stands in
+    """`bertbench pretrain` end to end on CPU, compiled: the collator makes fixed-length, fixed-slot batches, the
+    module hands the slots to the compiled forward with static=True, and a run stopped at step 4 and resumed
+    ends where the straight run ends (the same losses at every step). The straight run says `--compile auto`
+    beside a recorded measurement that makes compiling pay (8 steps × 1 s eager > 4 × 0.01 s): summary.json
+    says what was decided and why, and the store keeps what the run measured. An aot_eager backend stands in
     for inductor (the same traced graphs, no C++ build: inductor's numerics are test_inductor_compiled_step_matches_eager's)."""
     import csv
     import functools
@@ -127,27 +129,41 @@ def test_a_compiled_pretraining_trains_the_static_step_and_resumes_exactly(tmp_p
     from tests.test_pretrain import TINY, pretrain, write_corpus
 
     import bertbench.model.bert as bert
+    from bertbench.runtime.provenance import hardware
+    from bertbench.training import step_times
 
     torch._dynamo.reset()
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    shape = step_times.shape_key(8, 32, "32-true")
+    step_times.record(hardware(), "tiny", shape, compile_seconds=0.01, eager_step_seconds=1.0)
     seen = []
-    original = bert.BertForPreTraining.forward  # (the eager entry: a spy inside the compiled step would be traced)
+    original = bert.compile_step
 
-    def spy(self, *args, **kwargs):
-        if self.training:
-            seen.append(kwargs.get("lm_positions") is not None and self.compiled_step is not None)
-        return original(self, *args, **kwargs)
+    def spy(model, *args, **kwargs):
+        step = original(model, *args, **kwargs)
 
-    monkeypatch.setattr(bert.BertForPreTraining, "forward", spy)
+        def counted(*a, **kw):
+            seen.append(kw.get("static") is True and kw.get("lm_positions") is not None and model.training)
+            return step(*a, **kw)
+        return counted
+
+    monkeypatch.setattr(bert, "compile_step", spy)
     backend = CountingBackend()
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=backend))
     corpus = write_corpus(tmp_path / "docs")
-    common = ["--corpus", str(corpus), "--max-steps", "8", "--compile", "on", "--objective", "mlm", *TINY]
-    r = pretrain([*common, "--out", str(tmp_path / "straight")], monkeypatch)
+    common = ["--corpus", str(corpus), "--max-steps", "8", "--objective", "mlm", *TINY]
+    r = pretrain([*common, "--compile", "auto", "--out", str(tmp_path / "straight")], monkeypatch)
     assert r.output.count("pretrain: compiled the training step in ") == 1  # the compile time, said once
     assert len(seen) == 8 and all(seen)  # every training step ran the static step with slots, compiled
     assert backend.graphs == 1  # one phase, one graph: the batches' shapes never changed
-    pretrain([*common, "--out", str(tmp_path / "split"), "--stop-at-step", "4"], monkeypatch)
-    pretrain([*common, "--out", str(tmp_path / "split"), "--resume", "auto"], monkeypatch)
+    decided = json.loads((tmp_path / "straight" / "summary.json").read_text())["step"]
+    assert decided["compiled"] and decided["static"] and decided["shapes"] == "static"
+    assert decided["reason"] == "planned eager time 8 s > 4 × compile time 0.01 s" and decided["planned_eager_seconds"] == 8.0
+    now = step_times.measured(hardware(), "tiny", shape)
+    assert now["compile_seconds"] == decided["measured"]["compile_seconds"] > 0.01  # this run's own compile, kept
+    assert now["compiled_step_seconds"] == decided["measured"]["compiled_step_seconds"] > 0
+    pretrain([*common, "--compile", "on", "--out", str(tmp_path / "split"), "--stop-at-step", "4"], monkeypatch)
+    pretrain([*common, "--compile", "on", "--out", str(tmp_path / "split"), "--resume", "auto"], monkeypatch)
     rows = [list(csv.DictReader(open(tmp_path / run / "metrics.csv"))) for run in ("straight", "split")]
     assert [r["train_loss"] for r in rows[0]] == [r["train_loss"] for r in rows[1]] and len(rows[0]) == 8
     summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("straight", "split")]

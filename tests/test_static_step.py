@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 from bertbench.config import DataConfig  # noqa: E402
 from bertbench.data import IGNORE_INDEX  # noqa: E402
-from bertbench.data.masking import check_slots, fixed_slots, prediction_slots  # noqa: E402
+from bertbench.data.masking import dense_labels, fixed_slots, prediction_slots, slot_count  # noqa: E402
 from bertbench.errors import BertbenchError  # noqa: E402
 from bertbench.model.bert import BertForPreTraining, count_parameters, flops_per_token, padded_vocab  # noqa: E402
 from bertbench.model.hf_compat import state_dict_to_hf  # noqa: E402
@@ -30,7 +30,7 @@ def mlm_labels(ids, mask, seed=5):
     labels = torch.full_like(ids, IGNORE_INDEX)
     pick = mask.bool() & (torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed)) < 0.2)
     labels[pick] = ids[pick]
-    check_slots(labels, SLOTS)
+    assert slot_count(labels, SLOTS) == SLOTS
     return labels
 
 
@@ -65,7 +65,7 @@ def test_fixed_slots_step_matches_the_dynamic_step(nsp):
     ref = dynamic(ids, types, mask, lm_labels=labels, nsp_labels=nsp_labels)
     ref.loss.backward()
     positions, slot_labels = fixed_slots(labels, SLOTS)
-    out = static(ids, types, mask, lm_labels=slot_labels, nsp_labels=nsp_labels, lm_positions=positions)
+    out = static(ids, types, mask, lm_labels=slot_labels, nsp_labels=nsp_labels, lm_positions=positions, static=True)
     out.loss.backward()
     torch.testing.assert_close(out.loss, ref.loss, atol=1e-5, rtol=0)
     torch.testing.assert_close(out.lm_loss, ref.lm_loss, atol=1e-5, rtol=0)
@@ -77,13 +77,13 @@ def test_fixed_slots_step_matches_the_dynamic_step(nsp):
 
 def test_causal_static_step_matches_the_dynamic_step():
     dynamic, static = model_pair(causal=True, nsp=False)
-    static.static_shapes = True
     ids, types, mask = ragged_batch()
     labels = torch.full_like(ids, IGNORE_INDEX)
     labels[:, :-1] = torch.where(mask[:, 1:].bool(), ids[:, 1:], IGNORE_INDEX)
     ref = dynamic(ids, types, mask, lm_labels=labels)
     ref.loss.backward()
-    out = static(ids, types, mask, lm_labels=labels)
+    out = static(ids, types, mask, lm_labels=labels, static=True)
+    assert out.lm_targets.shape == ids.shape and ref.lm_targets.shape == (int((labels != IGNORE_INDEX).sum()),)
     out.loss.backward()
     torch.testing.assert_close(out.loss, ref.loss, atol=1e-5, rtol=0)
     assert_same(grads(static), grads(dynamic))
@@ -105,7 +105,7 @@ def test_fixed_slots_step_matches_transformers():
     ids, types, mask = ragged_batch()
     labels, nsp = mlm_labels(ids, mask), torch.tensor([0, 1, 1, 0, 1])
     positions, slot_labels = fixed_slots(labels, SLOTS)
-    out = ours(ids, types, mask, lm_labels=slot_labels, nsp_labels=nsp, lm_positions=positions)
+    out = ours(ids, types, mask, lm_labels=slot_labels, nsp_labels=nsp, lm_positions=positions, static=True)
     out.loss.backward()
     ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
     ref.loss.backward()
@@ -147,7 +147,8 @@ def test_padding_rows_stay_zero_through_training_steps():
     ids, types, mask = ragged_batch()
     positions, slot_labels = fixed_slots(mlm_labels(ids, mask), SLOTS)
     for _ in range(2):
-        model(ids, types, mask, lm_labels=slot_labels, nsp_labels=torch.tensor([0, 1, 1, 0, 1]), lm_positions=positions).loss.backward()
+        model(ids, types, mask, lm_labels=slot_labels, nsp_labels=torch.tensor([0, 1, 1, 0, 1]), lm_positions=positions,
+              static=True).loss.backward()
         assert not model.bert.embeddings.word.weight.grad[97:].any()
         opt.step()
         opt.zero_grad()
@@ -173,9 +174,10 @@ def test_fixed_slots_keep_every_label_in_order():
     assert torch.equal(back, labels)
     wide_positions, wide = fixed_slots(labels, 12)  # more slots than positions
     assert wide.shape == (3, 12) and (wide[:, 10:] == IGNORE_INDEX).all()
-    check_slots(labels, 3)
+    assert slot_count(labels) == 3 and slot_count(labels, 5) == 5  # the batch's own most; the static cap
+    assert slot_count(torch.full((2, 4), IGNORE_INDEX)) == 1  # a batch without labels keeps one slot
     with pytest.raises(BertbenchError, match="3 labelled positions, more than the 2 prediction slots"):
-        check_slots(labels, 2)
+        slot_count(labels, 2)
 
 
 def test_prediction_slots_bound_every_row_the_masking_draws():
@@ -192,8 +194,10 @@ def test_prediction_slots_bound_every_row_the_masking_draws():
         assert static["input_ids"].shape == (3, 32) and static["lm_positions"].shape == (3, expected)
         T = dynamic["input_ids"].size(1)
         assert torch.equal(static["input_ids"][:, :T], dynamic["input_ids"])  # the same masks, padded further
-        back = torch.full((3, 32), IGNORE_INDEX).scatter_(1, static["lm_positions"], static["lm_labels"])
-        assert torch.equal(back[:, :T], dynamic["lm_labels"]) and (back[:, T:] == IGNORE_INDEX).all()
+        back, dense = dense_labels(static), dense_labels(dynamic)
+        assert torch.equal(back[:, :T], dense) and (back[:, T:] == IGNORE_INDEX).all()
+        # the dynamic batch's slots: its own most labels per row, no more (the CPU's work per step)
+        assert dynamic["lm_positions"].shape == dynamic["lm_labels"].shape == (3, int((dense != IGNORE_INDEX).sum(1).max()))
 
 
 def test_causal_static_batches_have_the_phase_length():

@@ -158,13 +158,10 @@ def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[di
     return step
 
 
-def ours_forward(model, b: dict):
-    return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_labels"], b["nsp_labels"]).loss
-
-
-def ours_static_forward(model, b: dict):
+def ours_forward(model, b: dict, static: bool = False):
+    """The pre-training forward training runs (BertForPreTraining.forward, or compile_step's), on the slots."""
     return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_slot_labels"], b["nsp_labels"],
-                 lm_positions=b["lm_positions"]).loss
+                 lm_positions=b["lm_positions"], static=static).loss
 
 
 class FirstCallTimer:
@@ -196,7 +193,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     when asked; transformers at fp32 and bf16."""
     import torch
 
-    from bertbench.model.bert import BertForPreTraining, compile_static_step
+    from bertbench.model.bert import BertForPreTraining, compile_step
     from bertbench.training.optim import make_adamw
 
     torch.manual_seed(seed)
@@ -206,14 +203,13 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     tokens = [b["input_ids"].numel() for b in batches]
     precisions = list(dict.fromkeys([default_precision, "32-true", "bf16-mixed"]))
     sides = []
-    static = device_type == "cuda"  # the step training runs there (pretrain_run._static_step)
+    static = device_type == "cuda"  # the step training runs there (config.step_choice)
     variants = [(p, False) for p in precisions] + ([(default_precision, True)] if compile else [])
     for p, compiled in variants:
         model = copy.deepcopy(base).to(device_type)
-        if compiled:
-            compile_static_step(model)
         opt = make_adamw(model, optim, device_type)
-        forward = ours_static_forward if static or compiled else ours_forward
+        call = compile_step(model) if compiled else model
+        forward = lambda _, b, call=call, s=static or compiled: ours_forward(call, b, s)  # noqa: E731
         step = train_step(model, opt, forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
         name = f"bertbench_{common.PRECISION_LABEL[p]}" + ("_compiled" if compiled else "")
         sides.append(common.Side(name, "bertbench", p, FirstCallTimer(step) if compiled else step, tokens,

@@ -65,7 +65,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
 
     from bertbench.config import DataConfig
     from bertbench.data.instances import make_instances
-    from bertbench.data.masking import make_collator
+    from bertbench.data.masking import dense_labels, make_collator
 
     seq_cfg = DataConfig(max_seq_len=final_seq_len(cfg), short_seq_prob=0.0)  # contiguous text: objective "mlm"
     instances = make_instances(data.corpus, data.heldout_docs, seq_cfg, "mlm", random.Random(EVAL_SEED),
@@ -77,7 +77,9 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
     batches = []
     for i, lo in enumerate(range(0, n, batch_size)):
         collate.set_epoch(i)
-        batches.append(collate([instances[j] for j in range(lo, min(n, lo + batch_size))]))
+        b = collate([instances[j] for j in range(lo, min(n, lo + batch_size))])
+        b["lm_labels"] = dense_labels(b)  # (B, T): what transformers' side reads too
+        del b["lm_positions"]
     digest = hashlib.sha256()
     for b in batches:
         digest.update(b["input_ids"].numpy().tobytes())

@@ -40,7 +40,7 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
     """Run `collator` over `instances` (repeated passes, `set_epoch(pass)`) until ≥ `min_selected` positions."""
     import torch
 
-    from bertbench.data.masking import masking_counts, pad_batch
+    from bertbench.data.masking import dense_labels, masking_counts, pad_batch
 
     counts: dict[str, int] = {}
     rows = capped = 0
@@ -54,10 +54,10 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             samples = [instances[i] for i in range(lo, min(n, lo + batch_size))]
             batch = collator(samples)
             original = pad_batch(samples, tables.pad_id, collator.pad_to_multiple_of, collator.max_len)["input_ids"]
+            labels = dense_labels(batch)
             if "lm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
-                labels = batch["lm_labels"]
                 original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], batch["lm_labels"], tables).items():
+            for k, v in masking_counts(original, batch["input_ids"], labels, tables).items():
                 counts[k] = counts.get(k, 0) + v
             cap = collator.params.max_predictions_per_seq
             if cap is not None:
@@ -88,6 +88,8 @@ def _show(data, tokenizer, collator, n: int, objective: str) -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from bertbench.data.masking import dense_labels
+
     console = Console()
     n = min(n, len(data.train))
     if n == 0:
@@ -102,7 +104,7 @@ def _show(data, tokenizer, collator, n: int, objective: str) -> None:
     for row, s in enumerate(samples):
         text = Text()
         ids = s["input_ids"]
-        labels = batch["lm_labels"][row].tolist()
+        labels = dense_labels(batch)[row].tolist()
         out = batch["input_ids"][row].tolist()
         static = "lm_labels" in s
         for t, tok_id in enumerate(ids.tolist()):

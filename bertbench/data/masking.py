@@ -176,7 +176,7 @@ def prediction_slots(params: DataConfig) -> int:
 def fixed_slots(lm_labels: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) labels → (positions (B, P), labels (B, P)), P = `slots`: each row's labelled positions in order,
     then unused slots (at unlabelled positions, labelled IGNORE_INDEX). Shapes and ops fixed, no host sync:
-    usable on a GPU as well as in a collator. Rows with more than P labels lose the rest: check_slots first."""
+    usable on a GPU as well as in a collator. Rows with more than P labels lose the rest: slot_count first."""
     B, T = lm_labels.shape
     labelled = lm_labels != IGNORE_INDEX
     order = torch.argsort((~labelled).to(torch.uint8), dim=1, stable=True)[:, :slots]  # labelled first
@@ -186,14 +186,23 @@ def fixed_slots(lm_labels: torch.Tensor, slots: int) -> tuple[torch.Tensor, torc
     return order, labels
 
 
-def check_slots(lm_labels: torch.Tensor, slots: int) -> None:
-    """A row with more labels than `slots` would lose some: say so (on the host, in the collator)."""
+def slot_count(lm_labels: torch.Tensor, cap: Optional[int] = None) -> int:
+    """P for a (B, T) batch of labels: its rows' most labels (at least 1: no batch without a slot), or `cap`
+    (the static step's, prediction_slots) once no row has more (on the host, in the collator)."""
     most = int((lm_labels != IGNORE_INDEX).sum(1).max()) if lm_labels.numel() else 0
-    if most > slots:
+    if cap is not None and most > cap:
         from bertbench.errors import BertbenchError
 
-        raise BertbenchError(f"a batch row has {most} labelled positions, more than the {slots} prediction slots of "
+        raise BertbenchError(f"a batch row has {most} labelled positions, more than the {cap} prediction slots of "
                              "the static step (max_seq_len × mask_ratio, capped by max_predictions_per_seq)")
+    return max(1, most) if cap is None else cap
+
+
+def dense_labels(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A batch's (B, T) labels, IGNORE_INDEX where nothing is predicted: a masked LM's from its slots."""
+    if "lm_positions" not in batch:  # a causal LM's are (B, T) already
+        return batch["lm_labels"]
+    return torch.full_like(batch["input_ids"], IGNORE_INDEX).scatter_(1, batch["lm_positions"], batch["lm_labels"])
 
 
 def pad_further(batch: dict[str, torch.Tensor], length: int, pad_id: int) -> dict[str, torch.Tensor]:
@@ -238,11 +247,14 @@ def pad_batch(samples: list[dict[str, Any]], pad_id: int, multiple: int = 8, max
 class MaskingCollator:
     """DataLoader `collate_fn` for the masked LM (+ NSP): pads, masks dynamically (or passes static masks through).
 
-    Batch keys: input_ids, token_type_ids, attention_mask, lm_labels (B, T) long; nsp_labels (B,) long
-    when `nsp` (the objective "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
+    Batch keys: input_ids, token_type_ids, attention_mask (B, T) long; lm_positions and lm_labels (B, P), each
+    row's masked positions in order and their labels in P prediction slots (fixed_slots: unused slots
+    IGNORE_INDEX; dense_labels gives them back as (B, T)); nsp_labels (B,) long when `nsp` (the objective
+    "mlm+nsp"). Samples without an "index" key fall back to a call counter (not resumable).
 
-    `static` (the static step's batches): every batch padded to max_len, and the labels in fixed slots,
-    lm_positions and lm_labels (B, P) with P = prediction_slots(params); the masks drawn as without it.
+    P is the batch's own most labels per row: no slot more than the step needs. With `static` (the static
+    step's batches) every batch of a phase has one shape: padded to max_len, P = prediction_slots(params).
+    The masks are drawn the same way either way.
     """
 
     def __init__(self, tables: TokenTables, params: DataConfig, seed: int = 0, nsp: bool = True,
@@ -276,10 +288,10 @@ class MaskingCollator:
                 self._calls += 1
             draws = RowDraws(keys)
             batch["input_ids"], batch["lm_labels"] = mask_tokens(batch["input_ids"], self.tables, self.params, draws)
-        if self.slots is not None:  # padded further after masking: the masks are those of the dynamic batches
+        if self.fixed_len is not None:  # padded further after masking: the masks are those of the dynamic batches
             batch = pad_further(batch, self.fixed_len, self.tables.pad_id)
-            check_slots(batch["lm_labels"], self.slots)
-            batch["lm_positions"], batch["lm_labels"] = fixed_slots(batch["lm_labels"], self.slots)
+        slots = slot_count(batch["lm_labels"], self.slots)
+        batch["lm_positions"], batch["lm_labels"] = fixed_slots(batch["lm_labels"], slots)
         if self.nsp:
             batch["nsp_labels"] = torch.tensor([s["nsp_label"] for s in samples], dtype=torch.long)
         return batch

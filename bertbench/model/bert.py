@@ -16,14 +16,17 @@ Two fast paths change no result at the positions anyone reads (tests/test_packin
 gradients against the plain path and against transformers):
 - batches with ≥ 10% padding run *packed*: position-wise work on the real tokens only (see Packing);
 - the last layer computes its outputs only where a head reads them (see BertModel.forward): the pooled
-  token for sequence-level heads (`pooled_only`), the masked positions and [CLS] for MLM (+ NSP).
+  token for sequence-level heads (`pooled_only`), [CLS] and the prediction slots for the masked LM.
 
-The *static* step (MLM labels given in fixed slots with `lm_positions`; a causal model's calls with
-`BertForPreTraining.static_shapes` set) is the same function with every shape fixed by the batch's shape alone and no value read
-back to the host between the batch and the loss: no packing, an attention mask always, the last layer at
-P fixed prediction slots per row (the recipe's cap; unused slots carry IGNORE_INDEX). That is what a GPU
-needs (no host syncs, so launches run ahead of the kernels) and what `torch.compile(fullgraph=True)` can
-trace whole. On CPU the dynamic path above is faster (less work) and stays the default there.
+One pre-training forward (BertForPreTraining.forward) serves training, held-out evaluation and the benchmark.
+The masked LM's labels come in P prediction slots per row (`lm_positions`, made by the collator). With
+`static=True` the forward reads no value back to the host between the batch and the loss, and every shape
+is set by the batch's: no packing, an attention mask always, the vocabulary projection at every slot
+(unused slots carry IGNORE_INDEX). That is what a GPU needs (no host syncs, so launches run ahead of the
+kernels) and what `torch.compile(fullgraph=True)` can trace whole (`compile_step`); the collator then pads
+to the phase's length and P is the recipe's cap. On CPU the dynamic form is faster (less work: packing, P the
+batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
+once, in its config (`config.step_choice`).
 
 The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
 decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
@@ -42,7 +45,8 @@ import torch.nn.functional as F
 
 from bertbench.config import ModelConfig
 from bertbench.data import IGNORE_INDEX  # positions without a loss
-from bertbench.model.packing import Packing, Queries, attention_mask_for_sdpa  # noqa: F401 (re-exported)
+from bertbench.data.masking import fixed_slots, slot_count
+from bertbench.model.packing import Packing, attention_mask_for_sdpa  # noqa: F401 (re-exported)
 
 VOCAB_MULTIPLE = 64  # the word embedding / decoder rows are padded to a multiple of this inside the model
 
@@ -174,39 +178,24 @@ class SelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in qkv.split(H, dim=2))  # 3 × (B, nh, T, hs)
         return self.attend(q, k, v, mask, is_causal).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
 
-    def forward_at(self, x: torch.Tensor, where: "Queries", packing: Optional[Packing]) -> torch.Tensor:
-        """The output at M chosen positions only, (M, H); keys and values still come from every real token.
+    def forward_at(self, x: torch.Tensor, at: torch.Tensor, keys: Optional[torch.Tensor], packing: Optional[Packing]) -> torch.Tensor:
+        """The output at Q chosen positions per row only, (B, Q, H); keys and values still come from every token.
 
-        For the last layer, when only some positions are read: [CLS] for sequence heads, the masked positions
-        (and [CLS]) for pre-training. Queries sit on a small (B, M_max) grid, one row per sequence.
-        """
-        H = x.size(-1)
-        xs = x.reshape(-1, H)[where.rows]  # (M, H) the residual stream at the chosen positions
-        q = F.linear(xs, self.qkv.weight[:H], self.qkv.bias[:H])  # (M, H): queries only where asked
+        For the last layer, when only some positions are read: [CLS] for sequence heads, [CLS] and the
+        prediction slots for the masked LM. x: (B, T, H), or (N, H) packed; at: (B, Q) positions; keys:
+        (B, 1, 1, T) the real tokens, or None. Every shape is set by (B, Q, T) alone."""
+        H, (B, Q) = x.size(-1), at.shape
+        if packing is None:
+            xs = x.gather(1, at[:, :, None].expand(B, Q, H))  # (B, Q, H) the residual stream at the chosen positions
+        else:  # an unused slot on padding reads row 0 instead: finite, never read
+            xs = x[packing.rows_of(at + packing.T * torch.arange(B, device=at.device)[:, None]).clamp_min(0)]
+        q = F.linear(xs, self.qkv.weight[:H], self.qkv.bias[:H])  # (B, Q, H): queries only where asked
         kv = F.linear(x, self.qkv.weight[H:], self.qkv.bias[H:])  # (B, T, 2H) or (N, 2H)
-        if packing is not None:
-            kv = packing.pad(kv)  # (B, T, 2H)
-        B, T, hs = kv.size(0), kv.size(1), H // self.nh
-        grid = q.new_zeros(B, where.width, H).index_put((where.batch, where.slot), q)  # (B, M_max, H)
-        qh = grid.view(B, where.width, self.nh, hs).transpose(1, 2)  # (B, nh, M_max, hs)
-        k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in kv.split(H, dim=2))  # 2 × (B, nh, T, hs)
-        y = self.attend(qh, k, v, where.mask, False).transpose(1, 2).reshape(B, where.width, H)  # (B, M_max, H)
-        y = y[where.batch, where.slot]  # (M, H)
-        return self.norm(xs + self.dropout(self.out(y)))  # (M, H)
-
-    def forward_slots(self, x: torch.Tensor, at: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """forward_at with a fixed number of queries per row: x (B, T, H), at (B, Q) positions; returns (B, Q, H).
-
-        The static step's last layer: the same function as forward_at, every shape set by (B, Q, T) alone.
-        Unused slots (a row with fewer predictions) compute the output at some other position, never read."""
-        B, T, H = x.shape
-        Q, hs = at.size(1), H // self.nh
-        xs = x.gather(1, at[:, :, None].expand(B, Q, H))  # (B, Q, H) the residual stream at the slots
-        q = F.linear(xs, self.qkv.weight[:H], self.qkv.bias[:H])  # (B, Q, H)
-        kv = F.linear(x, self.qkv.weight[H:], self.qkv.bias[H:])  # (B, T, 2H)
+        kv = kv if packing is None else packing.pad(kv)  # (B, T, 2H)
+        T, hs = kv.size(1), H // self.nh
         qh = q.view(B, Q, self.nh, hs).transpose(1, 2)  # (B, nh, Q, hs)
         k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in kv.split(H, dim=2))  # 2 × (B, nh, T, hs)
-        y = self.attend(qh, k, v, mask, False).transpose(1, 2).reshape(B, Q, H)  # (B, Q, H)
+        y = self.attend(qh, k, v, keys, False).transpose(1, 2).reshape(B, Q, H)  # (B, Q, H)
         return self.norm(xs + self.dropout(self.out(y)))  # (B, Q, H)
 
     def attend(self, q, k, v, mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
@@ -255,11 +244,8 @@ class Layer(nn.Module):
     ) -> torch.Tensor:
         return self.ffn(self.attn(x, mask, is_causal, packing))  # the FFN is position-wise: packed or not
 
-    def forward_at(self, x: torch.Tensor, where: "Queries", packing: Optional[Packing]) -> torch.Tensor:
-        return self.ffn(self.attn.forward_at(x, where, packing))  # (M, H)
-
-    def forward_slots(self, x: torch.Tensor, at: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        return self.ffn(self.attn.forward_slots(x, at, mask))  # (B, Q, H)
+    def forward_at(self, x: torch.Tensor, at: torch.Tensor, keys: Optional[torch.Tensor], packing: Optional[Packing]) -> torch.Tensor:
+        return self.ffn(self.attn.forward_at(x, at, keys, packing))  # (B, Q, H)
 
 
 @dataclass
@@ -267,7 +253,7 @@ class EncoderOutput:
     last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None when the last layer ran at chosen positions only
     pooled: torch.Tensor  # (B, H)
     hidden_states: Optional[list[torch.Tensor]] = None  # embeddings + each layer, when asked for
-    selected: Optional[torch.Tensor] = None  # (M, H) final states at `outputs_at`, row-major, when asked for
+    selected: Optional[torch.Tensor] = None  # (B, P, H) final states at `outputs_at`, when asked for
 
 
 class BertModel(nn.Module):
@@ -288,14 +274,16 @@ class BertModel(nn.Module):
         output_hidden_states: bool = False,
         pooled_only: bool = False,
         outputs_at: Optional[torch.Tensor] = None,
+        static: bool = False,
     ) -> EncoderOutput:
         """Only what is read, computed: the last layer's output is needed only where a head reads it.
 
-        pooled_only: sequence-level heads read the pooled token alone. outputs_at: (B, T) bool, the real
-        positions whose final state is wanted (the masked positions of MLM), returned as `selected`; the
-        pooled output is always computed. Either way the last layer runs its queries, output projection and
-        FFN at those positions only (keys and values still come from every real token): the same numbers
-        for up to ~1/L less work. Batches with ≥ 10% padding run packed (see Packing).
+        pooled_only: sequence-level heads read the pooled token alone. outputs_at: (B, P) positions per row
+        whose final states are wanted (the masked LM's prediction slots), returned as `selected` (B, P, H);
+        the pooled output is always computed. Either way the last layer runs its queries, output projection
+        and FFN at those positions only (keys and values still come from every real token): the same numbers
+        for up to ~1/L less work. Batches with ≥ 10% padding run packed (see Packing), unless `static`: then
+        nothing is read back to the host (no packing, the mask always passed; see the module's docstring).
         """
         B, T = input_ids.shape
         if token_type_ids is None:
@@ -303,8 +291,10 @@ class BertModel(nn.Module):
         partial = pooled_only or outputs_at is not None
         if partial and output_hidden_states:
             raise ValueError("pooled_only/outputs_at skip the per-token states that output_hidden_states returns")
-        mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device)
-        packing = Packing(attention_mask, self.cfg.causal) if Packing.worth_it(attention_mask) else None
+        if outputs_at is not None and self.cfg.causal:
+            raise ValueError("prediction slots are the masked LM's; a causal model runs its last layer in full")
+        mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device, static)
+        packing = None if static or not Packing.worth_it(attention_mask) else Packing(attention_mask, self.cfg.causal)
         x = self.embeddings(input_ids, token_type_ids, packing)  # (B, T, H), or (N, H) packed
         unpack = (lambda t: t) if packing is None else packing.pad  # noqa: E731
         states = [unpack(x)] if output_hidden_states else None
@@ -315,47 +305,12 @@ class BertModel(nn.Module):
         if not partial:
             x = unpack(x)  # (B, T, H)
             return EncoderOutput(x, self.pool(x, attention_mask), states)
-        pool_at = self.pooled_position(attention_mask, B, T, input_ids.device)  # (B,)
-        wanted = torch.zeros(B, T, dtype=torch.bool, device=input_ids.device)
-        if outputs_at is not None:
-            if attention_mask is not None and bool((outputs_at & ~attention_mask.bool()).any()):
-                raise ValueError("outputs_at includes padded positions; labels belong on real tokens")
-            wanted |= outputs_at
-        wanted[torch.arange(B, device=wanted.device), pool_at] = True
-        where = Queries(wanted, attention_mask, self.cfg.causal, packing)
-        h = self.layers[-1].forward_at(x, where, packing)  # (M, H)
-        row = torch.full((B, T), -1, dtype=torch.long, device=h.device)
-        row[where.batch, where.position] = torch.arange(h.size(0), device=h.device)  # (B, T) → row of h
-        pooled = torch.tanh(self.pooler(h[row[torch.arange(B, device=h.device), pool_at]]))  # (B, H)
-        selected = None if outputs_at is None else h[row[outputs_at]]  # (M_sel, H), row-major
-        return EncoderOutput(None, pooled, None, selected)
-
-    def forward_slots(
-        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor],
-        positions: Optional[torch.Tensor],
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """The static form of forward: (pooled (B, H), the final states at `positions` (B, P, H)).
-
-        positions: (B, P) long, P fixed prediction slots per row, or None for the full last layer. No
-        packing, the mask always passed, the last layer at [CLS] (or a causal model's last real token) and
-        the P slots: shapes set by (B, T, P) alone, nothing read back to the host."""
-        B, T = input_ids.shape
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        mask, is_causal = attention_mask_for_sdpa(attention_mask, T, self.cfg.causal, input_ids.device, static=True)
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        pool_at = self.pooled_position(attention_mask, B, T, input_ids.device)  # (B,)
-        if positions is None:  # every position is read (the causal LM's loss)
-            for layer in self.layers:
-                x = layer(x, mask, is_causal)
-            return self.pool(x, attention_mask), x
-        if self.cfg.causal:
-            raise ValueError("prediction slots are the masked LM's; a causal model runs its last layer in full")
-        for layer in self.layers[:-1]:
-            x = layer(x, mask, is_causal)
-        at = torch.cat([pool_at[:, None], positions], 1)  # (B, 1 + P): [CLS] first, then the slots
-        h = self.layers[-1].forward_slots(x, at, mask)  # (B, 1 + P, H)
-        return torch.tanh(self.pooler(h[:, 0])), h[:, 1:]
+        at = self.pooled_position(attention_mask, B, T, input_ids.device)[:, None]  # (B, 1)
+        at = at if outputs_at is None else torch.cat([at, outputs_at], 1)  # (B, 1 + P): the pooled token first
+        # every real key: [CLS] and the masked positions see them all, as does a causal model's last real token
+        keys = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        h = self.layers[-1].forward_at(x, at, keys, packing)  # (B, 1 + P, H)
+        return EncoderOutput(None, torch.tanh(self.pooler(h[:, 0])), None, None if outputs_at is None else h[:, 1:])
 
     def pooled_position(self, attention_mask: Optional[torch.Tensor], B: int, T: int, device) -> torch.Tensor:
         """(B,) the token the pooler reads: [CLS]; a causal model has seen the whole input only at its last real token."""
@@ -420,10 +375,8 @@ class BertForPreTraining(nn.Module):
     `nsp=True` (the objective "mlm+nsp", `config.trains_nsp`), the NSP head. A model trained without NSP has
     no NSP head at all: no parameters, no state-dict keys, nothing computed.
 
-    The static step (see the module's docstring) runs when the masked LM's labels come in fixed slots
-    (`lm_positions`), and for a causal model's calls when `static_shapes` is set (its labels are (B, T)
-    already). It is the same function: tests/test_static_step.py checks loss and gradients against the
-    dynamic path and transformers. `compile_static_step` compiles it for training-mode calls.
+    `static` (see the module's docstring) is an argument of the call, not a mode of the model: tests/test_static_step.py
+    checks both forms' loss and gradients against each other and transformers.
 
     The LM head stays `self.mlm` for either objective: its state-dict keys (`mlm.*`) are what checkpoints
     hold and map to HF's `cls.predictions.*`, the head transformers uses for its masked and causal LMs alike."""
@@ -438,8 +391,6 @@ class BertForPreTraining(nn.Module):
         # after it the very dropout stream) that it gave before the head was optional.
         nsp_head = nn.Linear(cfg.hidden_size, 2)
         self.nsp = nsp_head if nsp else None
-        self.static_shapes = False
-        self.compiled_step = None  # torch.compile'd forward_static, for training-mode calls (compile_static_step)
         self.apply(self._init_weights)
         if not nsp:
             self._init_weights(nsp_head)  # where apply() would have reached it: last
@@ -473,58 +424,41 @@ class BertForPreTraining(nn.Module):
         lm_labels: Optional[torch.Tensor] = None,
         nsp_labels: Optional[torch.Tensor] = None,
         lm_positions: Optional[torch.Tensor] = None,
+        static: bool = False,
     ) -> PreTrainingOutput:
-        """lm_labels: (B, T), IGNORE_INDEX where nothing is predicted; or, with lm_positions (B, P), the
-        labels of P fixed prediction slots per row (B, P) (`bertbench.data.masking.fixed_slots`)."""
+        """The pre-training forward: training, held-out evaluation and `bench pretrain` call it (compile_step compiles it).
+
+        Masked LM: lm_labels (B, P), the labels of P prediction slots per row at lm_positions (B, P), as the
+        collators make them (`bertbench.data.masking.fixed_slots`); (B, T) labels without positions are put
+        in slots here. The last layer runs at [CLS] and the slots only. Causal LM: lm_labels (B, T).
+        static: no value read back to the host (see the module's docstring): lm_logits and lm_targets keep
+        the labels' shape, (B, P|T, V) and (B, P|T), IGNORE_INDEX where nothing is predicted. Otherwise only
+        the labelled positions are projected onto the vocabulary: (N, V) and (N,), row-major. Either way the
+        LM loss is the mean over the labelled positions, and NSP's is added (the paper: mean MLM + mean NSP)."""
         if nsp_labels is not None and not self.has_nsp:
             raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
-        if lm_positions is not None or (self.static_shapes and self.cfg.causal):
-            step = self.compiled_step if self.compiled_step is not None and self.training else self.forward_static
-            return step(input_ids, token_type_ids, attention_mask, lm_labels, nsp_labels, lm_positions)
-        selected = None if lm_labels is None else lm_labels != IGNORE_INDEX  # (B, T)
-        # MLM reads ~15% of positions: the last layer runs only there (and at [CLS] for NSP). A causal LM's
-        # loss covers every position, so it runs in full.
-        sparse = selected is not None and not self.cfg.causal
-        enc = self.bert(input_ids, token_type_ids, attention_mask, outputs_at=selected if sparse else None)
-        h = enc.last_hidden_state  # (B, T, H), or None when the last layer ran at the masked positions only
-        nsp_logits = None if self.nsp is None else self.nsp(enc.pooled)  # (B, 2)
-        lm_loss = targets = None
-        if lm_labels is None:
-            lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, T, V_padded)
-        else:
-            # Project onto the vocabulary only where a label is: ~15% of positions for MLM. For small
-            # models this projection is most of the step's FLOPs, and the rest would be thrown away.
-            targets = lm_labels[selected]  # (N,)
-            h_sel = enc.selected if sparse else h[selected]  # (N, H)
-            lm_logits = self.mlm(h_sel, self.bert.embeddings.word.weight)  # (N, V_padded)
-            lm_loss = F.cross_entropy(lm_logits.float(), targets)
-        return self._with_nsp(h, lm_logits, nsp_logits, lm_loss, nsp_labels, targets)
-
-    def forward_static(
-        self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor],
-        lm_labels: Optional[torch.Tensor], nsp_labels: Optional[torch.Tensor], lm_positions: Optional[torch.Tensor],
-    ) -> PreTrainingOutput:
-        """The static step: every shape fixed by the inputs' shapes, no host sync (no int(), bool(), .item(),
-        nonzero() or boolean indexing); the loss is a mean over labelled slots by cross_entropy's ignore_index."""
-        masked_lm = lm_positions is not None
-        if masked_lm and (lm_labels is None or self.cfg.causal or lm_positions.shape != lm_labels.shape):
+        if lm_labels is not None and lm_positions is None and not self.cfg.causal:
+            if static or lm_labels.shape != input_ids.shape:
+                raise ValueError("lm_labels: (B, T), or (B, P) prediction slots with lm_positions (always when static)")
+            lm_positions, lm_labels = fixed_slots(lm_labels, slot_count(lm_labels))
+        if lm_positions is not None and (lm_labels is None or lm_positions.shape != lm_labels.shape):
             raise ValueError("lm_positions: (B, P) slots of a masked LM, with lm_labels of the same shape")
-        pooled, h = self.bert.forward_slots(input_ids, token_type_ids, attention_mask, lm_positions)  # h (B, P|T, H)
-        nsp_logits = None if self.nsp is None else self.nsp(pooled)  # (B, 2)
-        lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (B, P|T, V_padded)
-        lm_loss = None
+        enc = self.bert(input_ids, token_type_ids, attention_mask, outputs_at=lm_positions, static=static)
+        h = enc.last_hidden_state if lm_positions is None else enc.selected  # (B, T|P, H)
+        nsp_logits = None if self.nsp is None else self.nsp(enc.pooled)  # (B, 2)
+        targets = lm_labels
+        if lm_labels is not None and not static:  # ~15% of MLM's positions: for small models most of the FLOPs
+            selected = lm_labels != IGNORE_INDEX
+            h, targets = h[selected], lm_labels[selected]  # (N, H), (N,)
+        lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (..., V_padded)
+        loss = lm_loss = nsp_loss = None
         if lm_labels is not None:
-            lm_loss = F.cross_entropy(lm_logits.flatten(0, -2).float(), lm_labels.reshape(-1), ignore_index=IGNORE_INDEX)
-        return self._with_nsp(None if masked_lm else h, lm_logits, nsp_logits, lm_loss, nsp_labels, lm_labels)
-
-    def _with_nsp(self, h, lm_logits, nsp_logits, lm_loss, nsp_labels, targets) -> PreTrainingOutput:
-        """The output, the NSP loss added (the paper: mean MLM + mean NSP); logits of the real vocabulary."""
-        loss, nsp_loss = lm_loss, None
+            loss = lm_loss = F.cross_entropy(lm_logits.flatten(0, -2).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX)
         if nsp_labels is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
             loss = nsp_loss if loss is None else loss + nsp_loss
         lm_logits = lm_logits[..., : self.cfg.vocab_size]  # a view without the padding columns
-        return PreTrainingOutput(h, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets)
+        return PreTrainingOutput(enc.last_hidden_state, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -578,28 +512,29 @@ class TokenHead(nn.Module):
         return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)
 
 
-def compile_static_step(model: BertForPreTraining, on_compiled: Optional[Callable[[float], None]] = None, **options) -> None:
-    """torch.compile the static step for training-mode calls, in place (parameters, state dict, eval untouched).
+def compile_step(model: BertForPreTraining, on_compiled: Optional[Callable[[float], None]] = None,
+                 **options) -> Callable[..., PreTrainingOutput]:
+    """The pre-training forward under torch.compile, for the training step to call with static=True; the model
+    itself is untouched (evaluation calls it eagerly; parameters and state dict are the model's own).
 
     fullgraph: the whole step is one graph or an error (a host sync would break it); dynamic=False: one graph
     per input shape, and the static batches have one shape per phase, so one compile per phase. Forward and
     loss are compiled, and AOTAutograd compiles their backward; the optimiser step stays eager. The compile
     happens at the first call: `on_compiled(seconds)` is told how long that call took on the host (the compile,
-    and the launch of the step's kernels). A compiled model cannot be pickled (state_dict() is unaffected)."""
-    model.static_shapes = True
-    compiled = torch.compile(model.forward_static, fullgraph=True, dynamic=False, **options)
-    if on_compiled is None:
-        model.compiled_step = compiled
-        return
+    and the launch of the step's kernels)."""
+    compiled = torch.compile(model.forward, fullgraph=True, dynamic=False, **options)
+    timed = on_compiled is not None
 
-    def first_call(*args):
+    def step(*args, **kwargs) -> PreTrainingOutput:
+        nonlocal timed
         t0 = time.perf_counter()
-        out = compiled(*args)
-        model.compiled_step = compiled  # later calls go straight to the compiled step
-        on_compiled(time.perf_counter() - t0)
+        out = compiled(*args, **kwargs)
+        if timed:
+            timed = False
+            on_compiled(time.perf_counter() - t0)
         return out
 
-    model.compiled_step = first_call
+    return step
 
 
 def init_head(head: nn.Module, std: float = 0.02) -> nn.Module:
@@ -641,5 +576,5 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
 __all__ = [
     "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
     "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
-    "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_static_step",
+    "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_step",
 ]

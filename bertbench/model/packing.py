@@ -1,6 +1,6 @@
-"""The dynamic step's machinery (bertbench/model/bert.py): packing a padded batch's real tokens, the queries
-of a last layer run at chosen positions, and the attention mask SDPA takes. Each looks at the batch's values
-on the host (a sync), which is why the static step uses none of them.
+"""The dynamic step's machinery (bertbench/model/bert.py): packing a padded batch's real tokens, and the
+attention mask SDPA takes. Each looks at the batch's values on the host (a sync) unless told not to, which is
+why the static step packs nothing and always passes the mask.
 """
 from __future__ import annotations
 
@@ -114,28 +114,3 @@ class Packing:
     def rows_of(self, flat_positions: torch.Tensor) -> torch.Tensor:
         """Where flat padded positions (b·T + t, all real tokens) sit among the N packed rows."""
         return self.row_of[flat_positions]
-
-
-class Queries:
-    """M chosen positions of a (B, T) batch, laid out for `SelfAttention.forward_at`.
-
-    wanted: (B, T) bool. Each chosen position becomes a query in slot j of its row of a (B, M_max) grid;
-    it attends every real key of its sequence, and only keys at or before it when causal. Unused slots
-    attend the real keys too (finite, never read).
-    """
-
-    def __init__(self, wanted: torch.Tensor, attention_mask: Optional[torch.Tensor], causal: bool, packing: Optional[Packing]):
-        B, T = wanted.shape
-        dev = wanted.device
-        self.batch, self.position = wanted.nonzero(as_tuple=True)  # (M,) each, row-major
-        flat = self.batch * T + self.position  # (M,)
-        self.rows = flat if packing is None else packing.rows_of(flat)  # (M,) rows of x's flattened form
-        counts = torch.bincount(self.batch, minlength=B)  # (B,)
-        self.width = max(1, int(counts.max()))  # M_max; a host sync, once per forward
-        self.slot = torch.arange(self.batch.numel(), device=dev) - (counts.cumsum(0) - counts)[self.batch]  # (M,)
-        keys = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-        if causal:
-            last = torch.full((B, self.width), T - 1, device=dev).index_put((self.batch, self.slot), self.position)  # (B, M_max)
-            upto = torch.arange(T, device=dev)[None, None, :] <= last[:, :, None]  # (B, M_max, T)
-            keys = upto[:, None] if keys is None else keys & upto[:, None]  # (B, 1, M_max, T)
-        self.mask = keys

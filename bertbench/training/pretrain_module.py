@@ -44,11 +44,16 @@ class PretrainModule(L.LightningModule):
         eval_every: int = 0,
         fused_optimizer: bool = False,
         dropout_seed: int = 0,
+        static: bool = False,
+        compiled_forward=None,
     ):
         """fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
         whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
-        #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip."""
+        #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip.
+        static, compiled_forward: the step the run's config chose (config.step_choice): the model's forward with
+        static=True or not, and that forward compiled (model.bert.compile_step) or None."""
         super().__init__()
+        self.static, self.compiled_forward = static, compiled_forward
         self.fused_optimizer = fused_optimizer
         self.model = freeze_unread(model)
         self.dropout_seed = dropout_seed
@@ -109,13 +114,14 @@ class PretrainModule(L.LightningModule):
 
     # -- steps ------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
-        out = self.model(
+        out = (self.compiled_forward or self.model)(
             input_ids=batch["input_ids"],
             token_type_ids=batch.get("token_type_ids"),
             attention_mask=batch.get("attention_mask"),
             lm_labels=batch["lm_labels"],
             nsp_labels=batch.get("nsp_labels"),
-            lm_positions=batch.get("lm_positions"),  # the static step's batches: labels in fixed slots
+            lm_positions=batch.get("lm_positions"),  # the masked LM's labels come in prediction slots
+            static=self.static,
         )
         # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
         # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).

@@ -7,6 +7,7 @@ Run directory:
     checkpoint/        the bertbench checkpoint (load_checkpoint / convert --to-hf / finetune --model)
     metrics.csv        step, tokens, lr, losses, held-out metrics, tokens/s
     summary.json       what the run was and what it reached (read by finetune records and the report)
+    step.json          the training step chosen (static or not, compiled or not, and why), kept for a resume
 """
 from __future__ import annotations
 
@@ -156,6 +157,7 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
     """Held-out metrics on fixed batches (same masks every time, so points of the curve compare)."""
     import torch
 
+    from bertbench.data import IGNORE_INDEX
     from bertbench.data.masking import make_collator
     from bertbench.model.diagnostics import cross_segment_match
     from bertbench.training.batches import step_seed
@@ -187,14 +189,15 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
         loss_sum = correct = count = nsp_correct = nsp_count = 0.0
         for b in batches:
             b = {k: v.to(device) for k, v in b.items()}
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):  # the dynamic step, whichever trained
                 out = model(
                     input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
-                    attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"],
+                    attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"], lm_positions=b.get("lm_positions"),
                 )
-            n = out.lm_targets.numel()
+            labelled = out.lm_targets != IGNORE_INDEX  # counted by its labels: padding and unused slots are none
+            n = int(labelled.sum())
             loss_sum += float(out.lm_loss) * n
-            correct += float((out.lm_logits.argmax(-1) == out.lm_targets).sum())
+            correct += float(((out.lm_logits.argmax(-1) == out.lm_targets) & labelled).sum())
             count += n
             if "nsp_labels" in b:
                 nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
@@ -448,7 +451,7 @@ def _pretrain_locked(
     datas = _build_data(cfg, plan, tokenizer)
     prep_seconds = time.perf_counter() - t_start
 
-    model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision)
+    model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision, out_dir, resuming)
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
     identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
     callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), extra_callbacks)
@@ -522,13 +525,14 @@ def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
         return [build_pretraining_data(dcfg, tokenizer, objective=cfg.objective, seed=cfg.seed) for _, dcfg, _ in plan]
 
 
-def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precision: str):
+def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precision: str, out_dir: Path,
+                  resuming: bool = False):
     """(model, its Lightning module, the held-out eval function, fused AdamW?)."""
     from bertbench.model.bert import BertForPreTraining
     from bertbench.training.pretrain_module import PretrainModule
 
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
-    _static_step(cfg, model, device_type)
+    step = choose_step(cfg, model, device_type, precision, out_dir / STEP_FILE, resuming)
     eval_fn = make_eval_fn(cfg, data, tokenizer, device_type, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
@@ -537,20 +541,65 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
         model, cfg.optim, cfg.max_steps,
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
+        static=step.choice.static, compiled_forward=step.forward,
     )
+    module.step_taken = step
     return model, module, eval_fn, fused
 
 
-def _static_step(cfg: PretrainConfig, model, device_type: str) -> None:
-    """On a GPU, and wherever the step is compiled, train with the static step (fixed shapes, no host sync;
-    the collators make its batches: _loader); `compile` compiles it (at the first step)."""
-    from bertbench.config import resolve_compile
-    from bertbench.model.bert import compile_static_step
-    from bertbench.runtime.progress import say
+class TrainingStep:
+    """The step a run takes (config.step_choice), its compiled forward if any, and the times it measured."""
 
-    model.static_shapes = device_type == "cuda" or resolve_compile(cfg.compile, device_type)
-    if resolve_compile(cfg.compile, device_type):
-        compile_static_step(model, lambda s: say(f"pretrain: compiled the training step in {s:.1f} s (its first call)"))
+    def __init__(self, choice, device: str, shape: str, forward=None):
+        self.choice, self.device, self.shape, self.forward = choice, device, shape, forward
+        self.compile_seconds: Optional[float] = None  # measured at the compiled step's first call
+
+    def summary(self, training_seconds: float, steps: int) -> dict[str, Any]:
+        """summary.json's `step`: what was decided and why, and what this run measured (kept for the next run's
+        decision: training.step_times)."""
+        step_s = (training_seconds - (self.compile_seconds or 0.0)) / steps if steps else None
+        kind = "compiled_step_seconds" if self.choice.compiled else "eager_step_seconds"
+        return {"shapes": "static" if self.choice.static else "dynamic", **asdict(self.choice),
+                "measured": {"device": self.device, "shape": self.shape,
+                             "compile_seconds": None if self.compile_seconds is None else round(self.compile_seconds, 4),
+                             kind: None if step_s is None else round(step_s, 4)}}
+
+
+STEP_FILE = "step.json"  # the run's step choice, kept so that a resumed run takes the step its first session took
+
+
+def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, kept: Path, resuming: bool) -> TrainingStep:
+    """Decide the training step once (config.step_choice) from what earlier runs measured on this device
+    (training.step_times), and keep it in `kept`: a resumed run with the same `compile` setting reads it back
+    rather than deciding again (newer measurements must not change the step halfway, or resume would not be
+    exact); a `compile` changed on resume (RESUMABLE_CHANGES) decides anew. Compile the step when chosen (at
+    its first call, which measures the compile)."""
+    import json
+
+    from bertbench.config import StepChoice, step_choice
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.model.bert import compile_step
+    from bertbench.runtime.progress import say
+    from bertbench.runtime.provenance import hardware
+    from bertbench.training import step_times
+
+    device, shape = hardware(), step_times.shape_key(cfg.batch_size, cfg.data.max_seq_len, precision)
+    measured = step_times.measured(device, cfg.model_size, shape)
+    budget = cfg.budget_minutes * 60 if cfg.budget_minutes else None
+    saved = json.loads(kept.read_text()) if resuming and kept.is_file() else {}
+    if saved.pop("setting", None) == cfg.compile:
+        choice = StepChoice(**saved)
+    else:
+        choice = step_choice(cfg.compile, device_type, cfg.max_steps, budget, measured)
+        atomic_write_text(kept, json.dumps({"setting": cfg.compile, **asdict(choice)}, indent=1) + "\n")
+    step = TrainingStep(choice, device, shape)
+    if step.choice.compiled:
+        def compiled(seconds: float) -> None:
+            step.compile_seconds = seconds
+            say(f"pretrain: compiled the training step in {seconds:.1f} s (its first call)")
+
+        step.forward = compile_step(model, compiled)
+    return step
 
 
 def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
@@ -610,7 +659,7 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed,
-                                                static=module.model.static_shapes),
+                                                static=module.static),
                          bs, cfg.seed, rank, world, cfg.grad_accum)  # bs: the phase's global batch; this rank collates its rows
         for d, (_, dcfg, bs) in zip(datas, plan)
     ]
@@ -635,8 +684,14 @@ def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, ident
     from bertbench.runtime.provenance import library_versions, now_iso
     from bertbench.training.pretrain_module import perplexity
 
+    from bertbench.training import step_times
+
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
+    taken = module.step_taken
+    step = taken.summary(module.training_seconds(), trainer.global_step)
+    step_times.record(taken.device, cfg.model_size, taken.shape, **{k: v for k, v in step["measured"].items()
+                                                                    if k.endswith("_seconds")})
     if "mlm_loss_paper_masking" in final_eval:
         final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
@@ -655,6 +710,7 @@ def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, ident
         heldout=final_eval,
         data=data.stats,
         library_versions=library_versions(),
+        step=step,
         date=now_iso(),
     )
 
