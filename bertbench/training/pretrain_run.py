@@ -577,8 +577,8 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     import json
 
     from bertbench.config import StepChoice, step_choice
-    from bertbench.runtime.files import atomic_write_text
     from bertbench.model.bert import compile_step
+    from bertbench.runtime.files import atomic_write_text
     from bertbench.runtime.progress import say
     from bertbench.runtime.provenance import hardware
     from bertbench.training import step_times
