@@ -537,6 +537,7 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
         model, cfg.optim, cfg.max_steps,
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
+        sync_every=cfg.log_every,
     )
     return model, module, eval_fn, fused
 
@@ -567,12 +568,11 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     if progress_bar:
         from bertbench.training.progress_lines import StepProgressBar
 
-        callbacks.append(StepProgressBar(leave=True))
+        callbacks.append(StepProgressBar(leave=True, run_log=run_log))
     elif every is not None:
         from bertbench.training.progress_lines import ProgressLines
 
-        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
-                                       say))
+        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps, say, run_log))
     return callbacks, progress_bar
 
 
