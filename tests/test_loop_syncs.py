@@ -123,3 +123,25 @@ def test_no_step_between_rows_waits_for_the_device(counted_run):
     assert count.seen[LOG_EVERY]  # a row reads its losses and the finite guard back: the count sees them
     # the progress shows the last row's numbers, read there: a line per micro-batch, with a rate after a row
     assert len(lines) == 2 * STEPS and "tok/s" not in lines[1] and "tok/s" in lines[2 * LOG_EVERY], lines
+
+
+def test_lightnings_per_batch_sigterm_broadcast_is_off_and_an_early_sigterm_handed_over():
+    """Lightning broadcasts a SIGTERM flag from rank 0 before every batch (a collective and a read per step);
+    the run switches it off for its own trainer, and a SIGTERM Lightning caught before our handler replaced its
+    own becomes ours, so it stops the run at a row with a checkpoint on every rank (PeriodicCheckpoint)."""
+    import signal
+    from types import SimpleNamespace
+
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+
+    from bertbench.training.callbacks import quiet_lightning_sigterm
+    from bertbench.training.stop_signals import StopSignals
+
+    assert hasattr(_TrainingEpochLoop, "_broadcast_sigterm_tensor")  # still Lightning's name for it
+    loop = SimpleNamespace(_broadcast_sigterm_tensor=lambda: pytest.fail("broadcast"))
+    connector = SimpleNamespace(received_sigterm=True)
+    trainer = SimpleNamespace(_signal_connector=connector, fit_loop=SimpleNamespace(epoch_loop=loop))
+    signals = StopSignals()
+    quiet_lightning_sigterm(trainer, signals)
+    loop._broadcast_sigterm_tensor()  # a no-op now
+    assert signals.received == signal.SIGTERM and not connector.received_sigterm
