@@ -1,18 +1,20 @@
 """Several processes (Lightning DDP over gloo, on CPU) train the procedure one process trains.
 
 `--batch-size` is the global batch: 1, 2 or 4 processes at batch 8 train the same global batches (each rank
-collates only its rows, with masks keyed per row: tests/test_batches.py checks the data row by row), each rank
-weights its LM loss by its share of the global loss tokens, DDP averages the gradients, and the run log sums
-the ranks' token counts. With dropout off and fp32 the runs differ only by the order of floating-point sums and
-the padded widths of the ranks' batches (measured over 8 Adam steps: train losses equal to the 5 decimals of
-metrics.csv, weights within 1.3e-6 relative on 2 processes and 1.1e-6 on 4); the tolerances below, 1e-3 and
-1e-4, allow for other machines' float sums.
+trains on its own rows, with masks keyed per row: tests/test_batches.py checks the data row by row), each rank
+weights its LM loss by its share of the global loss tokens (counted by its loader), DDP averages the
+gradients, and the run log adds the step's global counts. With dropout off and fp32 the runs differ only by
+the order of floating-point sums and the padded widths of the ranks' batches (measured over 8 Adam steps: train
+losses equal to the 5 decimals of metrics.csv, weights within 1.3e-6 relative on 2 processes and 1.1e-6 on 4);
+the tolerances below, 1e-3 and 1e-4, allow for other machines' float sums.
 
-Every objective also trains with dropout on (each rank draws its own masks, keyed by seed, rank and step):
-before the pooler was frozen for objectives without NSP, "mlm" and "clm" failed every DDP step with "parameters
-that were not used in producing the loss". A run killed mid-way resumes exactly, dropout on; a resume may also
-change the process count (the same global batches), and is refused with one line where the count does not
-divide the batch.
+Every objective also trains with dropout on (each rank draws its own masks, keyed by seed, rank and step),
+on the static step a GPU runs (fixed shapes and prediction slots: `--compile on` chooses it; run eagerly by
+tests/ddp_collectives.py): before the pooler was frozen for objectives without NSP, "mlm" and "clm" failed
+every DDP step with "parameters that were not used in producing the loss". A run killed mid-way resumes
+exactly, dropout on; a resume may also change the process count (the same global batches), and is refused
+with one line where the count does not divide the batch. The same runs count each rank's blocking
+collectives per step: none between the run log's rows beyond DDP's gradient buckets.
 """
 from __future__ import annotations
 
