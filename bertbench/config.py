@@ -488,6 +488,30 @@ def loader_workers(cfg: "PretrainConfig", device_type: str) -> int:
     return GPU_LOADER_WORKERS if device_type == "cuda" and not (cfg.budget_minutes and cfg.phases) else 0
 
 
+DDP_COMM_HOOKS = ("none", "bf16")
+
+
+@dataclass
+class DdpConfig:
+    """How DDP (`strategy: ddp`) all-reduces the gradients; DDP's own defaults unless a recipe says otherwise.
+    DDP groups the gradients into buckets of `bucket_cap_mb` and all-reduces each as soon as the backward pass
+    has filled it (overlapping the backward of the layers before it); its C++ reducer does it, so no step waits
+    on the host for it. A recipe section `ddp:` (or `--set ddp.comm_hook=bf16`) sets these."""
+
+    bucket_cap_mb: float = setting(25.0, "Gradient bucket size in MB (DDP's default, 25).", cli=False)
+    gradient_as_bucket_view: bool = setting(
+        False, "Gradients as views into the buckets: no copy into them, less memory (DDP's default: off).", cli=False)
+    comm_hook: str = setting(
+        "none", "bf16: all-reduce the gradients in bf16 (half the bytes; each rank's gradient rounded to bf16 "
+        "before the sum), DDP's bf16_compress_hook; none: in their own dtype.", cli=False)
+
+    def __post_init__(self) -> None:
+        if self.comm_hook not in DDP_COMM_HOOKS:
+            raise BertbenchError(f"ddp.comm_hook {self.comm_hook!r}: expected one of {', '.join(DDP_COMM_HOOKS)}")
+        if not self.bucket_cap_mb > 0:
+            raise BertbenchError(f"ddp.bucket_cap_mb {self.bucket_cap_mb}: expected a positive number of MB")
+
+
 COMPILE_CHOICES = ("auto", "on", "off")
 # `compile: auto` compiles when the run's planned eager training time exceeds COMPILE_PAYBACK × the compile's
 # time. Compiling saves a share of each step, not all of it (fusion of the elementwise ops around the GEMMs:
@@ -593,6 +617,7 @@ class PretrainConfig:
                            panel=HW_PANEL)
     accelerator: str = setting("auto", "Lightning's accelerator: auto, cpu, gpu.", panel=HW_PANEL)
     strategy: str = setting("auto", "Lightning strategy: auto, ddp, fsdp, …", panel=HW_PANEL)
+    ddp: DdpConfig = field(default_factory=DdpConfig)  # with strategy ddp: its gradient buckets and comm hook
     num_nodes: int = setting(1, "Machines of a multi-node run.", panel=HW_PANEL)
     num_workers: Optional[int] = setting(
         None, f"DataLoader worker processes (default: {GPU_LOADER_WORKERS} on a GPU, where batches are collated while "

@@ -18,7 +18,8 @@ from bertbench.data.instances import build_pretraining_data
 from bertbench.data.masking import dense_labels, make_collator
 from bertbench.errors import BertbenchError
 from bertbench.model.tokenizer import WordPieceTokenizer
-from bertbench.training.batches import StepBatchDataset, device_batch
+from bertbench.training.batches import (LOSS_TOKENS, STEP_LOSS_TOKENS, STEP_TOKENS, StepBatchDataset, device_batch,
+                                       loss_tokens, real_tokens)
 
 from test_pretrain import write_corpus
 
@@ -115,18 +116,23 @@ def test_a_row_keeps_its_mask_whatever_batch_it_is_collated_in(corpus_and_tokeni
     assert alone["lm_labels"] != other_step["lm_labels"] or alone["input_ids"] != other_step["input_ids"]
 
 
-def test_a_rank_collates_only_its_own_rows(corpus_and_tokenizer):
+def test_a_rank_holds_its_own_rows_and_the_steps_global_counts(corpus_and_tokenizer):
+    """A rank's micro-batch is its own rows, and carries, as host integers, its loss tokens and the whole step's
+    tokens and loss tokens over every rank and micro-batch: the LM loss's weight and the run log's counts, with
+    no collective (the rank collates the other ranks' rows of the step to count them, once per step)."""
     train, collator = _data(corpus_and_tokenizer, "mlm+nsp")
-    seen = []
-    inner = collator()
-
-    def collate(samples, rows):
-        seen.append(len(samples))
-        return inner(samples, rows=rows)
-
-    ds = StepBatchDataset(train, collate, 16, SEED, rank=1, world_size=4)
-    ds[0], ds[1]
-    assert seen == [4, 4]  # 16 / 4 processes, not the global 16
+    one = StepBatchDataset(train, collator(), 16, SEED)
+    for world, accum in ((4, 1), (2, 2)):
+        ranks = [StepBatchDataset(train, collator(), 16, SEED, rank=r, world_size=world, grad_accum=accum)
+                 for r in range(world)]
+        for step in (0, 1):
+            whole = one[step]
+            parts = [ds[step * accum + m] for ds in ranks for m in range(accum)]
+            assert [p["input_ids"].shape[0] for p in parts] == [16 // (world * accum)] * (world * accum)
+            assert all(isinstance(p[k], int) for p in parts for k in (LOSS_TOKENS, STEP_TOKENS, STEP_LOSS_TOKENS))
+            assert {p[STEP_TOKENS] for p in parts} == {whole[STEP_TOKENS]} == {sum(map(real_tokens, parts))}
+            assert {p[STEP_LOSS_TOKENS] for p in parts} == {whole[STEP_LOSS_TOKENS]} == {sum(p[LOSS_TOKENS] for p in parts)}
+            assert whole[LOSS_TOKENS] == whole[STEP_LOSS_TOKENS] == loss_tokens(whole) > 0
 
 
 def test_a_global_batch_that_does_not_split_is_refused_with_what_to_do():

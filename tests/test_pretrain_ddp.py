@@ -1,18 +1,20 @@
 """Several processes (Lightning DDP over gloo, on CPU) train the procedure one process trains.
 
 `--batch-size` is the global batch: 1, 2 or 4 processes at batch 8 train the same global batches (each rank
-collates only its rows, with masks keyed per row: tests/test_batches.py checks the data row by row), each rank
-weights its LM loss by its share of the global loss tokens, DDP averages the gradients, and the run log sums
-the ranks' token counts. With dropout off and fp32 the runs differ only by the order of floating-point sums and
-the padded widths of the ranks' batches (measured over 8 Adam steps: train losses equal to the 5 decimals of
-metrics.csv, weights within 1.3e-6 relative on 2 processes and 1.1e-6 on 4); the tolerances below, 1e-3 and
-1e-4, allow for other machines' float sums.
+trains on its own rows, with masks keyed per row: tests/test_batches.py checks the data row by row), each rank
+weights its LM loss by its share of the global loss tokens (counted by its loader), DDP averages the
+gradients, and the run log adds the step's global counts. With dropout off and fp32 the runs differ only by
+the order of floating-point sums and the padded widths of the ranks' batches (measured over 8 Adam steps: train
+losses equal to the 5 decimals of metrics.csv, weights within 1.3e-6 relative on 2 processes and 1.9e-6 on 4);
+the tolerances below, 1e-3 and 1e-4, allow for other machines' float sums.
 
-Every objective also trains with dropout on (each rank draws its own masks, keyed by seed, rank and step):
-before the pooler was frozen for objectives without NSP, "mlm" and "clm" failed every DDP step with "parameters
-that were not used in producing the loss". A run killed mid-way resumes exactly, dropout on; a resume may also
-change the process count (the same global batches), and is refused with one line where the count does not
-divide the batch.
+Every objective also trains with dropout on (each rank draws its own masks, keyed by seed, rank and step),
+on the static step a GPU runs (fixed shapes and prediction slots: `--compile on` chooses it; run eagerly by
+tests/ddp_collectives.py): before the pooler was frozen for objectives without NSP, "mlm" and "clm" failed
+every DDP step with "parameters that were not used in producing the loss". A run killed mid-way resumes
+exactly, dropout on; a resume may also change the process count (the same global batches), and is refused
+with one line where the count does not divide the batch. The same runs count each rank's blocking
+collectives per step: none between the run log's rows beyond DDP's gradient buckets.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,9 +40,16 @@ NO_DROPOUT = ["--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.
 TIMING = {"tokens_per_s", "elapsed_s"}
 
 
-def run(args, tmp_path, fault: str = "", expect: int = 0) -> str:
-    env = {**os.environ, "BERTBENCH_PROGRESS": "0", "OMP_NUM_THREADS": "1", "BERTBENCH_FAULT": fault}
-    r = subprocess.run([sys.executable, "-m", "bertbench.cli", "pretrain", *TINY, *args], cwd=tmp_path,
+def run(args, tmp_path, fault: str = "", expect: int = 0, static: bool = False, collectives=None) -> str:
+    """`bertbench pretrain` in its own processes. static: the static step (`--compile on`, run eagerly by
+    tests/ddp_collectives.py); collectives: a folder where each rank writes the blocking collectives it made,
+    step by step."""
+    env = {**os.environ, "BERTBENCH_PROGRESS": "0", "OMP_NUM_THREADS": "1", "BERTBENCH_FAULT": fault,
+           "BERTBENCH_COLLECTIVES": str(collectives or "")}
+    command = [sys.executable, "-m", "bertbench.cli", "pretrain"]
+    if static or collectives:
+        command = [sys.executable, str(Path(__file__).with_name("ddp_collectives.py")), "pretrain", "--compile", "on"]
+    r = subprocess.run([*command, *TINY, *args], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == expect, r.stdout + r.stderr
     return r.stdout + r.stderr
@@ -101,19 +111,24 @@ def test_one_two_and_four_processes_train_one_procedure(tmp_path, data):
         assert max_rel(weights(one), weights(out)) < 1e-4
 
 
-STEPS = 6
-DROPOUT_ON = ["--max-steps", str(STEPS), "--eval-every", "3", "--checkpoint-every", "3"]
+STEPS, LOG_EVERY = 6, 2
+# rows at 2, 4, 6 (and 3, an evaluation); checkpoints at 3 and 6: steps 1 and 5 are neither
+DROPOUT_ON = ["--max-steps", str(STEPS), "--eval-every", "3", "--checkpoint-every", "3", "--set", f"log_every={LOG_EVERY}"]
+SYNC_STEPS = {2, 3, 4, 6}
 
 
 @pytest.fixture(scope="module")
 def two_process_runs(data, tmp_path_factory):
-    """objective → an uninterrupted 2-process run with dropout on (made once; the resume test compares with it)."""
+    """objective → (an uninterrupted 2-process run of the static step with dropout on, the folder of its ranks'
+    collective counts), made once: the resume test compares with it."""
     made = {}
 
     def get(objective: str):
         if objective not in made:
             out = tmp_path_factory.mktemp("two") / objective
-            run([*data, "--objective", objective, *DROPOUT_ON, "--out", str(out), *ddp(2)], out.parent)
+            said = run([*data, "--objective", objective, *DROPOUT_ON, "--out", str(out), *ddp(2)], out.parent,
+                       collectives=out.parent / "collectives")
+            assert "compiled the training step" in said  # the static step ran (--compile on's; eager here)
             made[objective] = out
         return made[objective]
 
@@ -122,11 +137,14 @@ def two_process_runs(data, tmp_path_factory):
 
 @pytest.mark.parametrize("objective", ["mlm+nsp", "mlm", "clm"])
 def test_every_objective_trains_on_two_processes_with_dropout(two_process_runs, objective):
+    """The static step (the GPU's: fixed shapes, prediction slots) trains every objective under DDP."""
     out = two_process_runs(objective)
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["objective"], summary["steps"], summary["batch_size"]) == (objective, STEPS, 8)
-    losses = [float(r["train_loss"]) for r in rows(out)]
-    assert len(losses) == STEPS and all(torch.isfinite(torch.tensor(losses)))
+    logged = rows(out)
+    assert [int(r["step"]) for r in logged] == [2, 3, 4, 6]
+    losses = [float(r["train_loss"]) for r in logged]
+    assert all(torch.isfinite(torch.tensor(losses)))
     import bertbench
 
     model = bertbench.load_checkpoint(out / "checkpoint").model
@@ -141,24 +159,39 @@ def test_a_killed_run_resumes_exactly_or_on_another_process_count(tmp_path, data
     refused with one line that says what to run."""
     common = [*data, "--objective", "mlm", *DROPOUT_ON]
     straight, killed = two_process_runs("mlm"), tmp_path / "killed"
-    run([*common, "--out", str(killed), *ddp(2)], tmp_path, fault="after_step:4", expect=-9)
+    run([*common, "--out", str(killed), *ddp(2)], tmp_path, fault="after_step:4", expect=-9, static=True)
     assert not (killed / "summary.json").exists()
     on_one, on_three = tmp_path / "on_one", tmp_path / "on_three"
     shutil.copytree(killed, on_one)
     shutil.copytree(killed, on_three)
 
-    said = run([*common, "--out", str(killed), *ddp(2), "--resume", "auto"], tmp_path)
+    said = run([*common, "--out", str(killed), *ddp(2), "--resume", "auto"], tmp_path, static=True)
     assert "resuming" in said and "step 3" in said
     assert rows(killed) == rows(straight)
     assert max_rel(weights(straight), weights(killed)) < 1e-6
 
-    said = run([*common, "--out", str(on_one), "--devices", "1", "--resume", "auto"], tmp_path)
+    said = run([*common, "--out", str(on_one), "--devices", "1", "--resume", "auto"], tmp_path, static=True)
     assert "resuming" in said and "step 3" in said
     counts = lambda out: [(r["step"], r["tokens"], r["loss_tokens"]) for r in rows(out)]  # noqa: E731
     assert counts(on_one) == counts(straight)
     assert json.loads((on_one / "summary.json").read_text())["steps"] == STEPS
 
-    said = run([*common, "--out", str(on_three), *ddp(3), "--resume", "auto"], tmp_path, expect=2)
+    said = run([*common, "--out", str(on_three), *ddp(3), "--resume", "auto"], tmp_path, expect=2, static=True)
     errors = [line for line in said.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in said, said
     assert "batch_size 8" in errors[0] and "3 process" in errors[0] and "divisible by 3" in errors[0]
+
+
+@pytest.mark.parametrize("objective", ["mlm+nsp", "clm"])
+def test_no_step_between_rows_makes_a_collective_beyond_the_gradients(two_process_runs, objective):
+    """Issue 47: between the run log's rows (and evaluations and checkpoints), a DDP step makes no blocking
+    collective of its own: the loss-token weights come from the loader, the losses are averaged over ranks
+    and the budget and signal are agreed at rows only, and Lightning's per-batch SIGTERM broadcast is off.
+    Counted by wrapping torch.distributed's functions in both ranks (tests/ddp_collectives.py); DDP's
+    gradient buckets go through its C++ reducer and are not among them."""
+    folder = two_process_runs(objective).parent / "collectives"
+    for rank in (0, 1):
+        per_step = {int(k): v for k, v in json.loads((folder / f"rank-{rank}.json").read_text()).items()}
+        between = {step: per_step.get(step, []) for step in range(1, STEPS + 1) if step not in SYNC_STEPS}
+        assert between == {1: [], 5: []}, (rank, per_step)
+        assert "all_reduce" in per_step[LOG_EVERY]  # seen where they belong: a row averages the ranks' losses

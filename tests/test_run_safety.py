@@ -59,6 +59,38 @@ def test_first_bad_step_names_the_first_non_finite_step():
         g.check("run")
 
 
+@pytest.mark.parametrize("clip", [1.0, 0.0])
+def test_the_guard_notes_the_norm_clipping_returned_and_computes_no_second(tmp_path, monkeypatch, clip):
+    """Issue 47: where the module clips (fused AdamW), the finite guard notes the norm clipping returned: one
+    gradient norm per step, not two; without clipping the guard computes the one norm itself."""
+    from types import SimpleNamespace
+
+    from bertbench.config import ModelConfig, OptimConfig
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.training.callbacks import FiniteGuard
+    from bertbench.training.finite_guard import NonFiniteError
+    from bertbench.training.pretrain_module import PretrainModule
+
+    model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
+    module = PretrainModule(model, OptimConfig(grad_clip=clip), max_steps=10, fused_optimizer=True)
+    norms, total_norm = [], torch.nn.utils.get_total_norm
+    counted = lambda *a, **k: norms.append(1) or total_norm(*a, **k)  # noqa: E731
+    monkeypatch.setattr(torch.nn.utils, "get_total_norm", counted)  # the guard's
+    monkeypatch.setattr(torch.nn.utils.clip_grad, "_get_total_norm", counted)  # clip_grad_norm_'s
+    guard, trainer = FiniteGuard(tmp_path, "32", None), SimpleNamespace(global_step=0)
+    for step, bad in ((1, False), (2, True)):
+        for p in model.parameters():
+            p.grad = torch.full_like(p, float("inf") if bad else 3.0)
+        guard.on_train_batch_start(trainer, module, None, 0)
+        guard.on_before_optimizer_step(trainer, module, None)
+        module.on_before_optimizer_step(None)
+        guard.on_train_batch_end(trainer, module, torch.tensor(1.0), None, 0)
+        trainer.global_step += 1
+    assert len(norms) == 2  # one per step
+    with pytest.raises(NonFiniteError, match="gradient norm became NaN/inf at step 2"):
+        guard.check()
+
+
 def test_damaged_or_non_finite_weights_are_refused(tmp_path):
     from safetensors.torch import save_file
 

@@ -20,8 +20,13 @@ from torch.utils.data import Dataset, Sampler
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 
-# The batch key of a micro-batch's count of this rank's loss tokens in the whole optimiser step (accumulating).
-STEP_LOSS_TOKENS = "step_loss_tokens"
+# Counts every micro-batch carries as host integers (never tensors: Lightning moves tensors to the device, and
+# reading a count back from there makes the host wait for the step). The step's counts are global, over every
+# rank and micro-batch of the optimiser step: the run log adds them up, and the LM loss is weighted by them
+# (PretrainModule.training_step), with no collective (see StepBatchDataset.__getitem__).
+LOSS_TOKENS = "loss_tokens"  # this micro-batch's loss tokens
+STEP_TOKENS = "step_tokens"  # the step's real (unpadded) tokens
+STEP_LOSS_TOKENS = "step_loss_tokens"  # the step's loss tokens
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -63,7 +68,7 @@ class StepBatchDataset(Dataset):
         self.world_size = world_size
         self.grad_accum = grad_accum
         self._perm_cache: dict[int, np.ndarray] = {}
-        self._step_cache: tuple[int, dict[int, dict[str, torch.Tensor]]] = (-1, {})
+        self._step_cache: tuple[int, dict[tuple[int, int], dict[str, torch.Tensor]]] = (-1, {})
 
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._perm_cache:
@@ -87,22 +92,37 @@ class StepBatchDataset(Dataset):
     def __len__(self) -> int:  # a practically endless stream; the trainer stops at max_steps
         return 1 << 40
 
-    def __getitem__(self, micro_step: int) -> dict[str, torch.Tensor]:
-        step, rows = self.rows(micro_step, self.rank)
-        if self.grad_accum == 1:
-            return collate_rows(self.collate, self.instances, step, rows, self.indices)
-        # Accumulating: the loss of a micro-batch is weighted by its share of the step's loss tokens
-        # (PretrainModule.training_step), so each item carries this rank's count for the whole step. The
-        # rank's micro-batches of a step are collated together, once per process (a DataLoader worker that
-        # gets one micro-batch of a step collates the step's others too, to count them).
+    def __getitem__(self, micro_step: int) -> dict[str, Any]:
+        step, micro = divmod(micro_step, self.grad_accum)
         cached_step, batches = self._step_cache
         if cached_step != step:
-            first = step * self.grad_accum
-            batches = {m: collate_rows(self.collate, self.instances, step, self.rows(first + m, self.rank)[1], self.indices)
-                       for m in range(self.grad_accum)}
+            batches = self._collate_step(step)
             self._step_cache = (step, batches)
-        total = sum(int((b["lm_labels"] != IGNORE_INDEX).sum()) for b in batches.values())
-        return {**batches[micro_step % self.grad_accum], STEP_LOSS_TOKENS: torch.tensor(total)}
+        own = batches[(self.rank, micro)]
+        return {**own, LOSS_TOKENS: loss_tokens(own), STEP_TOKENS: sum(map(real_tokens, batches.values())),
+                STEP_LOSS_TOKENS: sum(map(loss_tokens, batches.values()))}
+
+    def _collate_step(self, step: int) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
+        """(rank, micro-batch) → batch, for every micro-batch whose counts the step's global counts need.
+
+        The LM loss of a micro-batch is weighted by its share of the step's loss tokens, over every rank and
+        micro-batch (PretrainModule.training_step): so each rank collates the step's other micro-batches, its
+        own and, with several processes, every other rank's, to count them (once per step and process: a
+        DataLoader worker given one micro-batch of a step collates the step's others too). Counting here costs
+        the collation of the global batch on each rank, in its loader (off the step on a GPU, in workers);
+        the alternative, an all-reduce of the count in every step, is a collective between forward and
+        backward that every rank waits on. Without accumulation or other ranks, only the batch itself."""
+        first = step * self.grad_accum
+        return {(r, m): collate_rows(self.collate, self.instances, step, self.rows(first + m, r)[1], self.indices)
+                for r in range(self.world_size) for m in range(self.grad_accum)}
+
+
+def loss_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int((batch["lm_labels"] != IGNORE_INDEX).sum())
+
+
+def real_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
 
 
 def collate_rows(collate, instances, step: int, rows: Sequence[int], indices) -> dict[str, torch.Tensor]:

@@ -4,11 +4,17 @@ token counts), periodic checkpoints (and signals), Figure 5's snapshots, and `be
 `training.pretrain_run` builds them and hands them to the Trainer in the order that matters there (the
 guard's note before the row, the snapshot and the checkpoint). Imports Lightning: import this module only
 where a run starts.
+
+Between the run log's rows no step waits for the device or for another rank: counts are host integers from
+the loader (training.batches), losses stay on the device until a row reads them, and what several processes
+must agree on (a row's losses averaged over ranks, a budget or a signal ending the run) is agreed at the
+rows only (`sync_step`), never per step. tests/test_loop_syncs.py counts both.
 """
 from __future__ import annotations
 
 import csv
 import os
+import signal
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -18,9 +24,9 @@ import lightning as L
 import torch
 
 from bertbench.config import PretrainConfig
-from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
 from bertbench.runtime.faults import fault_point
+from bertbench.training.batches import STEP_LOSS_TOKENS, STEP_TOKENS
 from bertbench.training.finite_guard import FirstBadStep
 
 # `*_paper_masking`: the masked LM's held-out scores at the paper's masking (15%, 80/10/10), measured apart
@@ -35,6 +41,16 @@ CSV_FIELDS = [
 
 def _fmt(v) -> str:
     return "" if v is None else f"{float(v):.5f}"
+
+
+def step_ends(trainer, batch_idx: int) -> bool:
+    """Whether this micro-batch is the last of its optimiser step."""
+    return (batch_idx + 1) % trainer.accumulate_grad_batches == 0
+
+
+def sync_step(cfg: PretrainConfig, step: int) -> bool:
+    """A step where the run may wait for the device and the ranks: one with a metrics row (every log_every)."""
+    return step % cfg.log_every == 0
 
 
 def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
@@ -55,7 +71,7 @@ def save_lightning_checkpoint(trainer, out_dir: Path) -> None:
 
 class FiniteGuard(L.Callback):
     """Notes the first step with a non-finite loss or gradient norm (on the device, see finite_guard);
-    `check` runs before every metrics row and checkpoint, and at every step on CPU, where a sync is free."""
+    `check` (a read of the device) runs before every metrics row and checkpoint."""
 
     def __init__(self, out_dir: Path, precision: str, saved_step: Optional[int]):
         self.out_dir, self.precision = out_dir, precision
@@ -70,36 +86,45 @@ class FiniteGuard(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
 
+    def _notes_grads(self, pl_module) -> bool:
+        return self.precision != "16-mixed"  # fp16's grad scaler expects inf gradients now and then and skips those steps
+
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        if self.precision != "16-mixed":  # fp16's grad scaler expects inf gradients now and then and skips those steps
+        # where the module clips, it notes the norm clipping returned (on_train_batch_end): no second norm
+        if self._notes_grads(pl_module) and not getattr(pl_module, "clips_gradients", False):
             self.first_bad.note_grads(pl_module.parameters(), self._step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if loss is not None:
             self.first_bad.note_loss(loss, self._step)
-        if pl_module.device.type == "cpu":
-            self.check()
+        norm = getattr(pl_module, "grad_norm", None)
+        if norm is not None:
+            if self._notes_grads(pl_module):
+                self.first_bad.note(norm, self._step, 2)
+            pl_module.grad_norm = None
 
 
 class RunLog(L.Callback):
-    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint."""
+    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint.
+
+    Counts come as host integers, global over ranks and micro-batches (training.batches); the losses of a
+    row are read from the device (and averaged over ranks: one collective) at that row only. `shown` is what
+    a progress display shows (the last row's loss and tokens/s), host numbers read without touching the device."""
 
     def __init__(self, cfg: PretrainConfig, out_dir: Path, guard: FiniteGuard, last_step: Optional[int]):
         self.cfg, self.out_dir, self.guard = cfg, out_dir, guard
         self.last_step = last_step  # the step cap (a budget may end the run before it)
         self.tokens = 0
         self.loss_tokens = 0
-        self._tok_acc = None
-        self._loss_tok_acc = None
         self._t0 = time.perf_counter()
         self._tokens_at_t0 = 0
         self.last_train_loss: Optional[float] = None
+        self.shown: dict[str, float] = {}
         self._fh = None  # metrics.csv, open from on_train_start (never reached when resumed at max_steps)
         self._last_row_step = 0
 
     def state_dict(self):
-        self._flush_counts()
         # last_train_loss too: a run resumed from its final checkpoint trains no step, yet its summary needs it
         return {"tokens": self.tokens, "loss_tokens": self.loss_tokens, "last_train_loss": self.last_train_loss}
 
@@ -109,15 +134,8 @@ class RunLog(L.Callback):
         self._tokens_at_t0 = self.tokens
 
     def tokens_seen(self, trainer) -> int:
-        """Tokens trained on so far (read back from the device now)."""
-        self._flush_counts()
+        """Tokens trained on so far."""
         return self.tokens
-
-    def _flush_counts(self):
-        if self._tok_acc is not None:
-            self.tokens += int(self._tok_acc)
-            self.loss_tokens += int(self._loss_tok_acc)
-            self._tok_acc = self._loss_tok_acc = None
 
     def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
         self._t0 = time.perf_counter()
@@ -137,39 +155,45 @@ class RunLog(L.Callback):
         self._fh.flush()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        # accumulate on device; read back only every log_every steps (no per-step host sync)
-        n = batch["attention_mask"].sum() if "attention_mask" in batch else torch.tensor(batch["input_ids"].numel())
-        m = (batch["lm_labels"] != IGNORE_INDEX).sum()
-        if trainer.world_size > 1:  # every count global, on every rank: ranks see different padding
-            n, m = (trainer.strategy.reduce(x, reduce_op="sum") for x in (n, m))
-        self._tok_acc = n if self._tok_acc is None else self._tok_acc + n
-        self._loss_tok_acc = m if self._loss_tok_acc is None else self._loss_tok_acc + m
+        if not step_ends(trainer, batch_idx):
+            return
+        self.tokens += batch[STEP_TOKENS]  # the step's, every rank's and micro-batch's: the same on every rank
+        self.loss_tokens += batch[STEP_LOSS_TOKENS]
         step = trainer.global_step
         cfg = self.cfg
-        if (batch_idx + 1) % cfg.grad_accum:
-            return
-        if step % cfg.log_every == 0 or (cfg.eval_every and step % cfg.eval_every == 0):
+        if sync_step(cfg, step) or (cfg.eval_every and step % cfg.eval_every == 0):
             self.guard.check()  # never a NaN row or a NaN eval
         evaluated = pl_module.maybe_evaluate(step)
-        ending = trainer.should_stop or step == self.last_step or pl_module.budget_spent()
-        if step % cfg.log_every and not evaluated and not ending:
+        # Every rank decides alike (a row holds a collective): the budget's own end, on one process only; with
+        # several, the module agrees on it at rows (PretrainModule.on_train_batch_end), so that step has one.
+        ending = trainer.should_stop or step == self.last_step or (trainer.world_size == 1 and pl_module.budget_spent())
+        if not sync_step(cfg, step) and not evaluated and not ending:
             return
         self._write_row(trainer, pl_module, step, evaluated)
 
-    def _write_row(self, trainer, pl_module, step: int, evaluated: bool, log: bool = True) -> None:
+    def _step_losses(self, trainer, pl_module) -> dict[str, float]:
+        """The last step's losses, averaged over ranks (each rank's is on its share of the global batch)."""
+        losses = pl_module.step_losses
+        if not losses:
+            return {}
+        values = torch.stack([v.float() for v in losses.values()])
+        if trainer.world_size > 1:
+            values = trainer.strategy.reduce(values, reduce_op="mean")
+        return dict(zip(losses, values.tolist()))
+
+    def _write_row(self, trainer, pl_module, step: int, evaluated: bool) -> None:
         self.guard.check()
-        self._flush_counts()
-        metrics = trainer.callback_metrics
+        losses = self._step_losses(trainer, pl_module)
         elapsed = time.perf_counter() - self._t0
         tps = (self.tokens - self._tokens_at_t0) / elapsed if elapsed > 0 else 0.0
         row = {
             "step": step, "tokens": self.tokens, "loss_tokens": self.loss_tokens,
             "lr": f"{trainer.optimizers[0].param_groups[0]['lr']:.6g}",
-            "train_loss": _fmt(metrics.get("train/loss")), "train_mlm_loss": _fmt(metrics.get("train/mlm_loss")),
-            "train_nsp_loss": _fmt(metrics.get("train/nsp_loss")), "tokens_per_s": f"{tps:.1f}",
+            "train_loss": _fmt(losses.get("loss")), "train_mlm_loss": _fmt(losses.get("mlm_loss")),
+            "train_nsp_loss": _fmt(losses.get("nsp_loss")), "tokens_per_s": f"{tps:.1f}",
             "elapsed_s": f"{pl_module.elapsed():.1f}",
         }
-        self.last_train_loss = float(metrics["train/loss"]) if "train/loss" in metrics else None
+        self.last_train_loss = losses.get("loss")
         if evaluated:
             for k, v in pl_module.last_eval.items():
                 if f"eval_{k}" in CSV_FIELDS:
@@ -179,14 +203,13 @@ class RunLog(L.Callback):
             self._csv.writerow(row)
             self._fh.flush()
         self._last_row_step = step
-        if log:  # (Lightning allows no self.log at fit end)
-            pl_module.log("tok/s", tps, prog_bar=True, on_step=True, on_epoch=False)
+        self.shown = {"loss": losses["loss"], "tok/s": tps} if "loss" in losses else {"tok/s": tps}
 
     def on_fit_end(self, trainer, pl_module):
-        # the budget's stop check (the module's, after this callback's) may end a step this log let pass
-        if pl_module.budget_spent() and trainer.global_step > self._last_row_step:
-            self._write_row(trainer, pl_module, trainer.global_step, evaluated=False, log=False)
-        self._flush_counts()
+        # One process: the budget's stop check (the module's, after this callback's) may end a step this log let
+        # pass. (With several, the budget ends only at a row: PretrainModule.on_train_batch_end.)
+        if trainer.world_size == 1 and pl_module.budget_spent() and trainer.global_step > self._last_row_step:
+            self._write_row(trainer, pl_module, trainer.global_step, evaluated=False)
         if self._fh is not None:
             self._fh.close()
             self._fh = None
@@ -202,15 +225,17 @@ class PeriodicCheckpoint(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         self.signals.defer()  # after Lightning's own handlers are in place (see stop_signals)
+        quiet_lightning_sigterm(trainer, self.signals)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         cfg = self.cfg
-        if (batch_idx + 1) % cfg.grad_accum:
+        if not step_ends(trainer, batch_idx):
             return
         step = trainer.global_step
         signalled = self.signals.received is not None
         if trainer.world_size > 1:  # a signal reaches one rank; every rank must stop at the same step
-            signalled = trainer.strategy.reduce_boolean_decision(signalled, all=False)
+            # agreed at rows only (no collective per step): a signal stops the run at the next row
+            signalled = sync_step(cfg, step) and trainer.strategy.reduce_boolean_decision(signalled, all=False)
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == self.stop_at_step or signalled:
             self.guard.check()  # never a NaN checkpoint: the last good one stays
             with pl_module.clock_paused():  # writing a checkpoint is not training time
@@ -222,6 +247,22 @@ class PeriodicCheckpoint(L.Callback):
             self.signal_step = step
             trainer.should_stop = True
         fault_point("after_step", step)
+
+
+def quiet_lightning_sigterm(trainer, signals) -> None:
+    """Switch off Lightning's per-batch SIGTERM broadcast: with several processes its training loop broadcasts a
+    flag from rank 0 before every batch and reads it back (`_broadcast_sigterm_tensor`: a collective and a host
+    wait per step). It would broadcast nothing: `signals.defer()` has replaced the handler that sets the flag,
+    and PeriodicCheckpoint agrees on a signal at its rows instead. A SIGTERM Lightning's handler caught before
+    that (between the start of `fit` and its first batch) is handed over to `signals`, so it stops the run the
+    same way, at a row with a checkpoint, on every rank."""
+    connector = getattr(trainer, "_signal_connector", None)
+    if connector is not None and connector.received_sigterm:
+        connector.received_sigterm = False
+        signals.received = signals.received or signal.SIGTERM
+    loop = trainer.fit_loop.epoch_loop
+    if hasattr(loop, "_broadcast_sigterm_tensor"):
+        loop._broadcast_sigterm_tensor = lambda: None  # this trainer's loop only
 
 
 class Snapshots(L.Callback):
@@ -267,7 +308,9 @@ class QualityProbe(L.Callback):
             self.probe.record(pl_module.model, 0.0, 0, 0)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+        if not step_ends(trainer, batch_idx):
+            return
+        self.tokens += batch[STEP_TOKENS]  # a host count (training.batches): no read of the device per step
         t = pl_module.training_seconds()
         if self.probe.due(t) or pl_module.budget_spent():
             with pl_module.clock_paused():

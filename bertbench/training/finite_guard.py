@@ -2,9 +2,13 @@
 `model.checkpoint.check_finite_weights`).
 
 The check stays on the device: `FirstBadStep` keeps the first step whose loss or gradient norm was NaN/inf
-in a tensor (no host sync per step) and is read back where a sync happens anyway — before a metrics row,
-before a checkpoint, at an epoch's end — so the error names the exact first step, and nothing written
-after it (a row, a checkpoint, a record) can hold a NaN. Checkpoints before that step stay as they were.
+in a tensor and is read back where a sync happens anyway — before a metrics row, before a checkpoint, at an
+epoch's end — so the error names the exact first step, and nothing written after it (a row, a checkpoint, a
+record) can hold a NaN. Checkpoints before that step stay as they were.
+
+No host wait per step: the step number goes in as a Python scalar (`masked_fill_` passes it to the kernel as
+an argument; a tensor made from it, `torch.as_tensor(step, device=…)`, is a host-to-device copy and a stream
+sync on CUDA), and the gradient norm is the one clipping already computed (`note`), not a second pass.
 """
 from __future__ import annotations
 
@@ -31,13 +35,14 @@ class FirstBadStep:
             self._first = torch.zeros((), dtype=torch.long, device=value.device)
             self._what = torch.zeros((), dtype=torch.long, device=value.device)
         new = (~torch.isfinite(value).all()) & (self._first == 0)
-        self._first = torch.where(new, torch.as_tensor(step, device=value.device), self._first)
-        self._what = torch.where(new, torch.as_tensor(what, device=value.device), self._what)
+        self._first.masked_fill_(new, step)
+        self._what.masked_fill_(new, what)
 
     def note_loss(self, loss: torch.Tensor, step: int) -> None:
         self.note(loss, step, 1)
 
     def note_grads(self, params, step: int) -> None:
+        """The gradients' total norm, computed here: only where no clipping computed it (else `note` that one)."""
         grads = [p.grad for p in params if p.grad is not None]
         if grads:
             self.note(torch.nn.utils.get_total_norm(grads), step, 2)

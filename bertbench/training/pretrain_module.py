@@ -20,9 +20,8 @@ import lightning as L
 import torch
 
 from bertbench.config import OptimConfig
-from bertbench.data import IGNORE_INDEX
 from bertbench.model.bert import BertForPreTraining
-from bertbench.training.batches import STEP_LOSS_TOKENS
+from bertbench.training.batches import LOSS_TOKENS, STEP_LOSS_TOKENS
 from bertbench.training.optim import make_adamw
 
 
@@ -46,8 +45,12 @@ class PretrainModule(L.LightningModule):
         dropout_seed: int = 0,
         static: bool = False,
         compiled_forward=None,
+        sync_every: int = 1,
     ):
-        """fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
+        """sync_every: with several processes, the budget's stop is agreed (a collective) every this many steps
+        only (the run log's rows: RunLog), so between them no step waits for the others.
+
+        fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
         whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
         #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip.
         static, compiled_forward: the step the run's config chose (config.step_choice): the model's forward with
@@ -62,6 +65,7 @@ class PretrainModule(L.LightningModule):
         self.budget_seconds = budget_seconds
         self.eval_fn = eval_fn
         self.eval_every = eval_every
+        self.sync_every = sync_every
         self.elapsed_before = 0.0  # wall seconds of earlier (interrupted) sessions of this run
         self.paused_before = 0.0  # ... of which not training (evaluation, checkpoints)
         self._session_start = time.perf_counter()
@@ -72,6 +76,10 @@ class PretrainModule(L.LightningModule):
         self.phased_batches = None  # PhasedBatches whose later phases begin on the clock (attach_phases)
         self.phase_bounds: list[float] = []
         self._step_losses: dict[str, torch.Tensor] = {}  # accumulating: the step's losses so far
+        # The last step's losses ("loss", and "mlm_loss"/"nsp_loss" with NSP), this rank's, detached and on the
+        # device: read back (and averaged over ranks) by the run log at its rows only, never per step.
+        self.step_losses: dict[str, torch.Tensor] = {}
+        self.grad_norm: Optional[torch.Tensor] = None  # the norm clipping returned this step (the finite guard's)
 
     # -- schedule ---------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -123,32 +131,28 @@ class PretrainModule(L.LightningModule):
             lm_positions=batch.get("lm_positions"),  # the masked LM's labels come in prediction slots
             static=self.static,
         )
-        # Logged as tensors: no host sync per step; the CSV logger reads them every log_every steps. With
-        # several processes, the mean over ranks (each rank's loss is on its own share of the global batch).
+        # Nothing here reads the device or talks to the other ranks: the losses stay on the device for the run
+        # log's rows, and the weights below are host integers the loader counted (training.batches).
         world, accum = self.trainer.world_size, self.trainer.accumulate_grad_batches
-        loss, lm_loss, sync = out.loss, out.lm_loss, world > 1
+        loss, lm_loss = out.loss, out.lm_loss
         if (world > 1 or accum > 1) and lm_loss is not None:
             # DDP averages the ranks' gradients and Lightning divides each micro-batch's loss by `accum`, but
             # each LM loss is a mean over its own micro-batch's loss tokens, and those hold different numbers
             # of them. Weighted by its share of the step's global count, the sum is the mean over the whole
             # global batch: one process's loss and gradient without accumulation. (NSP needs no weight:
             # every micro-batch holds the same number of sequences.)
-            here = (batch["lm_labels"] != IGNORE_INDEX).sum()
-            step_total = batch.get(STEP_LOSS_TOKENS, here)  # this rank's loss tokens in the whole step
-            everywhere = self.trainer.strategy.reduce(step_total.clone(), reduce_op="sum") if sync else step_total
-            lm_loss = lm_loss * (here * world * accum / everywhere.clamp_min(1))
+            lm_loss = lm_loss * (batch[LOSS_TOKENS] * world * accum / max(1, batch[STEP_LOSS_TOKENS]))
             loss = lm_loss if out.nsp_loss is None else lm_loss + out.nsp_loss
-        logged = {"train/loss": loss}
+        losses = {"loss": loss.detach()}
         if out.nsp_loss is not None:
-            logged.update({"train/mlm_loss": lm_loss, "train/nsp_loss": out.nsp_loss})
-        if accum > 1:  # the step's loss: the micro-batches' weighted losses averaged, logged at its last
+            losses.update({"mlm_loss": lm_loss.detach(), "nsp_loss": out.nsp_loss.detach()})
+        if accum > 1:  # the step's loss: the micro-batches' weighted losses averaged, kept at its last
             micro = batch_idx % accum
-            self._step_losses = {k: v.detach() / accum + (self._step_losses[k] if micro else 0) for k, v in logged.items()}
+            self._step_losses = {k: v / accum + (self._step_losses[k] if micro else 0) for k, v in losses.items()}
             if micro < accum - 1:
                 return loss
-            logged = self._step_losses
-        for name, value in logged.items():
-            self.log(name, value, prog_bar=name == "train/loss", on_step=True, on_epoch=False, sync_dist=sync)
+            losses = self._step_losses
+        self.step_losses = losses
         return loss
 
     def on_train_batch_start(self, batch, batch_idx) -> None:
@@ -164,8 +168,13 @@ class PretrainModule(L.LightningModule):
             self.lr_trace.append((self.trainer.global_step + 1, round(self.training_seconds(), 4), lr))
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        if self.fused_optimizer and self.optim_cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
+        if self.clips_gradients:
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
+
+    @property
+    def clips_gradients(self) -> bool:
+        """Whether this module clips (and so computes the gradient norm the finite guard notes)."""
+        return bool(self.fused_optimizer and self.optim_cfg.grad_clip)
 
     def on_train_start(self) -> None:
         self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports
@@ -188,9 +197,16 @@ class PretrainModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.last_step_end = self.training_seconds()
         self._maybe_begin_phase()
+        if (batch_idx + 1) % self.trainer.accumulate_grad_batches:
+            return  # a step ends at its last micro-batch
         spent = self.budget_spent()
-        if self.trainer.world_size > 1:  # ranks' clocks differ by a little: all stop at the same step, or none
-            spent = self.trainer.strategy.reduce_boolean_decision(spent, all=False)
+        if self.trainer.world_size > 1:
+            # Ranks' clocks differ by a little: all stop at the same step, or none. Agreed at the run log's
+            # rows only (a collective every step would make every step wait for the slowest rank's host): a
+            # budget ends at the first row at or after it is spent, the steps since at lr 0 (the schedule's
+            # end), so they change no weight.
+            step = self.trainer.global_step
+            spent = step % self.sync_every == 0 and self.trainer.strategy.reduce_boolean_decision(spent, all=False)
         if spent:
             self.trainer.should_stop = True
 

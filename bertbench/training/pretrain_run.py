@@ -259,7 +259,7 @@ def snapshot_steps(cfg: PretrainConfig) -> list[int]:
 # machine; the tokenizer likewise. The device and node counts are left out: batch_size is the global batch, and
 # global row r of step k is the same instance with the same mask whoever collates it (training.batches), so batch 8
 # on 1, 2 or 4 processes is one procedure (tests/test_pretrain_ddp.py, tests/test_batches.py).
-_NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator", "strategy", "num_nodes",
+_NOT_PROCEDURE = ("seed", "eval_batches", "snapshots", "devices", "accelerator", "strategy", "ddp", "num_nodes",
                   "precision", "model", "model_size", "tokenizer_vocab_size")
 
 
@@ -542,6 +542,7 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
         static=step.choice.static, compiled_forward=step.forward,
+        sync_every=cfg.log_every,
     )
     module.step_taken = step
     return model, module, eval_fn, fused
@@ -616,12 +617,11 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     if progress_bar:
         from bertbench.training.progress_lines import StepProgressBar
 
-        callbacks.append(StepProgressBar(leave=True))
+        callbacks.append(StepProgressBar(leave=True, run_log=run_log))
     elif every is not None:
         from bertbench.training.progress_lines import ProgressLines
 
-        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps,
-                                       say))
+        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps, say, run_log))
     return callbacks, progress_bar
 
 
@@ -633,7 +633,7 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
     max_steps = cfg.max_steps
     try:
         return L.Trainer(
-            accelerator=cfg.accelerator, devices=devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+            accelerator=cfg.accelerator, devices=devices, strategy=_strategy(cfg), num_nodes=cfg.num_nodes,
             precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None,
             accumulate_grad_batches=cfg.grad_accum,
             gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
@@ -645,6 +645,20 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
         detail = " ".join(str(err).split())[:300]
         raise BertbenchError(f"--accelerator {cfg.accelerator} --devices {cfg.devices} --strategy {cfg.strategy}: "
                              f"Lightning cannot run this ({detail})") from None
+
+
+def _strategy(cfg: PretrainConfig):
+    """cfg.strategy for Lightning; "ddp" as a DDPStrategy with the recipe's bucket settings and comm hook
+    (cfg.ddp: DdpConfig)."""
+    if cfg.strategy != "ddp":
+        return cfg.strategy
+    from lightning.pytorch.strategies import DDPStrategy
+
+    hook = None
+    if cfg.ddp.comm_hook == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook as hook
+    return DDPStrategy(ddp_comm_hook=hook, bucket_cap_mb=cfg.ddp.bucket_cap_mb,
+                       gradient_as_bucket_view=cfg.ddp.gradient_as_bucket_view)
 
 
 def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, start_step: int, device_type: str):

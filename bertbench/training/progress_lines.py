@@ -11,10 +11,11 @@ from bertbench.runtime.progress import Ticker, progress_line
 
 class ProgressLines(L.Callback):
     """Every `every` seconds, on rank 0: step/total, share of the schedule done (steps, or seconds of a
-    wall-clock budget), tokens/s as the run log last measured it, and the time left."""
+    wall-clock budget), tokens/s as the run log last measured it (`run_log.shown`, host numbers: a progress
+    line never reads the device), and the time left."""
 
-    def __init__(self, every: float, total_steps: Optional[int], echo: Callable[[str], None]):
-        self.every, self.total_steps, self.echo = every, total_steps, echo
+    def __init__(self, every: float, total_steps: Optional[int], echo: Callable[[str], None], run_log=None):
+        self.every, self.total_steps, self.echo, self.run_log = every, total_steps, echo, run_log
         self.ticker: Optional[Ticker] = None
 
     def on_train_start(self, trainer, pl_module):
@@ -24,7 +25,7 @@ class ProgressLines(L.Callback):
         if not trainer.is_global_zero or self.ticker is None or not self.ticker.due():
             return
         step = trainer.global_step
-        tps = trainer.progress_bar_metrics.get("tok/s")  # the run log's, every log_every steps
+        tps = self.run_log.shown.get("tok/s") if self.run_log is not None else None  # the last row's
         rate = f"{float(tps):,.0f} tok/s" if tps is not None else None
         line = progress_line(step, self.total_steps, pl_module.progress(step), pl_module.training_seconds(), rate)
         self.echo(f"pretrain {line}")
@@ -32,7 +33,19 @@ class ProgressLines(L.Callback):
 
 class StepProgressBar(RichProgressBar):
     """The bar on a terminal. Lightning's says 'Epoch 0/-2' for a run counted in steps or minutes (max_epochs is
-    -1, which it prints minus one); ours says what runs, and the counter beside it counts the steps."""
+    -1, which it prints minus one); ours says what runs, and the counter beside it counts the steps.
+
+    Its numbers are the run log's last row (`run_log.shown`): Lightning's bar reads every logged metric back
+    from the device (`.item()`) at every batch, which makes the host wait for each step to finish."""
+
+    def __init__(self, *args, run_log=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.run_log = run_log
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        if self.run_log is None:
+            return super().get_metrics(trainer, pl_module)
+        return dict(self.run_log.shown)
 
     def _get_train_description(self, current_epoch: int) -> str:
         return "pretrain"

@@ -1,0 +1,105 @@
+"""`python tests/ddp_collectives.py pretrain …`: `bertbench pretrain` with its static step run eagerly and, with
+$BERTBENCH_COLLECTIVES set, every blocking collective of torch.distributed counted per training step
+(tests/test_pretrain_ddp.py).
+
+The static step: `--compile on` chooses it, and here torch.compile returns the function it is given, so the
+step runs eagerly (inductor would build C++ in each process, half a minute; torch's own switch,
+TORCH_COMPILE_DISABLE, refuses a fullgraph compile instead).
+
+Each process (Lightning starts the other ranks by running this script again) wraps torch.distributed's
+collectives in Python, notes which optimiser step each call came in (a callback marks the start of each
+micro-batch; calls before the first batch are step 0) and writes $BERTBENCH_COLLECTIVES/rank-R.json at exit:
+{step: [names]}. DDP's gradient buckets are all-reduced by its reducer in C++, which does not call these
+functions, so they are not counted (a comm hook written in Python, such as the bf16 one, would be).
+A call made inside another counted one (all_gather_object's all_gather) counts once, as the outer one.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch.distributed as dist
+from torch.distributed import distributed_c10d
+
+COLLECTIVES = (
+    "all_reduce", "all_reduce_coalesced", "broadcast", "_broadcast_coalesced", "all_gather", "all_gather_into_tensor",
+    "all_gather_object", "broadcast_object_list", "barrier", "monitored_barrier", "reduce", "gather", "gather_object",
+    "scatter", "scatter_object_list", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
+    "send", "recv", "batch_isend_irecv",
+)
+
+state = {"step": 0, "depth": 0, "rank": int(os.environ.get("LOCAL_RANK", "0"))}
+seen: dict[int, list[str]] = defaultdict(list)
+
+
+def counted(name: str, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if state["depth"] == 0:
+            seen[state["step"]].append(name)
+        state["depth"] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            state["depth"] -= 1
+
+    return call
+
+
+def install() -> None:
+    for name in COLLECTIVES:
+        fn = getattr(distributed_c10d, name, None) or getattr(dist, name, None)
+        if fn is None:
+            continue
+        wrapped = counted(name, fn)
+        for module in (dist, distributed_c10d):  # callers look them up on either
+            if hasattr(module, name):
+                setattr(module, name, wrapped)
+
+
+def mark_steps() -> None:
+    """Add a first callback to the run's own that marks each micro-batch's optimiser step."""
+    import lightning as L
+
+    from bertbench.training import pretrain_run
+
+    class StepMark(L.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            state["step"], state["rank"] = trainer.global_step + 1, trainer.global_rank
+
+    own = pretrain_run._all_callbacks
+
+    def with_mark(*args, **kwargs):
+        callbacks, bar = own(*args, **kwargs)
+        return [StepMark(), *callbacks], bar
+
+    pretrain_run._all_callbacks = with_mark
+
+
+def write() -> None:
+    folder = Path(os.environ["BERTBENCH_COLLECTIVES"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"rank-{state['rank']}.json").write_text(json.dumps({str(k): v for k, v in sorted(seen.items())}))
+
+
+def eager_compile() -> None:
+    import torch
+
+    torch.compile = lambda fn, *args, **kwargs: fn
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    eager_compile()
+    if os.environ.get("BERTBENCH_COLLECTIVES"):
+        install()
+        mark_steps()
+        atexit.register(write)
+    from bertbench.cli import main
+
+    sys.exit(main())
