@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,27 +81,29 @@ def gpu_check_explicit() -> str:
 
 
 def test_a_kill_after_the_first_side_leaves_its_line_whole(tmp_path):
-    """SIGKILL as soon as the first side's line is in the file (a device call's time limit, say): the line is
-    there, complete, and parses; the render reads the killed run's record."""
+    """SIGKILL the moment the second side starts (a device call's time limit, say): the first side's line is
+    already in the file, complete, and parses; the render reads the killed run's record."""
     out = tmp_path / "gpu-perf.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "bertbench", "bench", "gpu", "--dry-run", "--out", str(out)],
-                            env=bare_machine_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env=bare_machine_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, proc.kill)
+    watchdog.start()
+    seen = []
     try:
-        deadline = time.monotonic() + 300
-        while not (out.is_file() and out.read_bytes().count(b"\n") >= 1):
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
+        for line in proc.stderr:  # line-buffered: each side's start is said before it runs
+            seen.append(line)
+            if line.startswith(f"bench gpu: {SIDES[1]} ("):
+                proc.send_signal(signal.SIGKILL)
+                break
     finally:
+        watchdog.cancel()
         proc.kill()
         proc.wait()
         proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode == -signal.SIGKILL and seen[-1].startswith(f"bench gpu: {SIDES[1]} ("), "".join(seen)[-3000:]
     text = out.read_text()
-    lines = text.splitlines()
-    assert text.endswith("\n") and 1 <= len(lines) < len(SIDES)  # killed before the end, no half-written line
-    first = json.loads(lines[0])
+    assert text.endswith("\n") and len(text.splitlines()) == 1  # the first side's line, whole; nothing after it
+    first = json.loads(text)
     assert first["side"] == SIDES[0] and first["status"] == "ok" and MEASURED <= set(first)
     r = CliRunner().invoke(app, ["bench", "gpu", "--render", str(out)])
     assert r.exit_code == 0 and f"| {SIDES[0]} |" in r.output
@@ -123,10 +126,9 @@ def test_a_side_without_time_is_skipped_and_one_over_its_budget_says_so(tmp_path
         raise RuntimeError("a failure of its own")
 
     monkeypatch.setattr(gpu_sides, "run_side", slow)
-    monkeypatch.setattr(gpu_sides, "sides", lambda shape: [
+    monkeypatch.setattr(gpu_check, "sides", lambda shape: [
         gpu_sides.SideSpec(SIDES[0], "transformers", "bare", False, 2, 0.3, 0.1),
         gpu_sides.SideSpec(SIDES[1], "bertbench", "bare", False, 2, 5, 0.1)])
-    monkeypatch.setattr(gpu_check, "sides", gpu_sides.sides)
     t0 = time.perf_counter()
     first, second = gpu_check.run(tmp_path / "over.jsonl", dry_run=True, say=lambda _: None)
     assert time.perf_counter() - t0 < 10
@@ -134,6 +136,19 @@ def test_a_side_without_time_is_skipped_and_one_over_its_budget_says_so(tmp_path
     assert second["status"] == "failed" and second["error"] == "RuntimeError: a failure of its own"
     with pytest.raises(BertbenchError, match="already holds a run"):
         gpu_check.run(out, dry_run=True, say=lambda _: None)
+
+
+def test_a_side_keeps_the_least_time_of_every_later_required_side():
+    from bertbench.benchmarks.gpu_sides import SideSpec
+
+    plan = [SideSpec("a", "bertbench", "bare", False, 2, 100, 1), SideSpec("b", "bertbench", "bare", False, 2, 5, 2),
+            SideSpec("c", "transformers", "bare", True, 2, 50, 30, optional=True),
+            SideSpec("d", "bertbench", "bare", False, 2, 5, 3)]
+    assert gpu_check.side_budget(plan, 0, 20) == 15  # b and d keep 2 + 3; the optional c nothing
+    assert gpu_check.side_budget(plan, 1, 10) == 5  # its own budget
+    assert gpu_check.side_budget(plan, 2, 40) == 37 >= plan[2].min_s  # d's 3 kept back: c runs
+    assert gpu_check.side_budget(plan, 2, 32) == 29 < plan[2].min_s  # too little for c: skipped, d keeps its time
+    assert gpu_check.side_budget(plan, 3, 2) == 2 < plan[3].min_s
 
 
 def test_a_record_is_read_line_by_line_and_a_cut_off_last_line_is_left_out(tmp_path):

@@ -170,6 +170,12 @@ def measure_side(spec: SideSpec, inputs, env: dict[str, Any], budget: float) -> 
     return side_record(spec, env, measured, flops(spec, inputs), status, time.perf_counter() - t0, budget, error)
 
 
+def side_budget(plan: list[SideSpec], k: int, left: float) -> float:
+    """Side k's seconds with `left` seconds of the call left: its own budget, less the least time of every later
+    required side (an optional one keeps nothing back). Below the side's own least time, it is skipped."""
+    return min(plan[k].budget_s, left - sum(s.min_s for s in plan[k + 1:] if not s.optional))
+
+
 def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS, steps: Optional[int] = None,
         warmup: Optional[int] = None, say: Callable[[str], None] = print, command: str = "") -> list[dict[str, Any]]:
     """Every side in order, each line appended to `out` as soon as it is measured; returns the lines."""
@@ -192,7 +198,7 @@ def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS
     plan, records = sides(shape), []
     for k, spec in enumerate(plan):
         left = budget_seconds - (time.perf_counter() - t_start)
-        budget = min(spec.budget_s, left - sum(s.min_s for s in plan[k + 1:] if not s.optional))
+        budget = side_budget(plan, k, left)
         if budget < spec.min_s:
             record = side_record(spec, env, None, (0.0, 0.0), "skipped", 0.0, max(0.0, budget),
                                  f"{left:.0f} s left of {budget_seconds:.0f}, the later sides' reserve included")
