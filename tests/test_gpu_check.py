@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from bertbench.benchmarks import gpu_check
@@ -136,6 +137,9 @@ def test_a_side_without_time_is_skipped_and_one_over_its_budget_says_so(tmp_path
     assert second["status"] == "failed" and second["error"] == "RuntimeError: a failure of its own"
     with pytest.raises(BertbenchError, match="already holds a run"):
         gpu_check.run(out, dry_run=True, say=lambda _: None)
+    if not torch.cuda.is_available():
+        with pytest.raises(BertbenchError, match="bench gpu: no CUDA GPU is available here .*--dry-run runs"):
+            gpu_check.run(tmp_path / "gpu.jsonl", say=lambda _: None)
 
 
 def test_a_side_keeps_the_least_time_of_every_later_required_side():

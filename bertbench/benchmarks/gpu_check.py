@@ -189,7 +189,12 @@ def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS
         raise BertbenchError(f"--steps {shape.steps} / --warmup {shape.warmup}: expected at least 1 of each")
     if out.exists() and out.stat().st_size:
         raise BertbenchError(f"{out}: already holds a run; give a new file (each run is its own record)")
-    device_type = "cpu" if dry_run else common.device_type("cuda")
+    import torch
+
+    if not dry_run and not torch.cuda.is_available():
+        raise BertbenchError("bench gpu: no CUDA GPU is available here (a CPU build of torch, or no driver); "
+                             "--dry-run runs the same code on the CPU")
+    device_type = "cuda" if not dry_run else "cpu"
     if dry_run:  # it checks the code, not the speed: one thread, so OpenMP's spinning threads don't fight a busy CPU
         common.set_threads(1)
     out.parent.mkdir(parents=True, exist_ok=True)

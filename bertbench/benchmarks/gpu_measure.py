@@ -6,9 +6,10 @@ callback hooks call it), so every side is timed the same way.
   start of the step after the last, so a loop's own work between steps (Lightning's batch fetch and transfer,
   its hooks) is inside it. On CUDA a mark is a recorded `torch.cuda.Event` (no host wait inside the window: the
   events are read once, after it); on CPU `time.perf_counter`.
-- **Host syncs.** On CUDA, `torch.cuda.set_sync_debug_mode("warn")` over the window: every operation that makes the
+- **Host syncs.** On CUDA, `torch.cuda.set_sync_debug_mode("warn")` over the window: an operation that makes the
   host wait for the GPU (`.item()`, `nonzero`, a device tensor made from a host scalar by a blocking copy, …)
-  warns, and the warnings are counted per step (autograd's worker threads hand theirs back to the caller). On CPU
+  warns, and the warnings are counted per step (autograd's worker threads hand theirs back to the caller; PyTorch
+  instruments most such operations, not torch.distributed's, which one device does not run). On CPU
   nothing waits on a device; a `TorchDispatchMode` counts the ops that would (`_local_scalar_dense`, `nonzero`,
   boolean indexing, …), except under torch.compile, which refuses a dispatch mode (the count is then None).
 - **Attention.** One step after the window under `torch.profiler`: the SDPA backend the forward ran is the fused
