@@ -105,6 +105,19 @@ def predicted_share(seq_len: int) -> float:
     return max(1, round(PAPER_MASK_RATIO * seq_len)) / seq_len
 
 
+def side_flops(cfg: ModelConfig, seq_len: int, impl: str) -> tuple[float, float]:
+    """(the FLOPs per token a side executes, the full model's): ours projects the padded vocabulary and runs the
+    last layer at the masked positions (+ [CLS]) only; transformers executes the full model, every position
+    projected onto the real vocabulary, which is also the count every side's model-FLOPs MFU uses."""
+    from bertbench.model.bert import flops_per_token
+
+    full = flops_per_token(cfg, seq_len, vocab_padding=False)
+    if impl != "bertbench":
+        return full, full
+    share = predicted_share(seq_len)
+    return flops_per_token(cfg, seq_len, share, share + 1 / seq_len), full
+
+
 def hf_config(cfg: ModelConfig):
     from transformers import BertConfig
 
@@ -136,22 +149,23 @@ def hf_adamw(model, lr: float, weight_decay: float = 0.01, fused: bool = True):
 
 
 def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[dict], bf16: bool, clip: float = 1.0,
-               device_type: str = "cpu"):
-    """A closure running one full training step on batch i; returns the detached loss. On a GPU it waits for
-    the step's kernels before returning, so the caller's clock times the work, not its launch."""
+               device_type: str = "cpu", wait: bool = True):
+    """A closure running one full training step on batch i % len(batches); returns the detached loss. On a GPU
+    it waits for the step's kernels before returning (unless `wait` is False: a caller timing many steps between
+    two CUDA events), so a host clock around it times the work, not its launch."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step(i: int):
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
-            loss = forward(model, batches[i])
+            loss = forward(model, batches[i % len(batches)])
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if device_type == "cuda":
+        if wait and device_type == "cuda":
             torch.cuda.synchronize()
         return loss.detach()
 
@@ -162,6 +176,17 @@ def ours_forward(model, b: dict, static: bool = False):
     """The pre-training forward training runs (BertForPreTraining.forward, or compile_step's), on the slots."""
     return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_slot_labels"], b["nsp_labels"],
                  lm_positions=b["lm_positions"], static=static).loss
+
+
+def static_batch(b: dict) -> dict:
+    """A synthetic batch as the static step's collator hands it to the model and to `PretrainModule` (labels in
+    fixed slots): the one place that says how the benchmarks call the model's static step."""
+    return {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"],
+            "lm_labels": b["lm_slot_labels"], "nsp_labels": b["nsp_labels"], "lm_positions": b["lm_positions"]}
+
+
+def ours_static_forward(model, b: dict):
+    return ours_forward(model, b, static=True)
 
 
 class FirstCallTimer:
@@ -224,7 +249,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     return sides
 
 
-def side_report(side: common.Side, flops_per_token: float, peak: dict[str, float], model_flops_per_token: float) -> dict[str, Any]:
+def side_report(side: common.Side, flops_per_token: float, model_flops_per_token: float, peak: dict[str, float]) -> dict[str, Any]:
     """model_flops_per_token: the full model's (every position projected, the real vocabulary): the same for
     every side, so its MFU column compares speeds; mfu_* at the side's own FLOPs say how busy the device was."""
     tps = common.median(side.rates)
@@ -265,7 +290,6 @@ def run(
     compile: bool = False,
 ) -> dict[str, Any]:
     from bertbench.errors import BertbenchError
-    from bertbench.model.bert import flops_per_token
 
     device_type = common.device_type(accelerator)
     default = common.parse_precision(precision, device_type)
@@ -286,13 +310,7 @@ def run(
 
     share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
-    full = flops_per_token(cfg, seq_len, vocab_padding=False)  # every position, the real vocabulary: transformers'
-    reports = {
-        # ours: the vocabulary projection and the last layer's outputs at the masked positions (+ [CLS]) only
-        s.name: side_report(s, flops_per_token(cfg, seq_len, share, share + 1 / seq_len) if s.impl == "bertbench"
-                            else full, peak, full)
-        for s in sides
-    }
+    reports = {s.name: side_report(s, *side_flops(cfg, seq_len, s.impl), peak) for s in sides}
     ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
     collate_ms = 1000 * collate_seconds(cfg, batch_size, seq_len)
     comparisons = {

@@ -495,6 +495,41 @@ def _allocator_markdown(result: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def gpu(
+    out: Annotated[Optional[Path], typer.Option("--out", help="The JSONL file each side's line is appended to as soon "
+                                                "as it is measured (a new file).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="On the CPU, the same code at a tiny shape (seconds).")] = False,
+    budget_seconds: Annotated[float, typer.Option("--budget-seconds", help="The whole call's time; a side starts only if "
+                                                  "what is left keeps every later side's least time.")] = 480,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Timed steps per side (default 30; the dry run 3).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Untimed steps first (default 3; the dry run 1).")] = None,
+    render: Annotated[Optional[Path], typer.Option("--render", help="Measure nothing: print (and --embed) the table of "
+                                                   "a saved JSONL record.")] = None,
+    embed: Annotated[Optional[Path], typer.Option("--embed", help="With --render: write the table into this file between "
+                                                  "'<!-- bertbench bench: begin gpu-check -->' and its end marker.")] = None,
+) -> None:
+    """The GPU check's performance call: BERT-Base × 128 at batch 256 (and 64), transformers and ours (eager, compiled,
+    through the Lightning loop), one process, each side's line written as soon as it is measured."""
+    from bertbench.benchmarks import gpu_check
+    from bertbench.errors import BertbenchError
+
+    if render is not None:
+        text = gpu_check.markdown(gpu_check.read_lines(render), render.as_posix())
+        typer.echo(text)
+        if embed is not None:
+            _embed_block(embed, gpu_check.BLOCK, text)
+        return
+    if out is None:
+        raise BertbenchError("bench gpu: give --out FILE.jsonl (or --render FILE.jsonl)")
+    command = "bertbench bench gpu" + (" --dry-run" if dry_run else "")
+    records = gpu_check.run(out, dry_run, budget_seconds, steps, warmup, command=command,
+                            say=lambda line: typer.echo(line, err=True))
+    typer.echo(gpu_check.markdown(records, out.as_posix()))
+    failed = [r["side"] for r in records if r["status"] in ("failed", "over budget")]
+    if failed:
+        raise BertbenchError(f"bench gpu: {len(failed)} side(s) did not finish ({', '.join(failed)}); {out} says why")
+
+
 def _embed_block(target: Path, name: str, body: str) -> None:
     from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text, replace_marked_block
@@ -507,4 +542,4 @@ def _embed_block(target: Path, name: str, body: str) -> None:
 
 
 COMMANDS = {"pretrain": pretrain, "finetune": finetune, "data": data, "quality": quality, "ablations": ablations,
-            "finetune-ablations": finetune_ablations, "allocator": allocator}
+            "finetune-ablations": finetune_ablations, "allocator": allocator, "gpu": gpu}
