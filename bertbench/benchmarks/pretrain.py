@@ -181,8 +181,12 @@ def ours_forward(model, b: dict, static: bool = False):
 def static_batch(b: dict) -> dict:
     """A synthetic batch as the static step's collator hands it to the model and to `PretrainModule` (labels in
     fixed slots): the one place that says how the benchmarks call the model's static step."""
-    return {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"],
-            "lm_labels": b["lm_slot_labels"], "nsp_labels": b["nsp_labels"], "lm_positions": b["lm_positions"]}
+    from bertbench.training.batches import LOSS_TOKENS, STEP_LOSS_TOKENS, STEP_TOKENS, loss_tokens, real_tokens
+
+    out = {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"],
+           "lm_labels": b["lm_slot_labels"], "nsp_labels": b["nsp_labels"], "lm_positions": b["lm_positions"]}
+    # the host-integer counts the training loader carries (one process, no accumulation: the step is this batch)
+    return {**out, LOSS_TOKENS: loss_tokens(out), STEP_TOKENS: real_tokens(out), STEP_LOSS_TOKENS: loss_tokens(out)}
 
 
 def ours_static_forward(model, b: dict):
