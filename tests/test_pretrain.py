@@ -62,6 +62,9 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
     for key in ("data_fingerprint", "code_version", "hardware", "wall_seconds", "final_train_loss", "precision",
                 "procedure_fingerprint"):
         assert summary[key] is not None, key
+    step = summary["step"]  # the step taken on CPU, and why: a 10-step run cannot pay back any compile
+    assert step["shapes"] == "dynamic" and not step["compiled"] and not step["static"] and step["reason"]
+    assert step["measured"]["eager_step_seconds"] > 0 and json.loads((out / "step.json").read_text())["setting"] == "auto"
     held = summary["heldout"]
     if objective == "clm":
         assert held["clm_loss"] > 0 and summary["loss_tokens"] > 0.8 * summary["tokens_seen"]  # every position
