@@ -59,3 +59,23 @@ def test_imports_run_downward_only():
               if p.parent.name != "commands" and p.name != "cli.py"
               and re.search(r"^\s*(from|import) bertbench\.commands", p.read_text(encoding="utf-8"), re.M)]
     assert upward == []
+
+
+def test_an_error_is_said_once_by_rank_zero_only(tmp_path, monkeypatch):
+    """Every rank of a DDP run meets the same error: rank 0 prints the `error:` line, the others exit silently
+    with the same code (each launcher's rank variable counts: Lightning's, torchrun's, srun's)."""
+    from bertbench.runtime.run_dir import RANK_VARIABLES
+
+    args = ["tasks", "ls", "--tasks-dir", str(tmp_path / "nowhere")]
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and r.output == f"error: --tasks-dir {tmp_path / 'nowhere'}: no such folder\n"
+    monkeypatch.setenv("LOCAL_RANK", "0")  # rank 0 of a launched run: still the one that speaks
+    assert runner.invoke(app, args).output.startswith("error:")
+    for name in RANK_VARIABLES:
+        monkeypatch.setenv(name, "1")
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and r.output == "", name
+        monkeypatch.setenv(name, "0")
+
