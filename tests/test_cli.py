@@ -79,3 +79,25 @@ def test_an_error_is_said_once_by_rank_zero_only(tmp_path, monkeypatch):
         assert r.exit_code == 2 and r.output == "", name
         monkeypatch.setenv(name, "0")
 
+
+def test_a_script_beside_a_clone_folder_named_bertbench_imports_the_package(tmp_path):
+    """`import bertbench` from a script saved beside the clone: the clone folder comes first on sys.path. It
+    was an empty namespace package (the README's `bertbench.load_checkpoint` an AttributeError); the root
+    __init__.py hands over to the installed package, or (no site-packages: -S) to the one inside the clone."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "bertbench").symlink_to(root, target_is_directory=True)
+    (tmp_path / "script.py").write_text(
+        "import bertbench, bertbench.config\n"
+        "assert 'load_checkpoint' in bertbench.__all__ and bertbench.__version__\n"
+        "print(bertbench.__file__, bertbench.config.__file__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for flags in ([], ["-S"]):
+        r = subprocess.run([sys.executable, *flags, "script.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        package, config = map(Path, r.stdout.split())
+        assert package.name == "__init__.py" and package.parent.name == "bertbench" and config.parent == package.parent
+        if flags:
+            assert package == root / "bertbench" / "__init__.py"
