@@ -108,6 +108,9 @@ class FinetuneRequest(FinetuneSettings):
     data_dir: Optional[Path] = setting(
         None, "Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")
     tasks_dir: Optional[str] = setting(None, TASKS_DIR_HELP)
+    append: bool = setting(
+        False, "Add to an --out folder that holds another model's records (refused without it: a folder is one "
+        "model's, so a study's claims never mix two models).")
     tokenizer: Optional[str] = setting(
         None, "vocab.txt or tokenizer folder (for random:<size>; default: the bert-base-uncased vocab).")
     precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
