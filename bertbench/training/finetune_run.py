@@ -258,7 +258,6 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.runtime.provenance import resolve_precision
     from bertbench.runtime.run_dir import prepare_run_dir
     from bertbench.tasks import resolve_task_names, task_registry
-    from bertbench.training.selection import select_lr
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
     if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
@@ -273,7 +272,21 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     out = Path(req.out)
     if not req.append:
         _check_one_model(out, source)
+    made_out = not out.exists()
     prepare_run_dir(out)  # a file, an unwritable folder: said now, not after the training
+    try:
+        return _run_tasks(req, names, tasks, source, data_dir, device, precision, out, echo)
+    except BaseException:
+        if made_out and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a run that wrote nothing leaves no empty folder behind (records are written whole)
+        raise
+
+
+def _run_tasks(req: FinetuneRequest, names: list[str], tasks: dict, source: ModelSource, data_dir: Path, device,
+               precision: str, out: Path, echo: Callable[[str], None]) -> list[Path]:
+    """Each asked-for task in turn: its lr grid and seeds trained, the selection made, the records written."""
+    from bertbench.training.selection import select_lr
+
     written: list[Path] = []
     ran = 0
     for name in names:
