@@ -141,6 +141,7 @@ class FinetuneInfo(TypedDict, total=False):
     approach: str  # "fine-tuning" | "feature-based"
     grid: str  # "none" | "heldout" | "paper"
     steps: int  # optimiser steps of the model the record scores
+    epochs_trained: float  # those steps in epochs: below `epochs` where --max-steps cut the run short
     warmup_fraction: float
     weight_decay: float
     batching: str  # "length-grouped" | "random"
