@@ -67,14 +67,18 @@ _option_names_never_cut()
 
 
 def user_errors(fn):
-    """Turn a `BertbenchError` into one red line on stderr and exit code 2 — never a traceback."""
+    """Turn a `BertbenchError` into one red line on stderr and exit code 2 — never a traceback. In a
+    multi-process (DDP) run every rank meets the same error: the first process says it, the others only exit
+    with the same code (a rank is known from the launchers' environment, `run_dir.is_spawned_rank`)."""
+    from bertbench.runtime.run_dir import is_spawned_rank
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except BertbenchError as err:
-            typer.secho(f"error: {err}", fg="red", err=True)
+            if not is_spawned_rank():
+                typer.secho(f"error: {err}", fg="red", err=True)
             raise typer.Exit(code=err.exit_code) from None
         except KeyboardInterrupt:
             typer.secho("interrupted (checkpoints written so far are intact; rerun with --resume auto)", err=True)

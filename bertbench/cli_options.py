@@ -16,6 +16,10 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from bertbench.errors import BertbenchError
+from bertbench.paths import TASKS_DIR_HELP
+
+# `--tasks-dir` on every command that reads tasks (`finetune` has it from FinetuneRequest's field, same help).
+TasksDirOption = Annotated[Optional[str], typer.Option("--tasks-dir", help=TASKS_DIR_HELP)]
 
 
 def _list_item(tp: Any) -> Optional[type]:

@@ -201,7 +201,8 @@ def _field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
+def coerce_value(value: Any, tp: Any, where: str) -> Any:
+    """`value` as type `tp` (nested dataclasses built by `from_dict`); else one error "{where}: expected …"."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if tp is Any:
@@ -210,7 +211,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         non_none = [a for a in args if a is not type(None)]
-        return _coerce(value, non_none[0], where) if len(non_none) == 1 else value
+        return coerce_value(value, non_none[0], where) if len(non_none) == 1 else value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise BertbenchError(f"{where}: expected a mapping, got {value!r}")
@@ -219,8 +220,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise BertbenchError(f"{where}: expected a list, got {value!r}")
         inner = args[0] if args else Any
-        return type(value)(_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)) if origin is list else tuple(
-            _coerce(v, args[min(i, len(args) - 1)] if args and args[-1] is not Ellipsis else args[0], f"{where}[{i}]")
+        return type(value)(coerce_value(v, inner, f"{where}[{i}]") for i, v in enumerate(value)) if origin is list else tuple(
+            coerce_value(v, args[min(i, len(args) - 1)] if args and args[-1] is not Ellipsis else args[0], f"{where}[{i}]")
             for i, v in enumerate(value)
         )
     if origin is dict:
@@ -256,7 +257,7 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
         msgs = [unknown_key(k, names) for k in unknown]
         raise BertbenchError(f"{where}: " + "; ".join(msgs) + f". Known keys: {', '.join(sorted(names))}")
     hints = _field_types(cls)
-    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
+    kwargs = {k: coerce_value(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)
     except TypeError as err:  # a required field missing
@@ -311,6 +312,18 @@ def _yaml_loader():
     return Loader
 
 
+def yaml_error_line(path: Path, err: Exception) -> str:
+    """A YAML syntax error as one line with its position ("file:7:3: not valid YAML: expected <block end>, but
+    found '-' (while parsing a block mapping)"), not PyYAML's several-line dump with the text quoted."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(err, "problem", None)
+    if problem is None:
+        return f"{at}: not valid YAML: {' '.join(str(err).split())}"
+    context = getattr(err, "context", None)
+    return f"{at}: not valid YAML: {problem}" + (f" ({context})" if context else "")
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -320,7 +333,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
+        raise BertbenchError(yaml_error_line(path, err)) from None
     except UnicodeDecodeError:
         raise BertbenchError(f"{path}: not UTF-8 text") from None
     if data is None:  # an empty file: defaults everywhere is never what was meant

@@ -3,17 +3,41 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
+
+from bertbench.errors import BertbenchError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = PROJECT_ROOT / "tasks"  # the shipped tasks
-TASKS_DIR_VARIABLE = "BERTBENCH_TASKS_DIR"  # `finetune --tasks-dir` and `run --tasks-dir` set it for their stages
+TASKS_DIR_VARIABLE = "BERTBENCH_TASKS_DIR"  # `run --tasks-dir` adds to it for its stages (each its own process)
+TASKS_DIR_HELP = (f"Folders of task YAML files of your own, read beside the project's tasks/ (several joined by "
+                  f"'{os.pathsep}'; ${TASKS_DIR_VARIABLE} adds more the same way).")
 
 
-def default_tasks_dir() -> Path:
-    """Where task YAML files are read from: $BERTBENCH_TASKS_DIR (read now, so that `run --tasks-dir` reaches
-    every stage), else the project's tasks/."""
-    return Path(os.environ.get(TASKS_DIR_VARIABLE) or TASKS_DIR)
+def _folder_list(value: str, said_as: str) -> list[Path]:
+    folders = [Path(part) for part in value.split(os.pathsep) if part]
+    for folder in folders:
+        if not folder.is_dir():
+            raise BertbenchError(f"{said_as} {folder}: {'a file, not a folder' if folder.exists() else 'no such folder'}")
+    return folders
+
+
+def task_folders(tasks_dir: Union[str, Path, None] = None) -> tuple[Path, ...]:
+    """Where task YAML files are read from, all of them together: `tasks_dir` (a `--tasks-dir` value: one folder
+    or several joined by os.pathsep), then those of $BERTBENCH_TASKS_DIR (read now, so that `run --tasks-dir`
+    reaches every stage), then the project's tasks/, each once. They add up rather than replace one another: a
+    researcher's own task is run and reported beside the paper's (tasks.py makes a name two of them define an
+    error)."""
+    folders = _folder_list(str(tasks_dir), "--tasks-dir") if tasks_dir else []
+    folders += _folder_list(os.environ.get(TASKS_DIR_VARIABLE, ""), f"${TASKS_DIR_VARIABLE}:")
+    out: list[Path] = []
+    for folder in [*folders, TASKS_DIR]:
+        folder = folder.resolve()
+        if folder not in out:
+            out.append(folder)
+    return tuple(out)
+
+
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
 
 

@@ -141,6 +141,7 @@ class FinetuneInfo(TypedDict, total=False):
     approach: str  # "fine-tuning" | "feature-based"
     grid: str  # "none" | "heldout" | "paper"
     steps: int  # optimiser steps of the model the record scores
+    epochs_trained: float  # those steps in epochs: below `epochs` where --max-steps cut the run short
     warmup_fraction: float
     weight_decay: float
     batching: str  # "length-grouped" | "random"
@@ -403,7 +404,8 @@ def validate_record(
     if known_task_versions is not None:
         task, task_version = obj["task"], obj["task_version"]
         if task not in known_task_versions:
-            raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')}")
+            raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')} (a task of your own: "
+                                 "give its folder with --tasks-dir)")
         if known_task_versions[task] != task_version:
             raise BertbenchError(
                 f"{where}: unknown task version: {task!r} version {task_version} in the record, but the task "

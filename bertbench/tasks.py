@@ -5,10 +5,15 @@ layout, and a parquet-backed hub dataset) and the paper's fine-tuning hyper-para
 `include:` another file (path relative to itself) and override fields; files whose name starts with
 "_" are shared templates, loaded only through `include:`. The family of a task is its folder name.
 
-Loading is strict: unknown keys, unknown metrics, an unknown type and bad label lists are errors that
-name the file (and the key, with a did-you-mean hint). `bertbench tasks validate` reports them all; a command
-that runs tasks (`resolve_task_names`) fails on a bad file only when that task (or its family, or `all`) is
-asked for, so one malformed custom file never blocks the shipped tasks beside it.
+Tasks are read from several folders together (`paths.task_folders`): `--tasks-dir`, $BERTBENCH_TASKS_DIR and the
+project's tasks/, so a researcher's own task runs and is reported beside the paper's; a name that two files
+define is an error naming both.
+
+Loading is strict and lists every problem of a file at once, each as `file:line: field: what is wrong`:
+unknown or missing keys and values of the wrong type at every level, then (once the shape is sound) unknown
+metrics, an unknown type, bad label lists and the like, with did-you-mean hints. `bertbench tasks validate`
+reports every file's; a command that runs tasks (`resolve_task_names`) fails on a bad file only when that task
+(or its family, or `all`) is asked for, so one malformed custom file never blocks the shipped tasks beside it.
 
 A local data file (`local.files`) is read from the data folder (`glue/RTE/train.tsv`), from an absolute path,
 or, written `./…` or `../…`, relative to the task's YAML file: a custom task's data need not lie in a shared,
@@ -20,11 +25,11 @@ import copy
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from bertbench.config import MIN_SEQ_LEN
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.paths import default_tasks_dir
+from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, task_folders
 
 TASK_TYPES = ("classification", "regression", "multiple_choice", "span_qa", "token_classification")
 EVAL_KINDS = ("dev", "devsplit")  # dev: the official dev split; devsplit: a dev file divided by group
@@ -218,22 +223,114 @@ def beside_yaml(path: str) -> bool:
     return path.startswith(("./", "../"))
 
 
-def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it
+Problem = tuple[str, str]  # (field, e.g. "hparams.batch_size"; what is wrong with it)
+
+
+class TaskFileError(BertbenchError):
+    """Every problem of one task file, each a line `file:line: field: what is wrong`."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+
+def _key_lines(path: Path) -> Where:
+    """The line of every mapping key in a YAML file, by key path (the file has parsed already)."""
+    import yaml
+
+    from bertbench.config import _yaml_loader
+
+    where: Where = {}
+
+    def walk(node, prefix: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    where[(*prefix, str(key.value))] = (path, key.start_mark.line + 1)
+                    walk(value, (*prefix, str(key.value)))
+
+    walk(yaml.compose(path.read_text(encoding="utf-8"), Loader=_yaml_loader()), ())
+    return where
+
+
+def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Where]:
+    """The file's mapping over those it includes, and where each key was set (the including file wins)."""
     from bertbench.config import deep_merge, load_yaml
 
     path = path.resolve()
     if path in seen:
-        raise BertbenchError(f"{seen[0]}: include cycle: {' -> '.join(str(p) for p in (*seen, path))}")
-    data = load_yaml(path)
+        raise TaskFileError([f"{seen[0]}: include: a cycle: {' -> '.join(str(p) for p in (*seen, path))}"])
+    try:
+        data = load_yaml(path)  # a syntax error is one line with its position
+    except BertbenchError as err:
+        raise TaskFileError([str(err)]) from None
+    where = _key_lines(path)
     inc = data.pop("include", None)
     if inc is None:
-        return data
+        return data, where
+    at = f"{path}:{where[('include',)][1]}: include"
     if not isinstance(inc, str):
-        raise BertbenchError(f"{path}: include: expected a file path relative to this file, got {inc!r}")
+        raise TaskFileError([f"{at}: expected a file path relative to this file, got {inc!r}"])
     target = path.parent / inc
     if not target.is_file():
-        raise BertbenchError(f"{path}: include: {target} does not exist")
-    return deep_merge(_read_with_includes(target, (*seen, path)), data)
+        raise TaskFileError([f"{at}: {target} does not exist"])
+    base, base_where = _read_with_includes(target, (*seen, path))
+    return deep_merge(base, data), {**base_where, **where}
+
+
+def _shape_problems(cls, data: dict[str, Any], prefix: str = "") -> list[Problem]:
+    """Every unknown key, missing required key and value of the wrong type in `data` for dataclass `cls`, at
+    every level (not only the first one found, as `config.from_dict` stops at)."""
+    import dataclasses
+    import difflib
+    import typing
+
+    from bertbench.config import coerce_value
+
+    set_by_location = ("family", "path") if cls is TaskSpec else ()  # said apart by `load_task_file`
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in set_by_location}
+    hints = typing.get_type_hints(cls)
+    p: list[Problem] = []
+    for key in data:
+        if key not in fields and key not in set_by_location:
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
+            p.append((f"{prefix}{key}", f"unknown key (did you mean {close[0]!r}?)" if close
+                      else f"unknown key (known: {', '.join(sorted(fields))})"))
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                p.append((f"{prefix}{name}", "missing: a required key"))
+            continue
+        value, tp = data[name], hints[name]
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        section = tp if dataclasses.is_dataclass(tp) else inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else None
+        if section is not None:
+            if value is None and section is not tp:
+                continue  # an optional section left out (`hub: null` removes an inherited one)
+            if not isinstance(value, dict):
+                p.append((f"{prefix}{name}", f"expected a mapping, got {value!r}"))
+            else:
+                p += _shape_problems(section, value, f"{prefix}{name}.")
+            continue
+        try:
+            coerce_value(value, tp, f"{prefix}{name}")
+        except BertbenchError as err:
+            field_, _, what = str(err).partition(": ")
+            p.append((field_, what))
+    return p
+
+
+def _line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
+    """The file and line that set `field_` ("hparams.learning_rates[1]"), or its nearest written parent; a key
+    written nowhere (a missing one) is said at the top of the task's own file."""
+    import re
+
+    parts = tuple(re.sub(r"\[\d+\]", "", field_).split("."))
+    for n in range(len(parts), 0, -1):
+        if parts[:n] in where:
+            return where[parts[:n]]
+    return path, 1
 
 
 def _metric_names() -> set[str]:
@@ -242,252 +339,308 @@ def _metric_names() -> set[str]:
     return set(METRICS)
 
 
-def _problems(t: TaskSpec) -> list[str]:
-    """Every semantic problem of a task (keys and value types were checked by `from_dict`)."""
-    p: list[str] = []
-    if t.type not in TASK_TYPES:
-        p.append(did_you_mean(t.type, TASK_TYPES, "task type"))
-        return p  # the rest depends on the type
-    if t.eval_kind not in EVAL_KINDS:
-        p.append(did_you_mean(t.eval_kind, EVAL_KINDS, "eval_kind"))
-    if t.version < 0:
-        p.append(f"version {t.version}: expected a non-negative integer")
-    p += _label_problems(t)
-    p += _metric_problems(t)
-    p += _column_problems(t)
-    p += _source_problems(t)
-    p += _devsplit_problems(t)
-    p += _hparam_problems(t)
+def _problems(t: TaskSpec, sound: set[str]) -> list[Problem]:
+    """Every semantic problem of a task, from its `sound` fields (those `_shape_problems` found no fault in): a
+    check runs when every field it reads is sound, so one misspelt key does not hide the rest of the file's."""
+    p: list[Problem] = []
+    if "type" in sound and t.type not in TASK_TYPES:
+        return [("type", did_you_mean(t.type, TASK_TYPES, "task type"))]  # the rest depends on the type
+    if "eval_kind" in sound and t.eval_kind not in EVAL_KINDS:
+        p.append(("eval_kind", did_you_mean(t.eval_kind, EVAL_KINDS, "eval_kind")))
+    if "version" in sound and t.version < 0:
+        p.append(("version", f"{t.version}: expected a non-negative integer"))
+    for check, reads in _CHECKS:
+        if sound.issuperset(reads):
+            p += check(t)
     return p
 
 
-def _label_problems(t: TaskSpec) -> list[str]:
+def _label_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its labels."""
-    p: list[str] = []
+    p: list[Problem] = []
     if t.type in ("regression", "span_qa"):
         if t.labels:
-            p.append(f"labels: a {t.type} task has no label list (got {t.labels})")
+            p.append(("labels", f"a {t.type} task has no label list (got {t.labels})"))
     elif len(t.labels) < 2:
-        p.append(f"labels: a {t.type} task needs at least two labels (got {t.labels})")
+        p.append(("labels", f"a {t.type} task needs at least two labels (got {t.labels})"))
     if len(set(t.labels)) != len(t.labels):
         dupes = sorted({x for x in t.labels if t.labels.count(x) > 1})
-        p.append(f"labels: duplicates {dupes}")
+        p.append(("labels", f"duplicates {dupes}"))
     if t.label_range is not None and (t.type != "regression" or len(t.label_range) != 2
                                       or not t.label_range[0] < t.label_range[1]):
-        p.append(f"label_range {t.label_range}: a regression task's [low, high], low < high")
+        p.append(("label_range", f"{t.label_range}: a regression task's [low, high], low < high"))
     if t.type == "multiple_choice" and t.labels != [str(i) for i in range(len(t.labels))]:
-        p.append(f"labels: multiple-choice labels are the choice numbers '0'..'{len(t.labels) - 1}', got {t.labels}")
+        p.append(("labels", f"multiple-choice labels are the choice numbers '0'..'{len(t.labels) - 1}', got {t.labels}"))
     if t.type == "token_classification" and t.labels:
         if "O" not in t.labels:
-            p.append("labels: a token-classification label list needs 'O'")
+            p.append(("labels", "a token-classification label list needs 'O'"))
         for lab in t.labels:
             if lab != "O" and not (lab[:2] in ("B-", "I-") and len(lab) > 2):
-                p.append(f"labels: {lab!r} is not an IOB2 tag (O, B-X, I-X)")
+                p.append(("labels", f"{lab!r} is not an IOB2 tag (O, B-X, I-X)"))
         types = {lab[2:] for lab in t.labels if lab != "O"}
         for ty in sorted(types):
             if f"B-{ty}" not in t.labels or f"I-{ty}" not in t.labels:
-                p.append(f"labels: entity type {ty!r} needs both B-{ty} and I-{ty}")
+                p.append(("labels", f"entity type {ty!r} needs both B-{ty} and I-{ty}"))
     return p
 
 
-def _metric_problems(t: TaskSpec) -> list[str]:
+def _metric_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its metrics."""
-    p: list[str] = []
+    p: list[Problem] = []
     if not t.metrics:
-        p.append("metrics: at least one metric (the primary one first)")
+        p.append(("metrics", "at least one metric (the primary one first)"))
     known = _metric_names()
     typed = set().union(*METRICS_FOR_TYPE.values())
     for m in t.metrics:
         if m not in known:
-            p.append(did_you_mean(m, known, "metric"))
+            p.append(("metrics", did_you_mean(m, known, "metric")))
         elif m in typed and m not in METRICS_FOR_TYPE[t.type]:
-            p.append(f"metric {m!r} does not fit a {t.type} task (use one of {sorted(METRICS_FOR_TYPE[t.type])})")
+            p.append(("metrics", f"{m!r} does not fit a {t.type} task (use one of {sorted(METRICS_FOR_TYPE[t.type])})"))
     return p
 
 
-def _column_problems(t: TaskSpec) -> list[str]:
+def _column_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its columns."""
-    p: list[str] = []
+    p: list[Problem] = []
     need = REQUIRED_COLUMNS[t.type]
     for name, cols in (("inputs", t.inputs), ("hub.columns", t.hub.columns if t.hub else None)):
         if cols is None:
             continue
         missing = [c for c in need if getattr(cols, c) is None and not (c == "id" and name == "inputs")]
         if missing:
-            p.append(f"{name}: a {t.type} task needs columns for {missing}")
+            p.append((name, f"a {t.type} task needs columns for {missing}"))
     if t.type == "multiple_choice" and t.inputs.endings and len(t.inputs.endings) != len(t.labels):
-        p.append(f"inputs.endings: {len(t.inputs.endings)} ending columns for {len(t.labels)} labels")
+        p.append(("inputs.endings", f"{len(t.inputs.endings)} ending columns for {len(t.labels)} labels"))
     return p
 
 
-def _source_problems(t: TaskSpec) -> list[str]:
+def _source_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its sources and splits."""
-    p: list[str] = []
+    p: list[Problem] = []
     if t.local is None and t.hub is None:
-        p.append("a task needs a local source, a hub source, or both")
+        p.append(("local", "a task needs a local source, a hub source, or both"))
     if t.local is not None:
         if t.local.format not in LOCAL_FORMATS:
-            p.append(did_you_mean(t.local.format, LOCAL_FORMATS, "local format"))
+            p.append(("local.format", did_you_mean(t.local.format, LOCAL_FORMATS, "local format")))
         elif t.type not in LOCAL_FORMATS[t.local.format]:
-            p.append(f"local.format {t.local.format!r} cannot feed a {t.type} task")
+            p.append(("local.format", f"{t.local.format!r} cannot feed a {t.type} task"))
         for s in t.local.headerless:
             if s not in t.local.files:
-                p.append(f"local.headerless: {s!r} is not a split in local.files")
+                p.append(("local.headerless", f"{s!r} is not a split in local.files"))
         if t.local.headerless and not t.local.columns:
-            p.append("local.columns: headerless files need column names")
+            p.append(("local.columns", "headerless files need column names"))
         if t.local.format == "conll" and len(t.local.columns) < 2:
-            p.append("local.columns: name the conll columns (e.g. [tokens, pos_tags, chunk_tags, ner_tags])")
-        for f in t.local.files.values():
+            p.append(("local.columns", "name the conll columns (e.g. [tokens, pos_tags, chunk_tags, ner_tags])"))
+        for split, f in t.local.files.items():
             if not (Path(f).is_absolute() or beside_yaml(f)) and ".." in Path(f).parts:
-                p.append(f"local.files: {f!r}: write a path inside the data folder (glue/RTE/train.tsv), an "
-                         "absolute path, or one relative to this YAML file starting ./ or ../")
+                p.append((f"local.files.{split}", f"{f!r}: write a path inside the data folder (glue/RTE/train.tsv), "
+                          "an absolute path, or one relative to this YAML file starting ./ or ../"))
     if t.hub is not None and t.hub.labels is not None and t.type in ("classification", "token_classification"):
         strange = [x for x in t.hub.labels if x not in t.labels]
         if strange:
-            p.append(f"hub.labels: {strange} are not in labels {t.labels}")
+            p.append(("hub.labels", f"{strange} are not in labels {t.labels}"))
     for role in SPLIT_ROLES:
         name = getattr(t.splits, role)
         if name is None:
             continue
         sources = [s for s in (t.local and t.local.files, t.hub and t.hub.splits) if s]
         if not any(name in s for s in sources):
-            p.append(f"splits.{role}: {name!r} is not a split of any source")
+            p.append((f"splits.{role}", f"{name!r} is not a split of any source"))
     if t.splits.train is None and t.eval_kind != "devsplit":
-        p.append("splits.train: a task needs a training split")
+        p.append(("splits.train", "a task needs a training split"))
     return p
 
 
-def _devsplit_problems(t: TaskSpec) -> list[str]:
+def _devsplit_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its devsplit."""
-    p: list[str] = []
+    p: list[Problem] = []
     if (t.devsplit is not None) != (t.eval_kind == "devsplit"):
-        p.append("devsplit: give a devsplit block exactly when eval_kind is 'devsplit'")
+        p.append(("devsplit", "give a devsplit block exactly when eval_kind is 'devsplit'"))
     if t.devsplit is not None:
         if t.splits.train != t.splits.eval:
-            p.append(f"splits: a devsplit divides one file, so train and eval must name the same split "
-                     f"(got {t.splits.train!r} and {t.splits.eval!r})")
+            p.append(("splits", f"a devsplit divides one file, so train and eval must name the same split "
+                      f"(got {t.splits.train!r} and {t.splits.eval!r})"))
         if not 0.0 < t.devsplit.eval_fraction < 1.0:
-            p.append(f"devsplit.eval_fraction {t.devsplit.eval_fraction}: expected a value in (0, 1)")
+            p.append(("devsplit.eval_fraction", f"{t.devsplit.eval_fraction}: expected a value in (0, 1)"))
         if t.devsplit.group_by not in GROUP_FIELDS[t.type]:
-            p.append(did_you_mean(t.devsplit.group_by, GROUP_FIELDS[t.type], f"devsplit.group_by for {t.type}"))
+            p.append(("devsplit.group_by",
+                      did_you_mean(t.devsplit.group_by, GROUP_FIELDS[t.type], f"devsplit.group_by for {t.type}")))
     return p
 
 
-def _hparam_problems(t: TaskSpec) -> list[str]:
+def _hparam_problems(t: TaskSpec) -> list[Problem]:
     """The task's problems with its hyper-parameters."""
-    p: list[str] = []
+    p: list[Problem] = []
     h = t.hparams
-    if h.batch_size < 1 or h.epochs <= 0 or h.max_seq_len < MIN_SEQ_LEN or not h.learning_rates:
-        p.append(f"hparams: need batch_size >= 1, epochs > 0, max_seq_len >= {MIN_SEQ_LEN} and a learning rate (got {h})")
-    if any(lr <= 0 for lr in h.learning_rates):
-        p.append(f"hparams.learning_rates: {h.learning_rates} must be positive")
+    for key, bad, expected in (("batch_size", h.batch_size < 1, "an integer ≥ 1"), ("epochs", h.epochs <= 0, "> 0"),
+                               ("max_seq_len", h.max_seq_len < MIN_SEQ_LEN, f"an integer ≥ {MIN_SEQ_LEN}")):
+        if bad:
+            p.append((f"hparams.{key}", f"{getattr(h, key)}: expected {expected}"))
+    if not h.learning_rates or any(lr <= 0 for lr in h.learning_rates):
+        p.append(("hparams.learning_rates", f"{h.learning_rates}: expected one or more positive learning rates"))
     qa_fields = ("doc_stride", "max_query_len", "max_answer_len", "n_best")
     if t.type == "span_qa":
         lacking = [f for f in qa_fields if getattr(h, f) is None]
         if lacking:
-            p.append(f"hparams: a span_qa task needs {lacking}")
+            p.append(("hparams", f"a span_qa task needs {lacking}"))
         elif h.max_query_len + 3 >= h.max_seq_len:
-            p.append(f"hparams: max_query_len {h.max_query_len} leaves no room for the document in {h.max_seq_len}")
+            p.append(("hparams.max_query_len", f"{h.max_query_len} leaves no room for the document in {h.max_seq_len}"))
     else:
-        extra = [f for f in qa_fields if getattr(h, f) is not None]
-        if extra:
-            p.append(f"hparams: {extra} apply to span_qa tasks only")
-    if not t.seeds:
-        p.append("seeds: at least one seed")
+        for f in qa_fields:
+            if getattr(h, f) is not None:
+                p.append((f"hparams.{f}", "applies to span_qa tasks only"))
     return p
 
 
-def load_task_file(path: Path, tasks_dir: Optional[Path] = None) -> TaskSpec:
-    """Load and validate one task file; every problem in it is listed in one `BertbenchError`."""
-    from bertbench.config import from_dict
+def _seed_problems(t: TaskSpec) -> list[Problem]:
+    return [("seeds", "at least one seed")] if not t.seeds else []
 
+
+# The fields each semantic check reads (`_problems` runs it when all are sound).
+_CHECKS = (
+    (_label_problems, ("type", "labels", "label_range")),
+    (_metric_problems, ("type", "metrics")),
+    (_column_problems, ("type", "inputs", "hub", "labels")),
+    (_source_problems, ("type", "local", "hub", "splits", "eval_kind", "labels")),
+    (_devsplit_problems, ("type", "devsplit", "eval_kind", "splits")),
+    (_hparam_problems, ("type", "hparams")),
+    (_seed_problems, ("seeds",)),
+)
+
+
+def _typed_task(data: dict[str, Any], shape: list[Problem]) -> tuple[TaskSpec, set[str]]:
+    """The task built from `data`, and the names of its sound fields. With `shape` problems it is a partial
+    task (only its sound fields set) that only the checks of those fields read."""
+    import dataclasses
+    import typing
+
+    from bertbench.config import coerce_value
+
+    faulty = {field_.split(".")[0].split("[")[0] for field_, _ in shape}
+    hints = typing.get_type_hints(TaskSpec)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(TaskSpec):
+        if f.name in faulty or f.name in ("family", "path"):
+            continue
+        if f.name in data:
+            values[f.name] = coerce_value(data[f.name], hints[f.name], f.name)  # sound: cannot fail
+        elif f.default is not dataclasses.MISSING:
+            values[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            values[f.name] = f.default_factory()
+    if not shape:
+        return TaskSpec(**values), set(values)
+    task = TaskSpec.__new__(TaskSpec)
+    task.__dict__.update(values)
+    return task, set(values)
+
+
+def load_task_file(path: Path, tasks_dir: Optional[Path] = None) -> TaskSpec:
+    """Load and validate one task file; every problem in it is listed in one `TaskFileError`, each as
+    `file:line: field: what is wrong` (the file and line that wrote the field, an included one too)."""
     path = Path(path)
-    data = _read_with_includes(path)
-    for k in ("family", "path"):
-        if k in data:
-            raise BertbenchError(f"{path}: {k!r} is set from the file's location, not written in it")
-    task = from_dict(TaskSpec, data, str(path))
+    data, where = _read_with_includes(path)
+    problems: list[Problem] = [(k, "is set from the file's location, not written in it") for k in ("family", "path")
+                               if k in data]
+    problems += _shape_problems(TaskSpec, data)
+    task, sound = _typed_task(data, problems)
+    if "name" in sound and task.name != path.stem:
+        problems.append(("name", f"{task.name!r} must match the file name {path.stem!r}"))
+    problems += _problems(task, sound)
+    if problems:
+        located = [(*_line_of(where, field_, path.resolve()), field_, what) for field_, what in problems]
+        located.sort(key=lambda x: (x[0] != path.resolve(), str(x[0]), x[1]))  # the file's own first, in its order
+        raise TaskFileError([f"{_shown(file, path)}:{line}: {field_}: {what}" for file, line, field_, what in located])
     try:
-        rel = path.resolve().relative_to(Path(tasks_dir or default_tasks_dir()).resolve())
+        rel = path.resolve().relative_to(Path(tasks_dir or TASKS_DIR).resolve())
         task.family = rel.parts[0] if len(rel.parts) > 1 else ""
     except ValueError:
         task.family = path.parent.name
     task.path = str(path)
-    problems = _problems(task)
-    if task.name != path.stem:
-        problems.insert(0, f"name {task.name!r} must match the file name {path.stem!r}")
-    if problems:
-        raise BertbenchError(f"{path}: " + "; ".join(problems))
     return task
 
 
-def task_files(tasks_dir: Optional[Path] = None) -> list[Path]:
+def _shown(file: Path, path: Path) -> str:
+    """`file` as the user would recognise it: the task file as they named it, an included one by its path."""
+    return str(path) if file == path.resolve() else str(file)
+
+
+def task_files(tasks_dir: Path) -> list[Path]:
     """Every task file under `tasks_dir` (templates starting with '_' excluded), sorted."""
-    return sorted(p for p in Path(tasks_dir or default_tasks_dir()).rglob("*.yaml") if not p.name.startswith("_"))
+    return sorted(p for p in Path(tasks_dir).rglob("*.yaml") if not p.name.startswith("_"))
 
 
-def _scan_tasks(tasks_dir: Path) -> tuple[dict[str, TaskSpec], list[tuple[Optional[Path], str]]]:
-    """(tasks by name, (file, problem) for every problem found)."""
+def _scan_tasks(folders: tuple[Path, ...]) -> tuple[dict[str, TaskSpec], list[tuple[Path, list[str]]]]:
+    """(tasks by name, (file, its problem lines) for every bad file) over all `folders` together; a name that two
+    files define is a problem of the second, naming the first."""
     tasks: dict[str, TaskSpec] = {}
-    problems: list[tuple[Optional[Path], str]] = []
-    files = task_files(tasks_dir)
-    if not files:
-        problems.append((None, f"{tasks_dir}: no task files (*.yaml) found"))
-    for f in files:
-        try:
-            t = load_task_file(f, tasks_dir)
-        except BertbenchError as err:
-            problems.append((f, str(err)))
-            continue
-        if t.name in tasks:
-            problems.append((f, f"{f}: task name {t.name!r} is already defined in {tasks[t.name].path}"))
-            continue
-        tasks[t.name] = t
+    problems: list[tuple[Path, list[str]]] = []
+    for folder in folders:
+        for f in task_files(folder):
+            try:
+                t = load_task_file(f, folder)
+            except TaskFileError as err:
+                problems.append((f, err.lines))
+                continue
+            if t.name in tasks:
+                problems.append((f, [f"{f}: name: task {t.name!r} is defined twice, here and in {tasks[t.name].path}; "
+                                     "rename one (a task name is its file name)"]))
+                continue
+            tasks[t.name] = t
     return tasks, problems
 
 
-def collect_tasks(tasks_dir: Optional[Path] = None) -> tuple[dict[str, TaskSpec], list[str]]:
-    """(tasks by name, every problem found) — for `tasks validate`, which reports all at once."""
-    tasks, problems = _scan_tasks(Path(tasks_dir or default_tasks_dir()))
-    return tasks, [msg for _, msg in problems]
+def collect_tasks(tasks_dir: Union[str, Path, None] = None) -> tuple[dict[str, TaskSpec], list[str]]:
+    """(tasks by name, every problem found, a line each) over `task_folders(tasks_dir)` — for `tasks validate`,
+    which reports all at once."""
+    tasks, problems = _scan_tasks(task_folders(tasks_dir))
+    return tasks, [line for _, lines in problems for line in lines]
 
 
 @dataclass
 class TaskRegistry:
-    """The valid tasks of a folder, and its bad files by the task name each would define (its file name) and by
-    family: a bad file is an error only when its task is asked for (`resolve_task_names`)."""
+    """The valid tasks of the task folders, and their bad files by the task name each would define (its file
+    name) and by family: a bad file is an error only when its task is asked for (`resolve_task_names`)."""
 
     tasks: dict[str, TaskSpec]
     broken: dict[str, str]  # task name (the file's stem) -> the file's problems
     broken_families: dict[str, list[str]]  # family folder -> its bad files' task names
-    folder: Path
+    folders: tuple[Path, ...]
+
+    def where(self) -> str:
+        """Where tasks were looked for, and how to add a folder: the end of an unknown task's error."""
+        return (f"tasks are read from {', '.join(map(str, self.folders))}; for a task of your own, add its folder "
+                f"with --tasks-dir (or ${TASKS_DIR_VARIABLE})")
 
 
 @functools.lru_cache(maxsize=8)
-def _registry_cached(tasks_dir: str) -> TaskRegistry:
-    root = Path(tasks_dir)
-    tasks, problems = _scan_tasks(root)
+def _registry_cached(folders: tuple[Path, ...]) -> TaskRegistry:
+    tasks, problems = _scan_tasks(folders)
     broken: dict[str, str] = {}
     families: dict[str, list[str]] = {}
-    for f, msg in problems:
-        if f is None:  # no task files at all
-            raise BertbenchError(msg)
-        broken[f.stem] = msg
+    for f, lines in problems:
+        broken[f.stem] = "; ".join(lines)
         tasks.pop(f.stem, None)  # a name defined twice: asking for it is an error, not a guess which one
+        root = next(folder for folder in folders if f.resolve().is_relative_to(folder))
         rel = f.resolve().relative_to(root)
         families.setdefault(rel.parts[0] if len(rel.parts) > 1 else "", []).append(f.stem)
-    return TaskRegistry(tasks, broken, families, root)
+    return TaskRegistry(tasks, broken, families, folders)
 
 
-def task_registry(tasks_dir: Optional[Path] = None) -> TaskRegistry:
-    """The registry of `tasks_dir` (default: $BERTBENCH_TASKS_DIR, else the project's tasks/); a copy callers
-    may change."""
-    return copy.deepcopy(_registry_cached(str(Path(tasks_dir or default_tasks_dir()).resolve())))
+def task_registry(tasks_dir: Union[str, Path, None] = None) -> TaskRegistry:
+    """The registry of `task_folders(tasks_dir)`: the given folders, $BERTBENCH_TASKS_DIR's and the project's
+    tasks/ together; a copy callers may change."""
+    return copy.deepcopy(_registry_cached(task_folders(tasks_dir)))
 
 
-def valid_tasks(tasks_dir: Optional[Path] = None) -> dict[str, TaskSpec]:
+def valid_tasks(tasks_dir: Union[str, Path, None] = None) -> dict[str, TaskSpec]:
     """Every task that loads, by name; bad files are left out (for lookups by a name already run: reports)."""
     return task_registry(tasks_dir).tasks
+
+
+def task_versions(tasks_dir: Union[str, Path, None] = None) -> dict[str, int]:
+    """{task: version} of every task that loads: what a result record's task is checked against."""
+    return {name: spec.version for name, spec in valid_tasks(tasks_dir).items()}
 
 
 def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
@@ -503,7 +656,7 @@ def task_groups(tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
     return groups
 
 
-def resolve_task_names(spec: str, tasks_dir: Optional[Path] = None) -> list[str]:
+def resolve_task_names(spec: str, tasks_dir: Union[str, Path, None] = None) -> list[str]:
     """'rte,stsb' | 'glue' | 'all' | a mix ('glue,squad_v1_devsplit') -> task names, in order, no repeats. A bad
     task file is an error here only when its task, its family or 'all' is asked for."""
     reg = task_registry(tasks_dir)
@@ -515,14 +668,14 @@ def resolve_task_names(spec: str, tasks_dir: Optional[Path] = None) -> list[str]
             continue
         bad = [item] if item in reg.broken else list(reg.broken) if item == "all" else reg.broken_families.get(item, [])
         if bad:
-            raise BertbenchError("; ".join(reg.broken[name] for name in bad)
-                                 + f" (`bertbench tasks validate --tasks-dir {reg.folder}` lists every problem)")
+            validate = " ".join(["bertbench tasks validate", *(["--tasks-dir", str(tasks_dir)] if tasks_dir else [])])
+            raise BertbenchError("; ".join(reg.broken[name] for name in bad) + f" (`{validate}` lists every problem)")
         if item in tasks:
             names = [item]
         elif item in groups:
             names = groups[item]
         else:
-            raise BertbenchError(did_you_mean(item, set(tasks) | set(groups), "task or task group"))
+            raise BertbenchError(f"{did_you_mean(item, set(tasks) | set(groups), 'task or task group')} ({reg.where()})")
         out.extend(n for n in names if n not in out)
     if not out:
         raise BertbenchError(f"no tasks selected by {spec!r}")

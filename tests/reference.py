@@ -68,18 +68,18 @@ def metric_on_examples(metric: str, preds: np.ndarray, gold: np.ndarray) -> np.n
 
 
 def load_tasks(tasks_dir: Optional[Path] = None) -> dict:
-    """All tasks by name (the project's tasks/ unless `tasks_dir`); one error listing every problem if any file
+    """All tasks by name (the project's tasks/, and `tasks_dir`'s beside them); one error listing every problem if any file
     is invalid (the package itself asks for tasks by name: `resolve_task_names`, `valid_tasks`)."""
     from bertbench.tasks import task_registry
 
     reg = task_registry(tasks_dir)
     if reg.broken:
-        raise BertbenchError(f"{len(reg.broken)} problem(s) in {reg.folder}:\n" + "\n".join(reg.broken.values()))
+        raise BertbenchError(f"{len(reg.broken)} problem(s) in {', '.join(map(str, reg.folders))}:\n" + "\n".join(reg.broken.values()))
     return reg.tasks
 
 
 def get_task(name: str, tasks_dir: Optional[Path] = None):
-    """The task `name` of the registry (the project's tasks/ unless `tasks_dir`)."""
+    """The task `name` of the registry (the project's tasks/, and `tasks_dir`'s beside them)."""
     tasks = load_tasks(tasks_dir)
     if name not in tasks:
         raise BertbenchError(did_you_mean(name, tasks, "task"))

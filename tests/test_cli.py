@@ -59,3 +59,45 @@ def test_imports_run_downward_only():
               if p.parent.name != "commands" and p.name != "cli.py"
               and re.search(r"^\s*(from|import) bertbench\.commands", p.read_text(encoding="utf-8"), re.M)]
     assert upward == []
+
+
+def test_an_error_is_said_once_by_rank_zero_only(tmp_path, monkeypatch):
+    """Every rank of a DDP run meets the same error: rank 0 prints the `error:` line, the others exit silently
+    with the same code (each launcher's rank variable counts: Lightning's, torchrun's, srun's)."""
+    from bertbench.runtime.run_dir import RANK_VARIABLES
+
+    args = ["tasks", "ls", "--tasks-dir", str(tmp_path / "nowhere")]
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and r.output == f"error: --tasks-dir {tmp_path / 'nowhere'}: no such folder\n"
+    monkeypatch.setenv("LOCAL_RANK", "0")  # rank 0 of a launched run: still the one that speaks
+    assert runner.invoke(app, args).output.startswith("error:")
+    for name in RANK_VARIABLES:
+        monkeypatch.setenv(name, "1")
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and r.output == "", name
+        monkeypatch.setenv(name, "0")
+
+
+def test_a_script_beside_a_clone_folder_named_bertbench_imports_the_package(tmp_path):
+    """`import bertbench` from a script saved beside the clone: the clone folder comes first on sys.path. It
+    was an empty namespace package (the README's `bertbench.load_checkpoint` an AttributeError); the root
+    __init__.py hands over to the installed package, or (no site-packages: -S) to the one inside the clone."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "bertbench").symlink_to(root, target_is_directory=True)
+    (tmp_path / "script.py").write_text(
+        "import bertbench, bertbench.config\n"
+        "assert 'load_checkpoint' in bertbench.__all__ and bertbench.__version__\n"
+        "print(bertbench.__file__, bertbench.config.__file__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for flags in ([], ["-S"]):
+        r = subprocess.run([sys.executable, *flags, "script.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        package, config = map(Path, r.stdout.split())
+        assert package.name == "__init__.py" and package.parent.name == "bertbench" and config.parent == package.parent
+        if flags:
+            assert package == root / "bertbench" / "__init__.py"

@@ -1,8 +1,10 @@
-"""A researcher's own task: its YAML outside tasks/ (`--tasks-dir`), its data outside the data folder (an absolute
-path, or ./… beside the YAML file), and a malformed file that fails only the command that asks for it."""
+"""A researcher's own task: its YAML outside tasks/ (`--tasks-dir`, read beside the project's tasks/), its data
+outside the data folder (an absolute path, or ./… beside the YAML file), fine-tuned and reported beside the
+paper's tasks, and a malformed file that fails only the command that asks for it."""
 from __future__ import annotations
 
-import shutil
+import os
+from csv import DictReader
 from pathlib import Path
 
 import pytest
@@ -57,7 +59,7 @@ def test_own_task_outside_tasks_and_data_folders(tmp_path):
     dev = write_tsv(tmp_path / "elsewhere" / "dev.tsv")
     (tasks_dir / "lab" / "mine.yaml").write_text(my_task("./data/train.tsv", str(dev)))
     r = runner.invoke(app, ["tasks", "validate", "--tasks-dir", str(tasks_dir)])
-    assert r.exit_code == 0 and "ok: 1 tasks valid (mine)" in r.output, r.output
+    assert r.exit_code == 0 and ", mine, " in r.output and ", rte, " in r.output, r.output  # beside tasks/
     out = tmp_path / "out"
     r = finetune("--tasks", "mine", "--tasks-dir", str(tasks_dir), "--out", str(out))
     assert r.exit_code == 0, r.output + repr(r.exception)
@@ -82,8 +84,8 @@ def test_a_missing_tasks_dir_is_one_line(tmp_path):
 
 @pytest.fixture
 def tasks_with_a_bad_file(tmp_path) -> Path:
-    tasks_dir = shutil.copytree(TASKS_DIR, tmp_path / "tasks")
-    (tasks_dir / "lab").mkdir()
+    tasks_dir = tmp_path / "tasks"  # read beside the project's tasks/
+    (tasks_dir / "lab").mkdir(parents=True)
     (tasks_dir / "lab" / "broken.yaml").write_text(my_task("a.tsv", "b.tsv").replace("name: mine", "name: broken")
                                                    .replace("labels:", "lables:"))
     return tasks_dir
@@ -106,7 +108,8 @@ def test_the_malformed_task_fails_when_asked_for(tmp_path, tasks_with_a_bad_file
 
 def test_validate_lists_the_malformed_task_and_ls_still_lists_the_rest(tasks_with_a_bad_file):
     r = runner.invoke(app, ["tasks", "validate", "--tasks-dir", str(tasks_with_a_bad_file)])
-    assert r.exit_code == 2 and "broken.yaml" in r.output and "1 problem(s)" in r.output
+    assert r.exit_code == 2 and "broken.yaml:6: lables: unknown key (did you mean 'labels'?)" in r.output
+    assert "2 problem(s)" in r.output  # the misspelt key, and the labels it left out
     r = runner.invoke(app, ["tasks", "ls", "--tasks-dir", str(tasks_with_a_bad_file), "--data-dir", str(FIXTURE_DATA)])
     assert r.exit_code == 0 and "rte" in r.output and "not loaded: broken" in r.output
 
@@ -132,3 +135,55 @@ finetune: {{tasks: [mine], seeds: [1], max_steps: 2}}
                             "--data-dir", str(FIXTURE_DATA), "--no-plots"])
     assert r.exit_code == 0, r.output + repr(r.exception)
     assert [rec.data["task"] for rec in load_records([out])] == ["mine"]
+
+
+def test_own_task_beside_rte_in_one_finetune_and_one_report(tmp_path, monkeypatch):
+    """The researcher's second day: their task (a folder outside the repo and outside the data folder) and RTE
+    in one `finetune` call, then reported beside RTE. Without --tasks-dir the report says how to name the folder."""
+    monkeypatch.delenv("BERTBENCH_TASKS_DIR", raising=False)
+    tasks_dir = tmp_path / "my-tasks"
+    write_tsv(tasks_dir / "data" / "train.tsv")
+    write_tsv(tasks_dir / "data" / "dev.tsv")
+    (tasks_dir / "mine.yaml").write_text(my_task("./data/train.tsv", "./data/dev.tsv"))
+    out = tmp_path / "results"
+    r = finetune("--tasks", "mine,rte", "--tasks-dir", str(tasks_dir), "--out", str(out))
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert sorted(rec.data["task"] for rec in load_records([out])) == ["mine", "rte"]
+    csv = tmp_path / "report.csv"
+    r = runner.invoke(app, ["report", str(out), "--tasks-dir", str(tasks_dir), "--csv", str(csv)])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    rows = list(DictReader(csv.open()))
+    assert {(row["kind"], row["task"]) for row in rows if row["primary"] == "True"} == {("ours", "mine"), ("ours", "rte")}
+    r = runner.invoke(app, ["report", str(out)])
+    assert r.exit_code == 2 and "Unknown task 'mine'" in r.output and "--tasks-dir" in error_lines(r.output)[0]
+
+
+def test_task_folders_add_up_and_a_name_defined_twice_names_both_files(tmp_path, monkeypatch):
+    from bertbench.errors import BertbenchError
+    from bertbench.tasks import resolve_task_names
+
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    for folder in (mine, theirs):
+        folder.mkdir()
+    (mine / "mine.yaml").write_text(my_task("./train.tsv", "./dev.tsv"))
+    (theirs / "other.yaml").write_text(my_task("./train.tsv", "./dev.tsv").replace("name: mine", "name: other"))
+    monkeypatch.setenv("BERTBENCH_TASKS_DIR", str(theirs))  # a path list that adds to tasks/, not replaces it
+    assert resolve_task_names("mine,other,rte", str(mine)) == ["mine", "other", "rte"]
+    monkeypatch.setenv("BERTBENCH_TASKS_DIR", os.pathsep.join([str(mine), str(theirs)]))
+    assert resolve_task_names("mine,other,rte") == ["mine", "other", "rte"]
+    with pytest.raises(BertbenchError, match="Unknown task or task group 'mien'.*add its folder with --tasks-dir"):
+        resolve_task_names("mien")
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    (clash / "rte.yaml").write_text(my_task("./train.tsv", "./dev.tsv").replace("name: mine", "name: rte"))
+    with pytest.raises(BertbenchError) as err:
+        resolve_task_names("rte", str(clash))
+    assert f"{TASKS_DIR / 'glue' / 'rte.yaml'}: name: task 'rte' is defined twice, here and in {clash / 'rte.yaml'}" \
+        in str(err.value)
+    assert resolve_task_names("mine", str(clash)) == ["mine"]  # a clash fails only the name it concerns
+
+
+def test_every_command_that_reads_tasks_takes_tasks_dir():
+    for command in (["finetune"], ["run"], ["report"], ["plan"], ["tasks", "ls"], ["tasks", "validate"]):
+        r = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+        assert "--tasks-dir" in r.output, command

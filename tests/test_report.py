@@ -313,7 +313,7 @@ def _cli(args: list[str], monkeypatch=None, registry: bool = True):
     from bertbench.report import run as report_run
 
     if not registry:  # the fixture holds an rte v2 record the real registry (rte v1) rejects
-        monkeypatch.setattr(report_run, "_known_task_versions", lambda warn: None)
+        monkeypatch.setattr(report_run, "_known_task_versions", lambda warn, tasks_dir=None: None)
     return CliRunner().invoke(cli.app, ["report", *args])
 
 

@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from bertbench.cli_options import TasksDirOption
+
 
 def plan(
     results: Annotated[list[Path], typer.Argument(metavar="RESULTS_DIR",
@@ -19,6 +21,7 @@ def plan(
     embed: Annotated[Optional[Path], typer.Option("--embed", help="Also write the plan into this file (e.g. a docs "
                      "page) between '<!-- bertbench plan: begin NAME -->' and '<!-- bertbench plan: end NAME -->', "
                      "NAME = CLAIM@RESULTS_DIR's name, with the command that made it.")] = None,
+    tasks_dir: TasksDirOption = None,
 ) -> None:
     """How many pre-training × fine-tuning seeds a claim needs to detect an effect at 80% power, and what they
     cost in CPU-minutes on the machine the records ran on, from the records' variance components."""
@@ -26,8 +29,9 @@ def plan(
     from bertbench.report.model import collect
     from bertbench.report.plan import plan_claim, stage_threads
     from bertbench.results import RECORD_SUFFIX, load_records
+    from bertbench.tasks import task_versions
 
-    records = load_records(results)
+    records = load_records(results, task_versions(tasks_dir))  # each record's task known, at its version
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
     lines = plan_claim(collect(records), claim, effect, max_seeds, threads=stage_threads(results))

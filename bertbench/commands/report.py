@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from bertbench.cli_options import TasksDirOption
+
 
 def report(
     results: Annotated[
@@ -45,6 +47,7 @@ def report(
                      "\"A − B on TASK > T\" (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\". Repeatable; "
                      "a claims.yaml in RESULTS_DIR is read too. See docs/claims.md."),
     ] = None,
+    tasks_dir: TasksDirOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if bertbench report did not write it.")] = False,
     wide: Annotated[
         bool,
@@ -55,7 +58,10 @@ def report(
     """Tabulate result records beside the BERT paper's numbers: per-task results, the GLUE score,
     the paper's ablation tables (5, 6, 8) and each variant's provenance."""
     from bertbench.errors import BertbenchError
+    from bertbench.paths import task_folders
     from bertbench.report.run import make_report, make_studies_table
+
+    task_folders(tasks_dir)  # a --tasks-dir that is not a folder fails here, not as a warning about versions
 
     if studies is not None:
         others = [flag for flag, value in (("--out", out), ("--csv", csv), ("--json", json_out), ("--plots", plots),
@@ -66,5 +72,5 @@ def report(
         make_studies_table(results[0], studies, embed, echo=typer.echo)
         return
     make_report(results, out=out, csv=csv, json_out=json_out, plots=plots, embed=embed, force=force, wide=wide, index=index,
-                claims=claim or (),
+                claims=claim or (), tasks_dir=tasks_dir,
                 echo=typer.echo, warn=lambda message: typer.secho(message, fg="yellow", err=True))

@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from bertbench.cli_options import TasksDirOption
+
 
 def run(
     preset: Annotated[str, typer.Option("--preset", help="smoke, cpu-quick, cpu-hour, paper-base (recipes/presets/), or a YAML file.")],
@@ -15,21 +17,18 @@ def run(
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Stages at a time, each in its own process with a share of the threads (default: the preset's).")] = None,
     devices: Annotated[Optional[int], typer.Option("--devices", min=1, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
     validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
-    tasks_dir: Annotated[Optional[Path], typer.Option("--tasks-dir", help="Folder of task YAML files, your own tasks (default: $BERTBENCH_TASKS_DIR, else the project's tasks/).")] = None,
+    tasks_dir: TasksDirOption = None,
 ) -> None:
     """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
     skips finished stages (by config hash) and resumes an interrupted pre-training."""
     import os
 
-    from bertbench.paths import TASKS_DIR_VARIABLE, default_data_dir
+    from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, default_data_dir, task_folders
     from bertbench.studies.preset import load_preset
 
     if tasks_dir is not None:  # for every stage of the study (each its own process) and its report
-        if not tasks_dir.is_dir():
-            from bertbench.errors import BertbenchError
-
-            raise BertbenchError(f"--tasks-dir {tasks_dir}: no such folder")
-        os.environ[TASKS_DIR_VARIABLE] = str(tasks_dir.resolve())
+        added = [str(f) for f in task_folders(tasks_dir) if f != TASKS_DIR.resolve()]  # tasks/ is always read
+        os.environ[TASKS_DIR_VARIABLE] = os.pathsep.join(added)
     from bertbench.studies.run import NOT_STAGES, run_preset
 
     spec = load_preset(preset)

@@ -6,12 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from bertbench.cli_options import TasksDirOption
+
 DataDirOption = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where the task data lives (default: $BERTBENCH_DATA_DIR, else ../shared/data)."),
-]
-TasksDirOption = Annotated[
-    Optional[Path], typer.Option("--tasks-dir", help="Folder of task YAML files (default: the project's tasks/).")
 ]
 
 

@@ -652,7 +652,8 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                 if stats is None:
                     continue
                 out.append({
-                    "kind": "ours", "column": variant.label, "task": row.task, "task_version": row.task_version,
+                    "kind": "ours" if variant.external is None else EXTERNAL,  # a model we did not pre-train
+                    "column": variant.label, "task": row.task, "task_version": row.task_version,
                     "eval_kind": row.eval_kind, "approach": row.approach, "metric": metric,
                     "primary": metric == row.metric, "n": stats.n, "median": stats.median, "mean": stats.mean,
                     "std": stats.std, "ci95_low": stats.interval.low if stats.interval else None,

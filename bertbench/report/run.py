@@ -9,12 +9,12 @@ from typing import Optional
 from bertbench.errors import BertbenchError
 
 
-def _known_task_versions(warn: Callable[[str], None]) -> Optional[dict[str, int]]:
+def _known_task_versions(warn: Callable[[str], None], tasks_dir: Optional[str] = None) -> Optional[dict[str, int]]:
     """{task: version} from the task registry; None (versions unchecked, said on stderr) if it cannot load."""
-    from bertbench.tasks import valid_tasks
+    from bertbench.tasks import task_versions
 
     try:
-        return {name: spec.version for name, spec in valid_tasks().items()}
+        return task_versions(tasks_dir)
     except BertbenchError as err:
         warn(f"warning: task versions not checked; the task registry did not load: {err}")
         return None
@@ -68,11 +68,13 @@ def make_report(
     wide: bool = False,
     index: bool = False,
     claims: Sequence[str] = (),
+    tasks_dir: Optional[str] = None,
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = print,
 ) -> None:
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
-    `claims`: the user's own claims (report.tables.user_claims), judged beside those of a claims.yaml in `results`."""
+    `claims`: the user's own claims (report.tables.user_claims), judged beside those of a claims.yaml in `results`.
+    `tasks_dir`: folders of the user's own tasks, beside tasks/ (`paths.task_folders`)."""
     from rich.console import Console
 
     from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
@@ -95,7 +97,7 @@ def make_report(
     preregistration = load_preregistration(results, load_claims())
     registered = list(preregistration.user_claims) if preregistration else []
     user_claims = registered + claims_beside(results) + user_claims
-    records = load_records(results, _known_task_versions(warn))
+    records = load_records(results, _known_task_versions(warn, tasks_dir))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
     data = collect(records)

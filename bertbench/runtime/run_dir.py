@@ -35,7 +35,7 @@ def prepare_run_dir(out_dir: Path, flag: str = "--out") -> None:
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
 
 
-def _is_spawned_rank() -> bool:
+def is_spawned_rank() -> bool:
     """Not the first process of a multi-process run: another rank of the run that holds the folder."""
     return any(os.environ.get(k, "0") != "0" for k in RANK_VARIABLES)
 
@@ -43,7 +43,7 @@ def _is_spawned_rank() -> bool:
 @contextlib.contextmanager
 def lock_run_dir(out_dir: Path) -> Iterator[None]:
     """Hold RUN/.lock for the block; a second process on the same folder gets one clear line."""
-    if _is_spawned_rank():
+    if is_spawned_rank():
         yield
         return
     import fcntl

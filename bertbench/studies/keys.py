@@ -61,7 +61,7 @@ def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
 
 
 # Request fields that say where a stage reads and writes, or which the model identity / per-task cap replace
-_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tasks_dir", "tokenizer", "train_caps",
+_NOT_IN_FINETUNE_KEY = ("model", "tasks", "out", "data_dir", "tasks_dir", "append", "tokenizer", "train_caps",
                         "max_train_examples")
 
 

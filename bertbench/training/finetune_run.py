@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import time
 import dataclasses
@@ -257,7 +258,6 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.runtime.provenance import resolve_precision
     from bertbench.runtime.run_dir import prepare_run_dir
     from bertbench.tasks import resolve_task_names, task_registry
-    from bertbench.training.selection import select_lr
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
     if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
@@ -270,7 +270,23 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     if precision not in ("bf16-mixed", "32-true"):  # the loop has autocast for bf16 and no fp16 grad scaler
         raise BertbenchError(f"--precision {req.precision}: fine-tuning runs bf16-mixed, 32-true or auto")
     out = Path(req.out)
+    if not req.append:
+        _check_one_model(out, source)
+    made_out = not out.exists()
     prepare_run_dir(out)  # a file, an unwritable folder: said now, not after the training
+    try:
+        return _run_tasks(req, names, tasks, source, data_dir, device, precision, out, echo)
+    except BaseException:
+        if made_out and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a run that wrote nothing leaves no empty folder behind (records are written whole)
+        raise
+
+
+def _run_tasks(req: FinetuneRequest, names: list[str], tasks: dict, source: ModelSource, data_dir: Path, device,
+               precision: str, out: Path, echo: Callable[[str], None]) -> list[Path]:
+    """Each asked-for task in turn: its lr grid and seeds trained, the selection made, the records written."""
+    from bertbench.training.selection import select_lr
+
     written: list[Path] = []
     ran = 0
     for name in names:
@@ -297,6 +313,30 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     if ran == 0:
         raise BertbenchError(f"no task ran (asked for: {req.tasks}); see the skip lines above")
     return written
+
+
+def _check_one_model(out: Path, source: ModelSource) -> None:
+    """An --out folder is one model's: records of another model (another checkpoint fingerprint) under it are
+    refused in one line naming both, before anything trains. Mixed in, they would be averaged or judged as one
+    study's (`--append` says it is meant)."""
+    from bertbench.results import RECORD_SUFFIX
+
+    if not out.is_dir():
+        return
+    for path in sorted(out.rglob(f"*{RECORD_SUFFIX}")):
+        try:
+            model = json.loads(path.read_text(encoding="utf-8")).get("model") or {}
+        except (OSError, ValueError, AttributeError):
+            continue  # not a record this check can read; the report says what is wrong with it
+        theirs = model.get("fingerprint")
+        if isinstance(theirs, str) and theirs != source.fingerprint:
+            def named(src, fingerprint):  # by the fingerprint too where the two are the same folder or size
+                algo, _, digest = fingerprint.rpartition(":")
+                return f"{src} ({algo}:{digest[:12]})" if model.get("source") == source.source else src
+
+            raise BertbenchError(
+                f"--out {out}: holds records of another model, {named(model.get('source'), theirs)} ({path}); this "
+                f"one is {named(source.source, source.fingerprint)}: choose another --out, or pass --append to mix them")
 
 
 @dataclass
@@ -507,6 +547,8 @@ def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, select
                      "max_eval_examples": req.max_eval_examples, "precision": job.precision,
                      "approach": "feature-based" if req.feature_based else "fine-tuning",
                      "grid": req.grid, "steps": steps,
+                     # what ran, which --max-steps may have cut short of `epochs` (the loop's epoch: every feature)
+                     "epochs_trained": round(steps / math.ceil(len(job.train_f) / hp.batch_size), 2),
                      "warmup_fraction": hp.warmup_fraction, "weight_decay": hp.weight_decay,
                      "batching": "length-grouped" if hp.group_by_length else "random",
                      **({"selected_epoch": epoch, "steps_trained": res.steps} if req.select_epoch else {}),

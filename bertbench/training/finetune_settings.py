@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from bertbench.config import check_min_seq_len, required, setting  # noqa: F401 (setting, required: re-exported)
 from bertbench.errors import BertbenchError
+from bertbench.paths import TASKS_DIR_HELP, task_folders
 
 # Integer settings where 0 or a negative number is always a mistake: 0 once read as "unset" (batch size,
 # which recorded 32) or ran no step at all (a loop waiting for batches that never came).
@@ -106,8 +107,10 @@ class FinetuneRequest(FinetuneSettings):
     out: Path = required("Folder for result records and predictions files.")
     data_dir: Optional[Path] = setting(
         None, "Task data in the official layout (default: $BERTBENCH_DATA_DIR or ../shared/data).")
-    tasks_dir: Optional[Path] = setting(
-        None, "Folder of task YAML files, your own tasks (default: $BERTBENCH_TASKS_DIR, else the project's tasks/).")
+    tasks_dir: Optional[str] = setting(None, TASKS_DIR_HELP)
+    append: bool = setting(
+        False, "Add to an --out folder that holds another model's records (refused without it: a folder is one "
+        "model's, so a study's claims never mix two models).")
     tokenizer: Optional[str] = setting(
         None, "vocab.txt or tokenizer folder (for random:<size>; default: the bert-base-uncased vocab).")
     precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
@@ -123,8 +126,7 @@ class FinetuneRequest(FinetuneSettings):
 
         super().check(name)
         check_source(self.source, name("source"))
-        if self.tasks_dir is not None and not Path(self.tasks_dir).is_dir():
-            raise BertbenchError(f"{name('tasks_dir')} {self.tasks_dir}: no such folder")
+        task_folders(self.tasks_dir)  # each folder exists
         if self.select_epoch and self.grid == "none":
             raise BertbenchError(f"{name('select_epoch')}: needs --grid heldout or paper (a selection to make)")
 

@@ -357,13 +357,37 @@ def pretrain(
     from bertbench.training.stop_signals import StopSignals
 
     out_dir = Path(out_dir)
+    before = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else None
     prepare_run_dir(out_dir)
     signals = StopSignals().install()
     try:
         with lock_run_dir(out_dir):
-            return _pretrain_locked(cfg, out_dir, resume, stop_at_step, signals, tuple(extra_callbacks))
+            try:
+                return _pretrain_locked(cfg, out_dir, resume, stop_at_step, signals, tuple(extra_callbacks))
+            except BaseException:
+                _remove_half_made(out_dir, before)
+                raise
     finally:
         signals.restore()
+
+
+def _remove_half_made(out_dir: Path, before: Optional[list[str]]) -> None:
+    """After a failed run with nothing to resume (no checkpoints/last.ckpt): remove what it made in `out_dir`,
+    the whole folder if it made that (config.yaml, .lock, a trained tokenizer, logs), so the folder is as it was
+    and a rerun starts clean. With a checkpoint everything stays: it is the run's to resume (--resume auto).
+    Only the process that holds the folder's lock gets here (the other ranks of a DDP run never take it)."""
+    import shutil
+
+    from bertbench.runtime.run_dir import is_spawned_rank
+
+    if is_spawned_rank() or (out_dir / "checkpoints" / "last.ckpt").is_file():
+        return
+    made = [out_dir] if before is None else [p for p in out_dir.iterdir() if p.name not in before]
+    for path in made:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:

@@ -129,6 +129,7 @@ def render_short(table: ShortTable, width: int = TERMINAL_WIDTH) -> list:
     repeats the row labels."""
     from rich import box
     from rich.console import Console
+    from rich.markup import escape  # a label is text: "tiny MLM+NSP [ab12cd34]" is no markup tag to drop
     from rich.table import Table as RichTable
 
     measure = Console(width=10 * width)
@@ -140,7 +141,7 @@ def render_short(table: ShortTable, width: int = TERMINAL_WIDTH) -> list:
         for header, _ in columns:
             rich_table.add_column(header, no_wrap=True, justify="right")
         for i, label in enumerate(table.labels):
-            rich_table.add_row(label, *(cells[i] for _, cells in columns),
+            rich_table.add_row(escape(label), *(cells[i] for _, cells in columns),
                                end_section=i in (table.n_ours - 1, table.n_ours + table.n_external - 1))
         return rich_table
 
@@ -180,6 +181,7 @@ __all__ = ["TERMINAL_WIDTH", "ShortTable", "closest_paper_columns", "fmt_short",
 
 def render_rich(report: Report) -> list:
     """The tables as `rich.table.Table`s, for the terminal."""
+    from rich.markup import escape  # cells are text: a "[ab12cd34]" fingerprint is no markup tag to drop
     from rich.table import Table as RichTable
 
     out = []
@@ -190,6 +192,6 @@ def render_rich(report: Report) -> list:
         for name in table.header:
             rich_table.add_column(name, overflow="fold")
         for row in table.rows:
-            rich_table.add_row(*row)
+            rich_table.add_row(*(escape(cell) if isinstance(cell, str) else cell for cell in row))
         out.append(rich_table)
     return out

@@ -30,6 +30,9 @@ def _epochs(ft: dict, sel: Optional[dict]) -> str:
         return MISSING
     if sel is not None and sel.get("selected_epoch") is not None:  # early stopping: the epoch was chosen too
         return f"{sel['selected_epoch']} of ≤ {ft['epochs']:g}"
+    ran = ft.get("epochs_trained")  # None in records written before it was recorded
+    if ran is not None and ran < ft["epochs"]:  # --max-steps stopped it: what ran, not what was asked
+        return f"{ran:g} of {ft['epochs']:g} (max steps {ft.get('max_steps')})"
     return f"{ft['epochs']:g}"
 
 
