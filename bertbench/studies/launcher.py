@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.studies.scheduler import RERUN_HINT, Stage
+from bertbench.studies.scheduler import (RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, StudyInterrupted,
+                                         passing_signals_on)
 
 LAUNCHERS = ("slurm", "local")
 JOBS_DIR = "jobs"  # under the study folder: submitit's folder (scripts, pickles, logs) and records/
@@ -279,7 +280,8 @@ def _run_local(jobs: list[Job], calls: dict[str, list[tuple]], opts: LauncherOpt
             for name, handles in running.items():
                 for handle in [h for h in handles if h.done()]:
                     handles.remove(handle)
-                    error = handle.exception()
+                    # no result: the process died (killed, out of memory); submitit would wait for one 15 s more
+                    error = handle.exception() if handle.paths.result_pickle.exists() else "it died without a result"
                     if error is not None:
                         failed[name] = f"{labels[id(handle)]} (job {handle.job_id}): {_last_line(error)}"
                         echo(f"[{labels[id(handle)]}] failed (job {handle.job_id}); its log: {handle.paths.stderr}")
@@ -288,17 +290,37 @@ def _run_local(jobs: list[Job], calls: dict[str, list[tuple]], opts: LauncherOpt
             for name, job in order.items():  # a job waiting on a failed one never starts
                 if name not in ok and name not in failed and any(d in failed for d in job.after):
                     failed[name] = f"not started: it waits on {', '.join(d for d in job.after if d in failed)}"
-    finally:
-        for handles in running.values():
-            for handle in handles:
-                handle.cancel()
+    except StopRequested as stop:  # Ctrl-C or SIGTERM here: each running job gets SIGTERM once, as on a cluster
+        _stop_local_jobs([h for handles in running.values() for h in handles])
+        raise StudyInterrupted(stop.signum) from None
     if failed:
         first = next(iter(failed.values()))
         raise BertbenchError(f"{len([n for n in failed if not failed[n].startswith('not started')])} job(s) "
                              f"failed, first {first}; {RERUN_HINT}")
 
 
-def _last_line(error: BaseException) -> str:
+def _stop_local_jobs(handles: list[Any]) -> None:
+    """SIGTERM to each running job's controller, which passes it to the job's process (a pre-training writes its
+    checkpoint at the step it is in, as under Slurm's pre-emption); then wait for them (SIGKILL after
+    WIND_DOWN_SECONDS). A further signal meanwhile is passed on (it stops them at once)."""
+    import signal
+
+    processes = [p for p in (getattr(h, "_process", None) for h in handles) if p is not None]
+
+    def send(signum: int) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    with passing_signals_on(send):
+        send(signal.SIGTERM)
+        deadline = time.monotonic() + WIND_DOWN_SECONDS
+        while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        send(signal.SIGKILL)
+
+
+def _last_line(error: BaseException | str) -> str:
     lines = [line for line in str(error).splitlines() if line.strip()]
     bertbench = [line for line in lines if "BertbenchError" in line or line.startswith("error:")]
     return (bertbench or lines or [type(error).__name__])[-1].strip()[:300]
