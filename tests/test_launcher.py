@@ -90,3 +90,38 @@ def test_the_sbatch_scripts_in_scale_md_regenerate_byte_for_byte(tmp_path):
     assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --dependency=afterok:10\d\d\n", a)
                           for a in arrays)
     assert re.search(r"--dependency=afterok:1001(:10\d\d)+\n", scripts[-1].read_text())
+
+
+@pytest.mark.parametrize("first_fails", [False, True])
+def test_local_jobs_start_after_the_jobs_they_wait_for_and_not_after_a_failed_one(tmp_path, monkeypatch, first_fails):
+    """--launcher local through submitit's LocalExecutor (which starts what it is given at once): a fine-tuning
+    job starts only once its pre-training's job has succeeded, the report last; where the pre-training fails, its
+    dependants never start, and one line names it."""
+    import json
+    import os
+
+    from bertbench.studies.launcher import launch
+    from launcher_stages import fail, stamp
+
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # a job imports this module's stages
+    ended = tmp_path / "pretrain-ended"
+    pretrain = Stage("pretrain x", fail, ("no data",)) if first_fails else Stage("pretrain x", stamp, (str(ended), 1.0))
+    stages = [pretrain, Stage("finetune x rte", stamp, (str(tmp_path / "rte"),), after="pretrain x"),
+              Stage("finetune random rte", stamp, (str(tmp_path / "random"),))]
+    said: list[str] = []
+    report = (stamp, (str(tmp_path / "report"),), os.path.exists)  # what studies.run's report would be
+    opts = LauncherOptions("local", time_min=5)
+    if first_fails:
+        with pytest.raises(BertbenchError, match=r"^1 job\(s\) failed, first pretrain x \(job \d+\): .*no data; "
+                                                 r"finished stages are kept"):
+            launch(job_graph(stages), opts, tmp_path, report, 2, {}, said.append)
+        assert not (tmp_path / "rte").exists() and not (tmp_path / "report").exists()
+        assert (tmp_path / "random").exists()  # it waits for nothing
+        return
+    times = launch(job_graph(stages), opts, tmp_path, report, 2, {"tokenizer": 1.0}, said.append)
+    jobs = times["jobs"]
+    assert set(jobs) == {"pretrain x", "finetune x rte", "finetune random rte"}
+    assert jobs["finetune x rte"]["started"] >= float(ended.read_text())
+    assert float((tmp_path / "report").read_text()) >= max(float((tmp_path / n).read_text()) for n in ("rte", "random"))
+    assert times["tokenizer"] == 1.0 and json.loads((tmp_path / "stages.json").read_text()) == times
+    assert [line.split("]")[0] for line in said] == ["[pretrain x", "[finetune random rte", "[finetune x rte", "[report"]

@@ -98,3 +98,53 @@ def _sleep_after_touch(path: str) -> None:
 
     Path(path).touch()
     time.sleep(60)
+
+
+def test_a_terminals_ctrl_c_reaches_a_busy_worker_once(tmp_path):
+    """Ctrl-C at a terminal signals its whole foreground group. The workers sit in groups of their own and the
+    scheduler passes the signal on once: a pre-training reads a second signal as "stop now, no checkpoint", and
+    a worker that got the terminal's SIGINT and then the scheduler's lost its step whenever its step outlasted
+    the scheduler's reaction (cpu-hour's did). Here the stage notes every signal for 1.5 s after the first, and
+    its process group: two signals that arrive at once are one to Python, so the group is what says that the
+    terminal's reaches the study only, whatever the timing."""
+    notes = tmp_path / "signals"
+    script = tmp_path / "study.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(ROOT)!r}, {str(Path(__file__).parent)!r}]\n"
+        "from bertbench.studies.scheduler import Stage, StudyInterrupted, run_stages\n"
+        "from test_run_interrupt import _note_signals\n"
+        "if __name__ == '__main__':\n"
+        "    import os\n"
+        "    print('group', os.getpgrp(), flush=True)\n"
+        "    try:\n"
+        f"        run_stages([Stage('pretrain x', _note_signals, ({str(notes)!r},))], 2, print, {{}})\n"
+        "    except StudyInterrupted as err:\n"
+        "        print(err)\n"
+        "        sys.exit(err.exit_code)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    import time
+
+    deadline = time.monotonic() + 120
+    while not Path(f"{notes}.started").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: every process of the foreground group
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    signals, group = notes.read_text().split()
+    assert signals == "SIGINT"  # once, not once from the terminal and once from the scheduler
+    assert group != re.search(r"^group (\d+)$", out, re.M).group(1)  # not the terminal's: the study's own
+    assert "interrupted by SIGINT" in out
+
+
+def _note_signals(path: str) -> None:
+    import time
+
+    got: list[int] = []
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda signum, frame: got.append(signum))
+    Path(f"{path}.started").touch()
+    while not got:
+        time.sleep(0.01)
+    time.sleep(1.5)  # the step it is in, then its checkpoint: a second signal would arrive meanwhile
+    Path(path).write_text(",".join(signal.Signals(s).name for s in got) + f" {os.getpgrp()}")

@@ -321,9 +321,18 @@ def _stop_local_jobs(handles: list[Any]) -> None:
 
 
 def _last_line(error: BaseException | str) -> str:
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    bertbench = [line for line in lines if "BertbenchError" in line or line.startswith("error:")]
-    return (bertbench or lines or [type(error).__name__])[-1].strip()[:300]
+    """What a failed job's error says, in one line: its trace's last exception (a bertbench error's message
+    alone, as the CLI prints it; another one with its type), else the error's own last line."""
+    import re
+
+    text = str(error)
+    raised = re.findall(r"^((?:\w+\.)*)(\w+): (.+)$", text, re.M)
+    raised = [r for r in raised if r[1].endswith(("Error", "Exception", "Interrupted", "Interrupt"))]
+    if raised:
+        module, name, message = raised[-1]
+        return (message if module.startswith("bertbench.") else f"{name}: {message}").strip()[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines or [type(error).__name__])[-1][:300]
 
 
 def print_sbatch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple) -> list[tuple[str, str, str]]:
