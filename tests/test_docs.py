@@ -147,7 +147,7 @@ def test_a_command_in_the_docs_parses(where, line):
 
 # --- no experiment log in prose -------------------------------------------------------------------------------
 
-GENERATED = re.compile(r"<!-- bertbench (report|bench): begin (\S+) -->.*?<!-- bertbench \1: end \2 -->", re.S)
+GENERATED = re.compile(r"<!-- bertbench (report|bench|run): begin (\S+) -->.*?<!-- bertbench \1: end \2 -->", re.S)
 # a commit named in prose, a host's story (the before-stop check's words), a timing history
 NARRATION = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b|(this|that|the reference|a slow|a fast)(er)? "
                        r"host|on a host (with|of)|\bsession\b|\bthe run before\b|\bat commit\b")

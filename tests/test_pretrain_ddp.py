@@ -96,6 +96,7 @@ def test_one_two_and_four_processes_train_one_procedure(tmp_path, data):
         out = tmp_path / f"p{n}"
         said = run([*common, "--out", str(out), *ddp(n)], tmp_path)
         assert said.count("done:") == 1  # rank 0 reports; the other ranks are silent
+        assert said.count("CPU processes") == 1 and f"accelerator cpu, so {n} CPU processes will be used" in said
         b = json.loads((out / "summary.json").read_text())
         assert b["batch_size"] == a["batch_size"] == 8  # the global batch, however many processes share it
         assert b["procedure_fingerprint"] == a["procedure_fingerprint"]  # one procedure: seeds of it may pool

@@ -142,6 +142,21 @@ def test_with_two_devices_the_stages_sit_one_per_device(tmp_path, monkeypatch, v
     assert os.environ.get("CUDA_VISIBLE_DEVICES") == visible  # this process still sees every device
 
 
+def test_on_cpu_processes_the_stages_are_placed_on_cpu_and_pinned_to_no_gpu(tmp_path, monkeypatch):
+    """`run --devices 2` where no GPU is: two workers, neither pinned to a GPU id, each stage placed on "cpu"
+    (before, stages.json recorded devices 0 and 1 of a machine that has none)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    a, b = tmp_path / "a", tmp_path / "b"
+    jobs = [Stage("finetune random rte", _note_device_when_both_run, (a, b)),
+            Stage("finetune random stsb", _note_device_when_both_run, (b, a))]
+    placed: dict[str, str] = {}
+    said: list[str] = []
+    run_stages(jobs, 2, said.append, {}, devices=2, placed=placed, device_kind="cpu")
+    assert a.read_text() == b.read_text() == "unset"
+    assert placed == {"finetune random rte": "cpu", "finetune random stsb": "cpu"}
+    assert "[finetune random rte] started" in said and not any("device" in line for line in said), said
+
+
 def test_fewer_workers_than_devices_is_one_line(monkeypatch):
     from bertbench.studies.scheduler import device_list
 

@@ -15,14 +15,15 @@ must be the pre-training's, not `bertbench run`'s (whose ranks would each run th
 from __future__ import annotations
 
 import dataclasses
+import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from bertbench.config import PretrainConfig, is_causal
 from bertbench.studies import keys
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config
-from bertbench.studies.scheduler import Stage
+from bertbench.studies.scheduler import WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
 
 
 @dataclass
@@ -164,7 +165,9 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([code_root, *filter(None, [os.environ.get("PYTHONPATH")])]))
     argv = [sys.executable, "-m", "bertbench.cli", "pretrain", "--recipe", str(recipe), "--out", str(run_dir),
             "--resume", "auto"]
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, bufsize=1)
+    # a session of its own (its ranks with it): a terminal's Ctrl-C reaches the study, which passes it on once
+    # (studies.scheduler: a second signal would stop the pre-training without its checkpoint)
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
     errors: list[str] = []
 
     def relay() -> None:  # progress goes to stderr: pass it on as it comes, keep the error line back
@@ -178,14 +181,18 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     reader.start()
     try:
         code = proc.wait()
+    except StopRequested as stop:  # Ctrl-C or SIGTERM: every rank checkpoints at its step and stops
+        _stop_process_group(proc, stop.signum)
+        reader.join(timeout=10)
+        from bertbench.training.pretrain_run import read_checkpoint_step
+        from bertbench.training.stop_signals import Interrupted
+
+        last = run_dir / "checkpoints" / "last.ckpt"
+        step = read_checkpoint_step(last) if proc.returncode == 128 + stop.signum and last.is_file() else None
+        raise Interrupted(stop.signum, step, checkpointed=step is not None) from None
     finally:
-        if proc.poll() is None:  # this process is stopping (Ctrl-C, SIGTERM): the pre-training checkpoints and stops
-            proc.terminate()
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc.poll() is None:  # this process is stopping on an error: the pre-training checkpoints and stops
+            _stop_process_group(proc, signal.SIGTERM)
     reader.join(timeout=10)
     if code != 0:
         from bertbench.studies.scheduler import RERUN_HINT
@@ -193,6 +200,27 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
         why = errors[-1] if errors else f"exit code {code}" if code > 0 else f"killed ({signal_name(-code)})"
         raise BertbenchError(f"{name} (its own `bertbench pretrain` process, on {cfg.devices} devices): {why}; "
                              f"{RERUN_HINT}")
+
+
+def _stop_process_group(proc: Any, signum: int) -> None:
+    """Send `signum` to the pre-training's process group (it and its ranks), once, and wait for it to end; a
+    further signal meanwhile is passed on (it stops the ranks at once); SIGKILL after WIND_DOWN_SECONDS."""
+    import os
+    import subprocess
+
+    def send(s: int) -> None:
+        try:
+            os.killpg(proc.pid, s)
+        except ProcessLookupError:  # it has just ended
+            pass
+
+    with passing_signals_on(send):
+        send(signum)
+        try:
+            proc.wait(timeout=WIND_DOWN_SECONDS)
+        except subprocess.TimeoutExpired:
+            send(signal.SIGKILL)
+            proc.wait()
 
 
 def signal_name(signum: int) -> str:

@@ -110,8 +110,8 @@ def load_preset(name_or_path: str) -> RunPreset:
             raise BertbenchError(f"{p}: variant {v.name!r}: {err}") from None
         if cfg.num_nodes > 1:  # its other nodes' processes must be started there, by the cluster's launcher
             raise BertbenchError(f"{p}: variant {v.name!r}: num_nodes {cfg.num_nodes}: a study runs on one machine; "
-                                 "pre-train across nodes with `bertbench pretrain` under your cluster's launcher "
-                                 "(docs/scale-data.md)")
+                                 "on a Slurm cluster, `run --launcher slurm --nodes N` gives each pre-training N nodes "
+                                 "(docs/scale.md)")
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:

@@ -17,21 +17,45 @@ from bertbench.errors import BertbenchError
 from bertbench.studies import keys
 from bertbench.studies.plan import Planner
 from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
-from bertbench.studies.scheduler import Stage, run_stages
+from bertbench.studies.scheduler import Stage, StopRequested, StudyInterrupted, run_stages, stopping_on_signals
 
 
 def run_preset(
     preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None] = print, plots: bool = True,
-    workers: Optional[int] = None, devices: Optional[int] = None,
+    workers: Optional[int] = None, devices: Optional[int] = None, command: str = "", launcher: Any = None,
 ) -> dict[str, Any]:
     """Run every stage not already done; returns {stage: seconds} of this invocation, its wall time under
     "wall", the host it ran on under HOST_KEY (host_facts), each stage's thread counts under THREADS_KEY and,
-    with several devices, the device each stage ran on under DEVICES_KEY."""
+    with several devices, the device each stage ran on under DEVICES_KEY. Stopped by SIGINT or SIGTERM, it
+    raises StudyInterrupted naming `command` (the one that continues the study) after every running
+    pre-training has written its checkpoint at the step it was in. With `launcher` (studies.launcher's
+    LauncherOptions) the stages are jobs, submitted to Slurm or run here through submitit."""
+    if launcher is not None and launcher.print_sbatch is not None:
+        return print_sbatch_scripts(preset, Path(data_dir), Path(out), launcher, plots, command, echo)
+    if launcher is not None and devices not in (None, 1):
+        raise BertbenchError(f"--devices {devices}: with --launcher, a job's GPUs are --gpus-per-node")
+    try:
+        with stopping_on_signals():
+            return _run_preset(preset, data_dir, out, echo, plots, workers, devices, launcher)
+    except StopRequested as stop:  # outside the stages (the tokenizer, the report): nothing to checkpoint
+        raise StudyInterrupted(stop.signum, command=command) from None
+    except StudyInterrupted as err:
+        raise err.with_command(command) from None
+
+
+def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[str], None], plots: bool,
+                workers: Optional[int], devices: Optional[int], launcher: Any = None) -> dict[str, Any]:
     out, data_dir = Path(out), Path(data_dir)
-    out.mkdir(parents=True, exist_ok=True)
     devices = preset.devices if devices is None else devices
     if devices < 1:
         raise BertbenchError(f"devices {devices}: expected an integer ≥ 1")
+    from bertbench.runtime.devices import plan_devices
+
+    # what the devices are here (GPUs, or CPU processes where none is): said once, and what stages.json records
+    device_kind = plan_devices(preset.pretrain.accelerator, devices) if devices > 1 else None
+    if device_kind is not None and device_kind.note:
+        echo(device_kind.note)
+    out.mkdir(parents=True, exist_ok=True)
     # one worker per device unless more were asked for (a worker is pinned to its device: studies.scheduler)
     workers = max(preset.workers, devices) if workers is None else workers
     if workers < 1:
@@ -41,7 +65,10 @@ def run_preset(
 
         write_preregistration(out / "results" / PREREGISTRATION_FILE, preset.preregistration)
     t_start = time.perf_counter()
-    times: dict[str, Any] = {HOST_KEY: host_facts()}
+    # a study on Slurm runs elsewhere: its jobs record their nodes (studies.launcher)
+    times: dict[str, Any] = {LAUNCHER_KEY: launcher.kind} if launcher is not None else {}
+    if launcher is None or launcher.kind == "local":
+        times[HOST_KEY] = host_facts()
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -56,13 +83,19 @@ def run_preset(
     tokenizer = ensure_tokenizer(base, data_dir, out, stage, echo) if trains_tokenizer else base.tokenizer
     # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
     stages = Planner(preset, data_dir, out, tokenizer, echo, devices).plan()
-    if workers > 1 and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
+    if (workers > 1 or launcher is not None) and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
         # reads: not once per process at the same time on a share of the threads
         stage("corpus", lambda: tokenise_corpus(base, tokenizer))
+    if launcher is not None:
+        from bertbench.studies.launcher import job_graph, launch
+
+        report = (write_report, (out, preset, plots), keep_earlier_stages)
+        return launch(job_graph(stages), launcher, out, report, workers, times, echo)
     threads: dict[str, list[int]] = {}
     placed: dict[str, str] = {}
-    run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed)
+    run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed,
+                             device_kind.kind if device_kind is not None else "cuda")
     if threads:  # none when every stage was done before
         times[THREADS_KEY] = threads
     if placed:
@@ -95,9 +128,11 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
+LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm or local, where the stages were jobs
+JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: its job's id, nodes, start and seconds} (launcher)
 THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
-NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY)
+NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY, LAUNCHER_KEY, JOBS_KEY)
 
 
 def host_facts() -> dict[str, Any]:
@@ -141,13 +176,14 @@ def tokenise_corpus(base, tokenizer: str) -> None:
 
 def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],
                              times: dict[str, Any], t_start: float, threads: dict[str, list[int]],
-                             fixed_threads: bool, devices: int = 1, placed: Optional[dict[str, str]] = None) -> None:
+                             fixed_threads: bool, devices: int = 1, placed: Optional[dict[str, str]] = None,
+                             device_kind: str = "cuda") -> None:
     """run_stages; if it stops (a failed or killed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which the
     scheduler turns into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the
     error goes on, so that a study resumed over several invocations keeps every invocation's times (a finished
     one writes `stages.json`)."""
     try:
-        run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)
+        run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed, device_kind)
     except BaseException as err:
         from bertbench.runtime.files import atomic_write_json
 
@@ -166,3 +202,55 @@ def write_report(out: Path, preset: RunPreset, plots: bool) -> Path:
     make_report([out / "results"], out=path, csv=out / f"{preset.name}.csv", plots=(out / "plots") if plots else None,
                 index=True, warn=lambda message: print(message, file=sys.stderr))
     return path
+
+
+def print_sbatch_scripts(preset: RunPreset, data_dir: Path, out: Path, launcher: Any, plots: bool, command: str,
+                         echo: Callable[[str], None]) -> dict[str, Any]:
+    """The sbatch scripts a fresh study submits (`--print-sbatch FOLDER`), written there as <n>-<job>.sbatch,
+    with the markdown block docs/scale.md embeds (sbatch.md); nothing is submitted, and nothing is written to
+    `out`: the plan is made in a temporary folder, with a stand-in for the tokenizer that is not trained yet."""
+    import shutil
+    import sys
+    import tempfile
+
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.studies.launcher import job_graph, print_sbatch, sbatch_markdown
+
+    folder = Path(launcher.print_sbatch)
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / "study"
+        stages = Planner(preset, data_dir, scratch, str(scratch / "tokenizer"), lambda line: None).plan()
+        scripts = print_sbatch(job_graph(stages), launcher, scratch, (write_report, (scratch, preset, plots),
+                                                                        keep_earlier_stages))
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, (name, _, text) in enumerate(scripts, 1):  # as submitted, in the study folder given
+            atomic_write_text(folder / f"{i:02d}-{name.replace(' ', '-')}.sbatch", text.replace(str(scratch), str(out)))
+        # on a page: the same on any machine (the interpreter's path is this machine's)
+        block = sbatch_markdown(scripts, _what_is_printed(command), {str(scratch): str(out), sys.executable: "python"})
+        atomic_write_text(folder / "sbatch.md", block + "\n")
+        shutil.rmtree(scratch, ignore_errors=True)
+    if launcher.embed is not None:
+        from bertbench.runtime.files import replace_marked_block
+
+        name = f"sbatch-{preset.name}"
+        text = replace_marked_block(launcher.embed.read_text(encoding="utf-8"), f"<!-- bertbench run: begin {name} -->",
+                                    f"<!-- bertbench run: end {name} -->", block, str(launcher.embed))
+        atomic_write_text(launcher.embed, text)
+    echo(f"wrote {len(scripts)} sbatch scripts to {folder} (nothing submitted)"
+         + (f"; embedded them in {launcher.embed}" if launcher.embed is not None else ""))
+    return {}
+
+
+def _what_is_printed(command: str) -> str:
+    """`command` without the options that say where files go or come from (--print-sbatch, --embed,
+    --data-dir), which change nothing in the scripts: a page's generated line is the same from any folder."""
+    import shlex
+
+    words, kept = shlex.split(command), []
+    while words:
+        word = words.pop(0)
+        if word in ("--print-sbatch", "--embed", "--data-dir"):
+            words = words[1:]
+        else:
+            kept.append(word)
+    return shlex.join([*kept, "--print-sbatch", "FOLDER"])

@@ -6,7 +6,7 @@ Public API:
   nothing beside it).
 - `run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)`: runs them; `times` gets each
   finished stage's seconds, `threads` the thread counts it ran on, in order, `placed` the device it ran on.
-- `device_list(devices)`: the device ids the workers are pinned to.
+- `device_list(devices, kind)`: the device ids the workers are pinned to ("cpu" for each, on CPU processes).
 - `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
 
 With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
@@ -29,24 +29,99 @@ and which it gets depends on when its neighbours end, that is, on the host. `fix
 its first share, start to end (the freed core idles), so that a study's numbers do not depend on its schedule;
 `threads` says what each stage ran on either way.
 
+Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops: every
+running pre-training writes its checkpoint at the step it is in, and the study ends with one line
+(`StudyInterrupted`) naming each checkpoint's step and the command that continues it (the same `run` command:
+the rerun resumes each pre-training from that step). The workers sit in process groups of their own, so a
+terminal's Ctrl-C reaches this process only, and this process passes it on, once, to each busy worker: a
+pre-training takes a second signal to mean "stop now, without a checkpoint", and a worker that got the
+terminal's Ctrl-C and then the scheduler's SIGTERM lost its step (before, the study's pre-training kept only
+its last periodic checkpoint). A further signal during that wait is passed on too, and does stop them at once.
+
 Devices: with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life (and so is the
 worker that replaces it): CUDA_VISIBLE_DEVICES names that one device in its process before torch starts, so a
 stage's "cuda" (a fine-tuning's device, a one-device pre-training's Lightning trainer) is its own GPU, and
 stages sit one per device. A stage that runs `alone` (a pre-training on several devices) runs in this process,
-which sees every device.
+which sees every device. Where the devices are CPU processes (no GPU here: runtime.devices), the workers are
+pinned to nothing, and each stage is placed on "cpu": no GPU id that does not exist is recorded.
 """
 from __future__ import annotations
 
 import os
 import signal
-import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from bertbench.errors import BertbenchError
 
 RERUN_HINT = "finished stages are kept — rerun the same command to continue"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+WIND_DOWN_SECONDS = 600  # how long an interrupted worker may take to finish its step and write its checkpoint
+
+
+class StopRequested(BaseException):
+    """SIGINT or SIGTERM reached the process that runs the study (raised by `stopping_on_signals`' handler)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StudyInterrupted(BertbenchError):
+    """A study stopped by a signal: exit 128 + its number; one line naming each running pre-training's checkpoint
+    step, the stages that start over, and the command that continues the study."""
+
+    def __init__(self, signum: int, checkpoints: Optional[dict[str, Optional[int]]] = None, command: str = ""):
+        self.signum, self.checkpoints, self.command = int(signum), dict(checkpoints or {}), command
+        self.exit_code = 128 + int(signum)
+        parts = [f"interrupted by {signal.Signals(signum).name}"]
+        parts += [f"{name}: checkpoint written at step {step}" for name, step in self.checkpoints.items()
+                  if step is not None]
+        again = [name for name, step in self.checkpoints.items() if step is None]
+        if again:
+            parts.append(f"{', '.join(again)} start{'s' if len(again) == 1 else ''} over")
+        parts.append(RERUN_HINT + (f": {command}" if command else ""))
+        super().__init__("; ".join(parts))
+
+    def with_command(self, command: str) -> "StudyInterrupted":
+        return StudyInterrupted(self.signum, self.checkpoints, command)
+
+
+@contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM raise StopRequested in this (the main) thread, instead of
+    KeyboardInterrupt or dying at once (SIGTERM's default): the study winds its stages down and says how to go
+    on. A pre-training run here installs its own handlers meanwhile (stop_signals) and restores these."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise StopRequested(signum)
+
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def passing_signals_on(send: Callable[[int], None]) -> Iterator[None]:
+    """While inside (waiting for interrupted stages to stop): a further SIGINT or SIGTERM is handed to `send`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: send(signum)) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @dataclass
@@ -71,9 +146,15 @@ def thread_shares(total: int, busy: int) -> list[int]:
 DEVICE_VARIABLE = "CUDA_VISIBLE_DEVICES"
 
 
-def device_list(devices: int) -> list[str]:
+CPU = "cpu"  # a worker's device where the devices are CPU processes: nothing to pin
+
+
+def device_list(devices: int, kind: str = "cuda") -> list[str]:
     """The ids of the `devices` devices the workers are pinned to: this process's own CUDA_VISIBLE_DEVICES,
-    when set (a batch system's allocation, e.g. 2,3), else 0 … devices-1. One line when it names fewer."""
+    when set (a batch system's allocation, e.g. 2,3), else 0 … devices-1. One line when it names fewer. CPU
+    processes (`kind` cpu) are "cpu" each."""
+    if kind == CPU:
+        return [CPU] * devices
     given = os.environ.get(DEVICE_VARIABLE, "").strip()
     ids = [d.strip() for d in given.split(",") if d.strip()] if given else [str(i) for i in range(devices)]
     if len(ids) < devices:
@@ -83,7 +164,7 @@ def device_list(devices: int) -> list[str]:
 
 def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], times: dict[str, float],
                threads: Optional[dict[str, list[int]]] = None, fixed_threads: bool = False, devices: int = 1,
-               placed: Optional[dict[str, str]] = None) -> None:
+               placed: Optional[dict[str, str]] = None, device_kind: str = "cuda") -> None:
     """Run `stages` in list order as their `after` stages finish: one after the other in this process when
     `workers` is 1, else `workers` at a time, each in its own process with a share of the threads. A small
     model uses two cores poorly from one process (a tiny fine-tuning: 8 s on two threads, 9 s on one, so two
@@ -94,13 +175,14 @@ def run_stages(stages: list[Stage], workers: int, echo: Callable[[str], None], t
     if devices > 1 and workers < devices:
         raise BertbenchError(f"workers {workers}, devices {devices}: each device needs a worker (give --workers "
                              f"{devices} or more)")
-    if workers == 1:
-        while (stage := queue.next_ready()) is not None:
-            queue.run_here(stage)
-        queue.check_nothing_stranded()
-        return
-    _run_side_by_side(queue, workers, echo, fixed_threads, device_list(devices) if devices > 1 else [],
-                      {} if placed is None else placed)
+    with stopping_on_signals():
+        if workers == 1:
+            while (stage := queue.next_ready()) is not None:
+                queue.run_here(stage)
+            queue.check_nothing_stranded()
+            return
+        _run_side_by_side(queue, workers, echo, fixed_threads, device_list(devices, device_kind) if devices > 1 else [],
+                          {} if placed is None else placed)
 
 
 class _Queue:
@@ -127,10 +209,17 @@ class _Queue:
     def run_here(self, stage: Stage) -> None:  # in this process, with every thread
         import torch
 
+        from bertbench.training.stop_signals import Interrupted
+
         self.echo(f"[{stage.name}] started")
         self.threads[stage.name] = [torch.get_num_threads()]
         t0 = time.perf_counter()
-        stage.fn(*stage.args, **({"echo": self.echo} if stage.echo_here else {}))
+        try:
+            stage.fn(*stage.args, **({"echo": self.echo} if stage.echo_here else {}))
+        except Interrupted as err:  # a pre-training: checkpointed at the step it was in (or stopped before one)
+            raise StudyInterrupted(err.signum, {stage.name: err.step if err.checkpointed else None}) from None
+        except StopRequested as stop:  # any other stage starts over
+            raise StudyInterrupted(stop.signum, {stage.name: None}) from None
         self.complete(stage, round(time.perf_counter() - t0, 1))
 
     def check_nothing_stranded(self) -> None:
@@ -147,7 +236,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
     total = torch.get_num_threads()
     share = thread_shares(total, workers)[-1]
     echo(f"{workers} stages at a time, {share} thread(s) each" + (", always" if fixed_threads else "")
-         + (f", each worker on one of devices {','.join(device_ids)}" if device_ids else ""))
+         + (f", each worker on one of devices {','.join(device_ids)}" if device_ids and CPU not in device_ids else ""))
     slot_device = [device_ids[i % len(device_ids)] if device_ids else None for i in range(workers)]
     # spawn, not fork: a forked child of a process that has started torch's thread pool can hang
     context = multiprocessing.get_context("spawn")
@@ -162,8 +251,6 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
         raise BertbenchError(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as "
                              f"when the system runs out of memory; no stage was running there: {RERUN_HINT}")
 
-    # a `kill` (SIGTERM) ends the workers too, as Ctrl-C does; each stage resumes or reruns next time
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         while True:
             _start_ready(queue, slots, idle_death, placed)
@@ -191,10 +278,33 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
                 else:
                     raise BertbenchError(f"stage {stage.name} died ({outcome[1]}), as when the system runs out "
                                          f"of memory; {RERUN_HINT}")
+    except StopRequested as stop:  # Ctrl-C or SIGTERM here: each busy worker gets it once, and says where it stopped
+        raise _wind_down(slots, stop.signum) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
         for worker in slots:
             worker.stop()
+
+
+def _wind_down(slots: list["_Worker"], signum: int) -> StudyInterrupted:
+    """Pass `signum` on to each busy worker, once, and wait for each: a pre-training answers with the step of
+    the checkpoint it wrote; any other stage dies and starts over next time; one that had just finished is done."""
+    busy = [w for w in slots if w.stage is not None]
+
+    def send(s: int) -> None:
+        for w in busy:
+            _signal(w.process.pid, s)
+
+    checkpoints: dict[str, Optional[int]] = {}
+    with passing_signals_on(send):
+        send(signum)
+        for worker in busy:
+            outcome = worker.outcome(wait=WIND_DOWN_SECONDS)
+            if outcome[0] == "interrupted":
+                checkpoints[worker.stage.name] = outcome[1]
+            elif outcome[0] != "ok":
+                checkpoints[worker.stage.name] = None
+            worker.stage = None
+    return StudyInterrupted(signum, checkpoints)
 
 
 def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_Worker"], "_Worker"],
@@ -214,7 +324,7 @@ def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_
             continue
         if not idle.process.is_alive():
             idle = idle_death(idle)
-        queue.echo(f"[{stage.name}] started" + (f" on device {idle.device}" if idle.device is not None else ""))
+        queue.echo(f"[{stage.name}] started" + (f" on device {idle.device}" if idle.device not in (None, CPU) else ""))
         idle.start(stage)
         if idle.device is not None:
             placed[stage.name] = idle.device
@@ -266,12 +376,19 @@ class _Worker:
             if self.listening.value:
                 _signal(self.process.pid, signal.SIGUSR1)
 
-    def outcome(self) -> tuple:
+    def outcome(self, wait: float = 0) -> tuple:
+        """Its answer, or how it died; waits up to `wait` seconds for either (then stops it: SIGKILL)."""
+        from multiprocessing.connection import wait as wait_for
+
         try:
+            if wait:
+                wait_for([self.conn, self.process.sentinel], timeout=wait)
             if self.conn.poll():
                 return self.conn.recv()
         except (EOFError, OSError):
             pass
+        if wait and self.process.is_alive():
+            self.process.kill()
         return ("died", self.death())
 
     def death(self) -> str:
@@ -307,7 +424,10 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: O
     """A worker process: run each stage it is sent and answer with its outcome, until its pipe closes."""
     import traceback
 
-    if device is not None:  # before torch starts CUDA: from here on this process sees its one device, as cuda:0
+    # a process group of its own: a terminal's Ctrl-C reaches the scheduler only, which passes it on once (a
+    # second signal would stop a pre-training without its checkpoint: see the module's notes)
+    os.setpgid(0, 0)
+    if device not in (None, CPU):  # before torch starts CUDA: from here on this process sees its one device, as cuda:0
         os.environ[DEVICE_VARIABLE] = device
 
     from bertbench.runtime.allocator import tune_glibc_malloc
@@ -326,6 +446,8 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: O
     signal.signal(signal.SIGUSR1, lambda signum, frame: torch.set_num_threads(max(1, threads.value)))
     listening.value = 1
     torch.set_num_threads(max(1, threads.value))
+    from bertbench.training.stop_signals import Interrupted
+
     while True:
         try:
             fn, args = conn.recv()
@@ -335,6 +457,8 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: O
         try:
             fn(*args)
             answer: tuple = ("ok", round(time.perf_counter() - t0, 1))
+        except Interrupted as err:  # a pre-training stopped by the scheduler's signal: the step it checkpointed
+            answer = ("interrupted", err.step if err.checkpointed else None)
         except BertbenchError as err:
             answer = ("error", str(err))
         except KeyboardInterrupt:

@@ -353,9 +353,13 @@ def pretrain(
 
     One process per run folder (a lock); SIGINT/SIGTERM checkpoint at the next step boundary and raise
     `Interrupted` (see stop_signals)."""
+    from bertbench.runtime.devices import first_process, plan_devices
     from bertbench.runtime.run_dir import lock_run_dir, prepare_run_dir
     from bertbench.training.stop_signals import StopSignals
 
+    devices = plan_devices(cfg.accelerator, cfg.devices)  # before any file: devices not here are one line
+    if devices.note and first_process():  # said once: the other ranks re-run this command
+        print(devices.note, file=sys.stderr, flush=True)
     out_dir = Path(out_dir)
     before = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else None
     prepare_run_dir(out_dir)

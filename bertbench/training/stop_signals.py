@@ -26,6 +26,8 @@ class Interrupted(BertbenchError):
 
     def __init__(self, signum: int, step: Optional[int] = None, checkpointed: bool = False):
         self.exit_code = 128 + int(signum)
+        # what a caller that runs the pre-training as one stage of its own (a study) says instead of the hint
+        self.signum, self.step, self.checkpointed = int(signum), step, checkpointed
         where = f" at step {step}" if step is not None else ""
         saved = f"; checkpoint written at step {step}" if checkpointed else ""
         super().__init__(

@@ -1,0 +1,64 @@
+"""What `--devices N` means on this machine, for `pretrain` and `run` alike: N GPUs where the accelerator asks
+for GPUs and N are here; N CPU processes where it may run on the CPU and no GPU is here (said once, on the
+first process); a refusal in one line where it asks for GPUs that are not here. Lightning would otherwise
+fail deep in its launcher, or a study would record stages on GPUs 0 and 1 of a machine that has none.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from bertbench.errors import BertbenchError
+
+GPU_ACCELERATORS = ("gpu", "cuda")  # accelerators that mean a CUDA GPU (auto: a GPU if there is one, else the CPU)
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    count: int  # processes (one per device)
+    kind: str  # "cuda" or "cpu": what each process runs on
+    note: Optional[str] = None  # the line to say once, when the devices asked for are CPU processes
+
+
+def gpus_here() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def device_count(devices: str | int) -> Optional[int]:
+    """How many devices a --devices value names: a count, or a list of ids ("0,1", "[0, 1]"); None for what
+    Lightning decides (auto, -1)."""
+    text = str(devices).strip().strip("[]").strip()
+    if text.isdigit():
+        return int(text)
+    ids = [d.strip() for d in text.split(",") if d.strip()]
+    return len(ids) if "," in text and all(d.isdigit() for d in ids) else None
+
+
+def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") -> DevicePlan:
+    """The processes `devices` on `accelerator` will be here, or one line saying why it cannot run here."""
+    n = device_count(devices)
+    gpus = gpus_here() if accelerator in (*GPU_ACCELERATORS, "auto") else 0
+    if n is None or accelerator not in (*GPU_ACCELERATORS, "auto", "cpu"):
+        return DevicePlan(n or 1, "cuda" if gpus else "cpu")  # Lightning's own choice (auto, -1; mps, tpu ...)
+    if n <= 1:  # one process: on a GPU where one is asked for and here (the run's own check says when it is not)
+        return DevicePlan(1, "cuda" if gpus else "cpu")
+    named_ids = not str(devices).strip().strip("[]").strip().isdigit()
+    if accelerator in GPU_ACCELERATORS or (accelerator == "auto" and gpus):
+        if gpus < n:
+            raise BertbenchError(f"{flag} {devices}: asks for {n} GPU(s), and this machine has {gpus}"
+                                 + ("" if gpus else "; give --accelerator auto or cpu to run on CPU processes"))
+        return DevicePlan(n, "cuda")
+    if named_ids:  # GPU ids on a machine without one: Lightning's CPU accelerator takes a count only
+        raise BertbenchError(f"{flag} {devices}: names GPU ids, and this machine has no GPU; give a count to run "
+                             "on CPU processes")
+    why = "no GPU here" if accelerator == "auto" else f"accelerator {accelerator}"
+    return DevicePlan(n, "cpu", f"note: {flag} {n}: {why}, so {n} CPU processes will be used" if n > 1 else None)
+
+
+def first_process() -> bool:
+    """Whether this is the process that speaks for a multi-process run: rank 0, or one that has no rank yet
+    (Lightning's launcher is the first process, and starts the others with LOCAL_RANK set)."""
+    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"

@@ -1,0 +1,383 @@
+"""`run --launcher slurm|local`: a study's stages as jobs, through submitit (PyPI; imported here only).
+
+The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph
+of jobs:
+- each pre-training one job, on `nodes` nodes with one task per GPU (`gpus_per_node`; one task where 0):
+  Lightning reads Slurm's variables and connects the tasks (its Slurm environment), so the config's device and
+  node counts are set to the allocation's (a resume may change them: pretrain_run.DEVICE_CHANGES);
+- the fine-tunings of one model one job array, after its pre-training's job (`afterok`); those whose model
+  exists already (random init, a pre-training done before) one array that waits for nothing;
+- a pre-training's follow-ups (Figure 5's snapshots, known once it has run) one job after it, which plans them
+  then and runs them one after another;
+- the report last, after every job, and it writes stages.json: each stage's seconds and, under "jobs", its job
+  id, node list, start and wall time (each stage job leaves its own in jobs/records/ as it ends).
+
+The tokenizer (every stage's key names it) and the corpus's token cache are made here first, before anything is
+submitted. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
+the same command then submits only what is not done (a pre-training resumes from its checkpoint).
+
+`slurm` submits the graph at once, with Slurm's dependencies, and returns. `local` (submitit's LocalExecutor,
+which starts a job at once and knows no dependencies) runs the same graph here: a job is started once the jobs it
+depends on have succeeded, `workers` processes at a time, and the command returns when the report is written.
+`print_sbatch` writes the sbatch scripts that submitit writes for the graph, submitting nothing (a stand-in
+`sbatch` takes them); docs/scale.md embeds the cpu-hour preset's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.studies.scheduler import (RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, StudyInterrupted,
+                                         passing_signals_on)
+
+LAUNCHERS = ("slurm", "local")
+JOBS_DIR = "jobs"  # under the study folder: submitit's folder (scripts, pickles, logs) and records/
+JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: {job_id, nodes, started, seconds}}
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class LauncherOptions:
+    kind: str  # slurm | local
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    gpus_per_node: int = 0  # per pre-training node, one task each; a fine-tuning takes one (none where 0)
+    nodes: int = 1  # per pre-training
+    time_min: int = 240  # each job's time limit
+    cpus_per_task: Optional[int] = None
+    print_sbatch: Optional[Path] = None  # write the scripts there, submit nothing
+    embed: Optional[Path] = None  # ... and put them between a page's markers (docs/scale.md)
+
+    def __post_init__(self) -> None:
+        if self.kind not in LAUNCHERS:
+            raise BertbenchError(f"--launcher {self.kind}: expected one of {', '.join(LAUNCHERS)}")
+        for flag, value in (("--nodes", self.nodes), ("--time", self.time_min)):
+            if value < 1:
+                raise BertbenchError(f"{flag} {value}: expected an integer ≥ 1")
+        if self.gpus_per_node < 0:
+            raise BertbenchError(f"--gpus-per-node {self.gpus_per_node}: expected an integer ≥ 0")
+        if self.kind == "local" and self.nodes > 1:
+            raise BertbenchError(f"--nodes {self.nodes}: --launcher local runs on this one machine")
+        if self.print_sbatch is not None and self.kind != "slurm":
+            raise BertbenchError("--print-sbatch writes Slurm's scripts: it goes with --launcher slurm")
+        if self.embed is not None and self.print_sbatch is None:
+            raise BertbenchError("--embed puts the scripts of --print-sbatch in a page: give --print-sbatch too")
+        if self.embed is not None and not self.embed.is_file():
+            raise BertbenchError(f"--embed {self.embed}: no such file")
+
+
+@dataclass
+class Job:
+    name: str
+    kind: str  # pretrain | finetune | follow-ups | report
+    stages: list[Stage]  # its stage, or an array's elements (none for the report)
+    after: list[str] = field(default_factory=list)  # the jobs it waits for (afterok)
+
+    @property
+    def array(self) -> bool:
+        return self.kind == "finetune"
+
+
+def job_graph(stages: list[Stage]) -> list[Job]:
+    """The jobs of a plan, each after the ones it depends on; the report last, after all of them."""
+    pretrainings = [s for s in stages if s.name.startswith("pretrain ")]
+    jobs = [Job(s.name, "pretrain", [s]) for s in pretrainings]
+    arrays: dict[Optional[str], list[Stage]] = {}
+    for s in stages:
+        if s not in pretrainings:
+            arrays.setdefault(s.after, []).append(s)
+    for after, group in arrays.items():
+        jobs.append(Job(f"finetune after {after}" if after else "finetune", "finetune", group,
+                        [after] if after else []))
+    jobs += [Job(f"{s.name} follow-ups", "follow-ups", [s], [s.name]) for s in pretrainings if s.then is not None]
+    return [*jobs, Job("report", "report", [], [j.name for j in jobs])]
+
+
+# -- what runs inside a job ---------------------------------------------------------------------------------
+
+
+def _record(records: Path, invocation: str, name: str, started: float) -> None:
+    """This stage's job id, nodes, start and wall time, beside the others of its invocation."""
+    import submitit
+
+    from bertbench.runtime.files import atomic_write_json
+
+    env = submitit.JobEnvironment()
+    if env.global_rank != 0:  # one record per stage, however many tasks ran it
+        return
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    atomic_write_json(records / f"{safe}.json", {
+        "stage": name, "invocation": invocation, "job_id": env.job_id, "nodes": list(env.hostnames),
+        "started": round(started, 3), "seconds": round(time.time() - started, 1)})
+
+
+def run_stage_job(stage_fn: Callable[..., None], args: tuple, name: str, records: Path, invocation: str) -> None:
+    started = time.time()
+    stage_fn(*args)
+    _record(records, invocation, name, started)
+
+
+def run_follow_ups_job(then: Callable[[], list[Stage]], records: Path, invocation: str) -> None:
+    for stage in then():  # planned now: its pre-training's snapshots exist
+        run_stage_job(stage.fn, stage.args, stage.name, records, invocation)
+
+
+def run_report_job(report: tuple[Callable[..., Any], tuple], keep_earlier: Callable[[Path], None], out: Path,
+                   records: Path, invocation: str, times: dict[str, Any], t_submit: float) -> None:
+    """The report (`report`: studies.run's write_report and its arguments), then stages.json (the one before
+    kept by `keep_earlier`, studies.run's keep_earlier_stages): passed in, as this module is below studies.run."""
+    from bertbench.runtime.files import atomic_write_json
+
+    started = time.time()
+    report[0](*report[1])
+    times = {**invocation_times(records, invocation, times), "report": round(time.time() - started, 1)}
+    times["wall"] = round(time.time() - t_submit, 1)  # from the first submission to the report's end
+    keep_earlier(out)
+    atomic_write_json(out / "stages.json", times)
+
+
+def invocation_times(records: Path, invocation: str, times: dict[str, Any]) -> dict[str, Any]:
+    """`times` (what ran before the jobs) with each stage job's seconds of this invocation, and its job under
+    JOBS_KEY, in the order they started."""
+    found = []
+    for path in sorted(records.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("invocation") == invocation:
+            found.append(record)
+    found.sort(key=lambda r: r["started"])
+    out = {**times, **{r["stage"]: r["seconds"] for r in found}}
+    out[JOBS_KEY] = {r["stage"]: {k: r[k] for k in ("job_id", "nodes", "started", "seconds")} for r in found}
+    return out
+
+
+# -- submitting ---------------------------------------------------------------------------------------------
+
+
+def launch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple, workers: int, times: dict[str, Any],
+           echo: Callable[[str], None]) -> dict[str, Any]:
+    """Submit the graph (slurm) or run it here (local); returns the stage times (local), or {} (slurm)."""
+    import uuid
+
+    folder = out / JOBS_DIR
+    records = folder / "records"
+    records.mkdir(parents=True, exist_ok=True)
+    invocation = uuid.uuid4().hex[:12]
+    t_submit = time.time()
+    calls = {j.name: _calls(j, opts, out, report, records, invocation, times, t_submit) for j in jobs}
+    if opts.kind == "slurm":
+        ids = _submit_slurm(jobs, calls, opts, folder, echo)
+        echo(f"submitted {len(ids)} jobs; the report job ({ids['report']}) writes {out / 'stages.json'} when every "
+             "stage is done (squeue --me shows them)")
+        return {}
+    _run_local(jobs, calls, opts, folder, workers, echo)
+    return json.loads((out / "stages.json").read_text())
+
+
+def _calls(job: Job, opts: LauncherOptions, out: Path, report: tuple, records: Path, invocation: str,
+           times: dict[str, Any], t_submit: float) -> list[tuple]:
+    """Each (function, args) the job runs: one, or an array's elements. `report`: (write the report, its
+    arguments, keep the earlier stages.json)."""
+    if job.kind == "report":
+        return [(run_report_job, (report[:2], report[2], out, records, invocation, times, t_submit))]
+    if job.kind == "follow-ups":
+        return [(run_follow_ups_job, (job.stages[0].then, records, invocation))]
+    if job.kind == "pretrain" and opts.kind == "slurm":
+        return [(run_stage_job, _on_allocation(job.stages[0], opts) + (job.name, records, invocation))]
+    return [(run_stage_job, (s.fn, s.args, s.name, records, invocation)) for s in job.stages]
+
+
+def _on_allocation(stage: Stage, opts: LauncherOptions) -> tuple:
+    """A pre-training as Slurm runs it: in each task of the job (srun starts one per GPU and node), with the
+    config's devices and nodes those of the allocation, so that Lightning joins the tasks and launches nothing."""
+    from bertbench.studies.plan import _pretrain_stage
+
+    cfg, run_dir, key = stage.args[:3]
+    tasks = max(1, opts.gpus_per_node)
+    world = {"devices": str(tasks), "num_nodes": opts.nodes,
+             "strategy": "ddp" if tasks * opts.nodes > 1 else cfg.strategy,
+             "accelerator": "cuda" if opts.gpus_per_node else cfg.accelerator}
+    return (_pretrain_stage, (dataclasses.replace(cfg, **world), run_dir, key))
+
+
+def resources(job: Job, opts: LauncherOptions) -> dict[str, Any]:
+    """submitit parameters of a job (AutoExecutor's names; slurm_* ones apply to Slurm only)."""
+    pretrain = job.kind == "pretrain"
+    gpus = opts.gpus_per_node if pretrain else 0 if job.kind == "report" else min(1, opts.gpus_per_node)
+    params: dict[str, Any] = {
+        "name": f"bertbench {job.name}", "timeout_min": opts.time_min, "nodes": opts.nodes if pretrain else 1,
+        "tasks_per_node": max(1, gpus) if pretrain else 1, "gpus_per_node": gpus,
+    }
+    if opts.cpus_per_task:
+        params["cpus_per_task"] = opts.cpus_per_task
+    if opts.partition:
+        params["slurm_partition"] = opts.partition
+    if opts.account:
+        params["slurm_account"] = opts.account
+    return params
+
+
+def _submit_slurm(jobs: list[Job], calls: dict[str, list[tuple]], opts: LauncherOptions, folder: Path,
+                  echo: Callable[[str], None]) -> dict[str, str]:
+    """Every job at once, each with `afterok` on the jobs it waits for; {job name: its Slurm job id}."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    ids: dict[str, str] = {}
+    for job in jobs:
+        # a job whose dependency failed is cancelled, not left pending for ever
+        extra = {"kill-on-invalid-dep": "yes"}
+        if job.after:
+            extra["dependency"] = "afterok:" + ":".join(ids[name] for name in job.after)
+        executor.update_parameters(**resources(job, opts), slurm_additional_parameters=extra)
+        with executor.batch():
+            submitted = [executor.submit(fn, *args) for fn, args in calls[job.name]]
+        ids[job.name] = submitted[0].job_id.split("_")[0]  # an array's id: afterok on it waits for every element
+        names = [s.name for s in job.stages] or [job.name]
+        echo(f"[{job.name}] job {ids[job.name]}" + (f" (array: {', '.join(names)})" if job.array else "")
+             + (f", after {', '.join(job.after)}" if job.after and job.kind != "report" else ""))
+    return ids
+
+
+def _run_local(jobs: list[Job], calls: dict[str, list[tuple]], opts: LauncherOptions, folder: Path, workers: int,
+               echo: Callable[[str], None]) -> None:
+    """The graph here: a job's processes start once the jobs it waits for have succeeded, `workers` at a time;
+    a failed one's dependants never start. One line at the end names what failed."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="local")
+    generic = lambda params: {k: v for k, v in params.items() if not k.startswith("slurm_")}  # noqa: E731
+    waiting = {j.name: list(calls[j.name]) for j in jobs}  # each job's processes not started yet
+    running: dict[str, list[Any]] = {j.name: [] for j in jobs}
+    labels: dict[int, str] = {}
+    ok: set[str] = set()
+    failed: dict[str, str] = {}
+    order = {j.name: j for j in jobs}
+    try:
+        while True:
+            for name, job in order.items():  # start what is ready, in the graph's order
+                if name in ok or name in failed or any(d not in ok for d in job.after):
+                    continue
+                while waiting[name] and sum(len(r) for r in running.values()) < workers:
+                    fn, args = waiting[name].pop(0)
+                    executor.update_parameters(**generic(resources(job, opts)))
+                    handle = executor.submit(fn, *args)
+                    label = args[2] if fn is run_stage_job else job.name
+                    labels[id(handle)] = label
+                    echo(f"[{label}] started as job {handle.job_id}")
+                    running[name].append(handle)
+            if not any(running.values()):
+                break
+            time.sleep(POLL_SECONDS)
+            for name, handles in running.items():
+                for handle in [h for h in handles if h.done()]:
+                    handles.remove(handle)
+                    # no result: the process died (killed, out of memory); submitit would wait for one 15 s more
+                    error = handle.exception() if handle.paths.result_pickle.exists() else "it died without a result"
+                    if error is not None:
+                        failed[name] = f"{labels[id(handle)]} (job {handle.job_id}): {_last_line(error)}"
+                        echo(f"[{labels[id(handle)]}] failed (job {handle.job_id}); its log: {handle.paths.stderr}")
+                if not handles and not waiting[name] and name not in failed:
+                    ok.add(name)
+            for name, job in order.items():  # a job waiting on a failed one never starts
+                if name not in ok and name not in failed and any(d in failed for d in job.after):
+                    failed[name] = f"not started: it waits on {', '.join(d for d in job.after if d in failed)}"
+    except StopRequested as stop:  # Ctrl-C or SIGTERM here: each running job gets SIGTERM once, as on a cluster
+        _stop_local_jobs([h for handles in running.values() for h in handles])
+        raise StudyInterrupted(stop.signum) from None
+    if failed:
+        first = next(iter(failed.values()))
+        raise BertbenchError(f"{len([n for n in failed if not failed[n].startswith('not started')])} job(s) "
+                             f"failed, first {first}; {RERUN_HINT}")
+
+
+def _stop_local_jobs(handles: list[Any]) -> None:
+    """SIGTERM to each running job's controller, which passes it to the job's process (a pre-training writes its
+    checkpoint at the step it is in, as under Slurm's pre-emption); then wait for them (SIGKILL after
+    WIND_DOWN_SECONDS). A further signal meanwhile is passed on (it stops them at once)."""
+    import signal
+
+    processes = [p for p in (getattr(h, "_process", None) for h in handles) if p is not None]
+
+    def send(signum: int) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    with passing_signals_on(send):
+        send(signal.SIGTERM)
+        deadline = time.monotonic() + WIND_DOWN_SECONDS
+        while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        send(signal.SIGKILL)
+
+
+def _last_line(error: BaseException | str) -> str:
+    """What a failed job's error says, in one line: its trace's last exception (a bertbench error's message
+    alone, as the CLI prints it; another one with its type), else the error's own last line."""
+    import re
+
+    text = str(error)
+    raised = re.findall(r"^((?:\w+\.)*)(\w+): (.+)$", text, re.M)
+    raised = [r for r in raised if r[1].endswith(("Error", "Exception", "Interrupted", "Interrupt"))]
+    if raised:
+        module, name, message = raised[-1]
+        return (message if module.startswith("bertbench.") else f"{name}: {message}").strip()[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines or [type(error).__name__])[-1][:300]
+
+
+def print_sbatch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple) -> list[tuple[str, str, str]]:
+    """[(job name, its kind, the sbatch script submitit writes for it)] for the graph, submitting nothing: submitit runs
+    a stand-in `sbatch` that answers with made-up job ids (1001, 1002, …, in submission order)."""
+    import shutil
+    import stat
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as bin_dir:
+        counter = Path(bin_dir) / "count"
+        fake = {"srun": "#!/bin/sh\nexit 0\n",
+                "sbatch": f"#!/bin/sh\nn=$(($(cat {counter} 2>/dev/null || echo 1000) + 1))\necho $n > {counter}\n"
+                          "echo \"Submitted batch job $n\"\n"}
+        for name, text in fake.items():
+            path = Path(bin_dir) / name
+            path.write_text(text)
+            path.chmod(path.stat().st_mode | stat.S_IEXEC)
+        path_before = os.environ.get("PATH", "")
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path_before])
+        try:
+            assert shutil.which("sbatch", path=os.environ["PATH"]).startswith(bin_dir)
+            folder = out / JOBS_DIR
+            calls = {j.name: _calls(j, opts, out, report, folder / "records", "print-sbatch", {}, 0.0)
+                     for j in jobs}
+            ids = _submit_slurm(jobs, calls, opts, folder, lambda line: None)
+        finally:
+            os.environ["PATH"] = path_before
+    return [(job.name, job.kind, (folder / f"{ids[job.name]}_submission.sh").read_text()) for job in jobs]
+
+
+def sbatch_markdown(scripts: list[tuple[str, str, str]], command: str, replace: dict[str, str]) -> str:
+    """The scripts as a generated block of markdown (docs/scale.md): the first of each kind of job whole, each
+    other one by the lines in which it differs from that one; `replace`: machine-specific text (the
+    interpreter's path, a temporary folder) → what the page shows instead."""
+    lines = [f"_Generated by `{command}`; do not edit between the markers._", ""]
+    first: dict[str, list[str]] = {}
+    for name, kind, text in scripts:
+        for old, new in replace.items():
+            text = text.replace(old, new)
+        own = text.rstrip("\n").splitlines()
+        if kind not in first:
+            first[kind] = own
+            lines += [f"`{name}`:", "", "```bash", *own, "```", ""]
+        else:
+            differ = [line for line in own if line not in first[kind]]
+            lines += [f"`{name}`, as the first {kind} job but for:", "", "```bash", *differ, "```", ""]
+    return "\n".join(lines)
