@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from bertbench.report.tables.claims import (
+from bertbench.report.claims import (
     CLAIMS_PATH,
     CONTRADICTED,
     INCONCLUSIVE,
@@ -16,23 +16,32 @@ from bertbench.report.tables.claims import (
     NOT_RUN,
     REPRODUCED,
     THRESHOLD_SOURCES,
-    claims_table,
+    direction_and_p,
     evaluate,
     load_claims,
-    verdict,
 )
+from bertbench.report.tables.claims import claims_table
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.results import load_records
-from bertbench.report.multibootstrap import EXAMPLES, FINETUNE
-from bertbench.report.stats import Interval
+from bertbench.report.multibootstrap import EXAMPLES, FINETUNE, Estimate, t_quantile
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 THRESHOLDS = {"about_a_point": 1.0, "much_greater": 5.0}
 
 
-def _iv(low: float, high: float) -> Interval:
-    return Interval((low + high) / 2, low, high, 3, "paired t over seeds")
+def _est(low: float, high: float, df: float = 3) -> Estimate:
+    half = (high - low) / 2
+    return Estimate((low + high) / 2, half / t_quantile(0.975, df), df, low, high, (), (), (1, 1), 2000)
+
+
+def verdict(test: str, est: Estimate) -> str:
+    """A paper claim's verdict on its own (before Holm): p < 0.05 is exactly the 95% interval wholly on a side."""
+    [claim] = [c for c in load_claims().claims if c.id == {"greater": "t5-mrpc-mlm-vs-ltr", "not_worse": "t5-qnli-nsp",
+                                                            "much_greater": "pretraining-vs-random",
+                                                            "equivalent": "t8-mnli-finetune-masking"}[test]]
+    direction, p = direction_and_p(claim, est)
+    return direction if p < 0.05 else INCONCLUSIVE
 
 
 @pytest.mark.parametrize("test, low, high, expected", [
@@ -45,11 +54,8 @@ def _iv(low: float, high: float) -> Interval:
     ("equivalent", -3.0, -1.2, CONTRADICTED), ("equivalent", -0.5, 1.5, INCONCLUSIVE),
 ])
 def test_verdict_rules(test, low, high, expected):
-    assert verdict(test, _iv(low, high), THRESHOLDS) == expected
-
-
-def test_no_interval_is_inconclusive():
-    assert verdict("greater", None, THRESHOLDS) == INCONCLUSIVE
+    """claims.yaml's test words, each one claim of the grammar, judged where the 95% interval lies."""
+    assert verdict(test, _est(low, high)) == expected
 
 
 def test_packaged_claims_cover_the_papers_directions():
@@ -87,8 +93,7 @@ def test_degenerate_cell_never_counts_as_a_reproduction(outcomes):
     by_id, _ = outcomes
     ner = by_id["t8-ner-finetune-masking"]  # within 0.3 points on both seeds, but one seed is degenerate
     est = ner.diff.estimate
-    assert ner.diff.degenerate and verdict("equivalent", Interval(est.estimate, est.low, est.high, 2, ""),
-                                           THRESHOLDS) == REPRODUCED
+    assert ner.diff.degenerate and verdict("equivalent", est) == REPRODUCED
     assert ner.verdict == INCONCLUSIVE and "degenerate" in ner.why
 
 
@@ -112,8 +117,8 @@ def test_claims_table_states_scale_split_and_comparisons(outcomes):
     table = claims_table(data)
     assert len(table.rows) == len(load_claims().claims)
     assert any("made at mini scale on dev splits" in note for note in table.notes)
-    assert any(note.startswith("7 comparisons made (3 reproduced, 1 contradicted, 2 inconclusive, 1 not measurable "
-                               "at this budget)") and "Family for Holm–Bonferroni: these 7 comparisons" in note
+    assert any(note.startswith("Holm families: the paper's claims") and "the paper's claims: 7 member(s) (3 "
+               "reproduced, 1 contradicted, 2 inconclusive, 1 not measurable at this budget)" in note
                for note in table.notes)
     mrpc = dict(zip(table.header, next(row for row in table.rows if "MRPC" in row[0])))
     assert mrpc["Paper a − b"] == "+9.2 (86.7 − 77.5, dev)"  # the paper's difference, from its table

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bertbench.cli import app
 from bertbench.report.model import collect
 from bertbench.report.plan import StageThreads, _costs, plan_claim, stage_threads
-from bertbench.report.tables.claims import claim_sides, load_claims
+from bertbench.report.claims import claim_sides, load_claims
 from bertbench.results import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_a_stage_costs_its_wall_time_times_its_threads(cpu_hour):
     a masked LM beside another costs its wall time once. Recorded counts win over the rule."""
     data, claims = cpu_hour
     claim = next(c for c in claims.claims if c.id == "t5-mrpc-mlm-vs-ltr")
-    mlm, ltr, _ = claim_sides(data, claim, "tiny")
+    mlm, ltr, _ = claim_sides(data, claim, *_at(data, claim, "tiny"))
     threads = stage_threads([CPU_HOUR])
     assert threads.host == 2
     pre_ltr, _, _, n_ltr = _costs(data, ltr, threads)
@@ -158,7 +158,7 @@ def test_plan_adds_no_pre_training_variance_to_random_init():
     data = _one_seed()
     claims = load_claims(paper=data.paper)
     claim = next(c for c in claims.claims if c.id == "pretraining-vs-random")
-    a, b, _ = claim_sides(data, claim, "tiny")
+    a, b, _ = claim_sides(data, claim, *_at(data, claim, "tiny"))
     assert b.variant.random_init and side_components(b).pretrain == 0.0
     assert side_components(a).pretrain is None  # MLM+NSP: one pre-training seed, not measured
     text = "\n".join(plan_claim(data, "pretraining-vs-random", max_seeds=20))
@@ -168,3 +168,8 @@ def test_plan_adds_no_pre_training_variance_to_random_init():
 def test_plan_refuses_an_unknown_claim_in_one_line():
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
     assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output
+
+
+def _at(data, claim, size):
+    """The claim's two variants at `size` (a paper claim names objectives)."""
+    return [next(v for v in data.variants if v.objective == name and v.size == size) for name in (claim.a, claim.b)]

@@ -446,15 +446,16 @@ def _resolve_metric(paper: PaperNumbers, records: Sequence[Record], row_metric: 
     return next((name for name in names if paper.paper_metric(name) == pmetric), None)
 
 
-def metric_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+def metric_for(data: ReportData, variant: Variant, ptask: str, pmetric: Optional[str], approach: str,
                kinds: Sequence[str]) -> tuple[Optional[str], Optional[RowKey]]:
-    """Our (record metric, row) for a paper (task, metric): official eval kinds in `kinds` order, newest task
-    version."""
-    candidates = [row for row in data.rows if data.paper.paper_task(row.task) == ptask and row.approach == approach
-                  and row.eval_kind in kinds and data.cell(variant, row) is not None]
+    """Our (record metric, row) for a paper (task, metric), or a task of the records by its own name (a claim's;
+    metric None: the row's primary metric): eval kinds in `kinds` order, newest task version."""
+    candidates = [row for row in data.rows if ptask in (row.task, data.paper.paper_task(row.task))
+                  and row.approach == approach and row.eval_kind in kinds and data.cell(variant, row) is not None]
     candidates.sort(key=lambda r: (kinds.index(r.eval_kind), -r.task_version, r.task))
     for row in candidates:
-        metric = _resolve_metric(data.paper, data.cell(variant, row).records, row.metric, pmetric)
+        records = data.cell(variant, row).records
+        metric = row.metric if pmetric is None else _resolve_metric(data.paper, records, row.metric, pmetric)
         if metric is not None:
             return metric, row
     return None, None

@@ -37,7 +37,7 @@ from bertbench.report.multibootstrap import (
     paired_average_example_variance,
     plan_designs,
 )
-from bertbench.report.tables.claims import Claims, claim_sides, evaluate, load_claims
+from bertbench.report.claims import Claims, claim_sides, evaluate, load_claims
 from bertbench.report.tables.paired import DEV_KINDS, Side
 
 
@@ -190,8 +190,8 @@ def _target(claims: Claims, claim, outcome, effect: Optional[float]) -> tuple[Op
     estimate the plan is about to test: sizing a study on what its own data showed is post hoc."""
     if effect is not None:
         return effect, "given"
-    if claim.test == "much_greater":
-        bound = claims.bound(claim.test)
+    if claim.comparator == ">" and claim.threshold > 0:  # a ≫ claim: its bound is an effect
+        bound = claim.threshold
         return bound, (f"the ≫ bound, {bound:g}: the least effect the claim calls far greater; to plan for clearing it, "
                        "give the margin above it you expect with --effect")
     if outcome.effect is None:
@@ -201,7 +201,7 @@ def _target(claims: Claims, claim, outcome, effect: Optional[float]) -> tuple[Op
 
 def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, threads: StageThreads) -> list[str]:
     claim = outcome.claim
-    sa, sb, _ = claim_sides(data, claim, outcome.size)
+    sa, sb, _ = claim_sides(data, claim, outcome.a, outcome.b)
     target, source = _target(claims, claim, outcome, effect)
     if target is None:
         raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
@@ -216,7 +216,7 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, 
     pretrains = not (sa.variant.random_init and sb.variant.random_init)
     min_p = 2 if pretrains else 1
     lines = [
-        f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on "
+        f"Plan for {claim.id} ({claim.name}): {sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
         f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "

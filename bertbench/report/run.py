@@ -72,7 +72,7 @@ def make_report(
     warn: Callable[[str], None] = print,
 ) -> None:
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
-    `claims`: the user's own claims (report.tables.user_claims), judged beside those of a claims.yaml in `results`."""
+    `claims`: the user's own claims (report.claims), judged beside those of a claims.yaml in `results`."""
     from rich.console import Console
 
     from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
@@ -86,15 +86,12 @@ def make_report(
         raise BertbenchError(f"{out}: README.md is the folder's generated index; name the report something else")
     if out is not None:
         _check_replaceable(out, force)
-    from bertbench.report.tables.user_claims import claims_beside, parse_claim
-
-    from bertbench.report.tables.claims import load_claims
+    from bertbench.report.claims import claims_beside, load_claims, parse_claim
     from bertbench.report.tables.preregistration import load_preregistration
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
     preregistration = load_preregistration(results, load_claims())
-    registered = list(preregistration.user_claims) if preregistration else []
-    user_claims = registered + claims_beside(results) + user_claims
+    user_claims = claims_beside(results) + user_claims  # the pre-registration's own come with it
     records = load_records(results, _known_task_versions(warn))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
@@ -142,11 +139,11 @@ def make_report(
         from bertbench.report.render.terminal import print_short
 
         print_short(data, out)
-        if user_claims:  # the verdicts asked for are shown, a line each (the markdown has the table)
-            from bertbench.report.tables.user_claims import claim_lines
+        if user_claims or (preregistration and preregistration.user_claims):  # the verdicts asked for, a line each (the markdown has the table)
+            from bertbench.report.tables.claims import claim_lines
 
-            [table] = [t for t in rep.tables if t.key == "user_claims"]
-            echo(f"\n{table.title}:")
+            [table] = [t for t in rep.tables if t.key == "claims"]
+            echo(f"\n{table.title} (those stated for these records):")
             for line in claim_lines(table):
                 echo(f"  {line}")
 

@@ -83,16 +83,19 @@ class Difference:
 DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split we cut), never on test
 
 
-def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
+def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Optional[str]]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
-    """`variant`'s runs on each (paper task, paper metric), every seed of each; None if one is missing."""
+    """`variant`'s runs on each (task, metric) (`model.metric_for`), every seed of each; None if one is missing."""
     rows, comps, degenerate, near, constant = [], [], False, False, True
     for ptask, pmetric in scores:
         metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
         if metric is None:
             return None
         records = data.cell(variant, row).records
-        comps.append(component_for(records, metric, row.task))
+        comp = component_for(records, metric, row.task)
+        if comp is None:
+            return None
+        comps.append(comp)
         rows.append(row)
         degenerate = degenerate or is_degenerate(records)
         near = near or is_near_constant(records)

@@ -5,7 +5,7 @@ A preset may carry a `preregistration:` block; `bertbench run` writes it, with t
 something else (claims cannot change once a study has started). `bertbench report` finds that file under the
 folders it is given (searched like the records) and then judges:
 - the pre-registered family: the paper's claims named by id (bertbench/reference/claims.yaml) and the claims
-  written in `report --claim`'s grammar (report.tables.user_claims), all Holm-adjusted together;
+  written in `report --claim`'s grammar (report.claims), all Holm-adjusted together;
 - every other comparison (the paper's other claims, `--claim`, claims.yaml beside the records) as exploratory:
   Holm-adjusted in a family of its own, never in the pre-registered one, and labelled so.
 Without a pre-registration nothing changes: each claims table keeps its own family, as before.
@@ -31,17 +31,15 @@ number, its source, the constant predictor's score and where that comes from; `a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.report.tables.claims import Claims, Outcome, adjust_family, judge_claims
-from bertbench.report.tables.user_claims import UserClaim, UserOutcome, judge_user_claims, parse_claim
+from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
-PRE_REGISTERED, EXPLORATORY = "pre-registered", "exploratory"
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
 _KEYS = {"claims", "scores", "seeds", "extension", "preset"}
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
@@ -73,7 +71,7 @@ class HeadlineScore:
 @dataclass(frozen=True)
 class Preregistration:
     paper_claims: tuple[str, ...]  # ids of the paper's claims
-    user_claims: tuple[UserClaim, ...]
+    user_claims: tuple[Claim, ...]
     scores: tuple[HeadlineScore, ...] = ()
     seeds: Any = None  # as the preset states them (its seeds are also in its config)
     extension: str = ""  # the planned extension, if any ("none")
@@ -98,6 +96,8 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
     if unknown:
         raise BertbenchError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS - {'preset'})}")
     ids = {c.id for c in claims.claims}
+    # shown as stated in the pre-registration (its file), never by an index into its list
+    shown = f"{PREREGISTRATION} ({where})"
     paper, user = [], []
     for i, entry in enumerate(raw["claims"], 1):
         at = f"{where}: claims[{i}]"
@@ -107,9 +107,10 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
                                      "claim line ('A − B on TASK > T')")
             paper.append(entry)
         elif isinstance(entry, str):
-            user.append(parse_claim(entry, at))
+            user.append(parse_claim(entry, at, origin=PREREGISTRATION, source=shown))
         elif isinstance(entry, dict) and set(entry) <= {"claim", "name"} and "claim" in entry:
-            user.append(parse_claim(entry["claim"], at, str(entry["name"]) if entry.get("name") else None))
+            user.append(parse_claim(entry["claim"], at, str(entry["name"]) if entry.get("name") else None,
+                                    PREREGISTRATION, shown))
         else:
             raise BertbenchError(f"{at}: expected a claim id, a claim line or {{claim: ..., name: ...}}, got {entry!r}")
     texts = [c.text for c in user]
@@ -180,33 +181,5 @@ def write_preregistration(path: Path, prereg: Preregistration) -> None:
     atomic_write_text(path, text)
 
 
-def evaluate_families(data, claims: Claims, user_claims: Sequence[UserClaim], prereg: Preregistration
-                      ) -> tuple[list[Outcome], list[UserOutcome]]:
-    """Every paper claim and user claim, Holm-adjusted in two families: the pre-registered comparisons together
-    (paper and user claims alike), and the exploratory ones (everything else) apart. Each outcome says which."""
-    paper, user = judge_claims(data, claims), judge_user_claims(data, user_claims)
-    registered_texts = {c.text for c in prereg.user_claims}
-
-    def registered(o) -> bool:
-        return (o.claim.id in prereg.paper_claims) if isinstance(o, Outcome) else (o.claim.text in registered_texts)
-
-    for in_family in (True, False):
-        adjust_family([paper, user], lambda o: registered(o) == in_family)
-    label = {True: PRE_REGISTERED, False: EXPLORATORY}
-    return ([dataclasses.replace(o, registration=label[registered(o)]) for o in paper],
-            [dataclasses.replace(o, registration=label[registered(o)]) for o in user])
-
-
-def family_note(prereg: Preregistration, paper: Sequence[Outcome], user: Sequence[UserOutcome]) -> str:
-    made = [o for o in (*paper, *user) if o.compared]
-    n_reg = sum(o.registration == PRE_REGISTERED for o in made)
-    source = f"the preset {prereg.preset}'s" if prereg.preset else "the"
-    return (f"Pre-registration ({source} {PREREGISTRATION_FILE}, written before the study ran): Holm–Bonferroni "
-            f"adjusts the {n_reg} pre-registered comparison(s) together, the paper's and yours alike; the other "
-            f"{len(made) - n_reg} are exploratory, adjusted in a family of their own and never in the pre-registered "
-            "one. Each verdict says which it is.")
-
-
-__all__ = ["ADMISSION_MARGIN", "EXPLORATORY", "Evidence", "HeadlineScore", "PRE_REGISTERED", "PREREGISTRATION_FILE",
-           "Preregistration", "evaluate_families", "family_note", "load_preregistration", "parse_preregistration",
-           "write_preregistration"]
+__all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "PREREGISTRATION_FILE", "Preregistration",
+           "load_preregistration", "parse_preregistration", "write_preregistration"]

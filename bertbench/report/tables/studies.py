@@ -12,7 +12,8 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import MISSING, ReportData, Table, glue_rows
-from bertbench.report.tables.claims import claims_table, load_claims
+from bertbench.report.claims import load_claims
+from bertbench.report.tables.claims import claims_table
 
 STUDY_MARK = re.compile(r"^<!-- bertbench study: question=(?P<question>[^;]+); claim=(?P<claim>[\w-]+) -->$", re.M)
 NO_CLAIM = "none"
@@ -47,9 +48,9 @@ def _headline(page: StudyPage, data: ReportData, where: str) -> tuple[str, str, 
     known = {c.id: c for c in claims.claims}
     if page.claim not in known:
         raise BertbenchError(f"{where}: claim {page.claim!r} is not in claims.yaml ({', '.join(sorted(known))})")
-    table = claims_table(data, claims)
+    table = claims_table(data, paper=claims)
     column = {name: i for i, name in enumerate(table.header)}
-    (row,) = [r for r in table.rows if r[column["Claim"]] == known[page.claim].claim]
+    (row,) = [r for r in table.rows if r[column["Claim"]] == known[page.claim].name]
     compared = f"{row[column['a − b']]} ({row[column['Score']]})"
     ours = f"{row[column['Ours a − b']]} {row[column['95% interval']]}"
     return compared, ours, row[column["Verdict"]]
