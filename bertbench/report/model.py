@@ -655,7 +655,11 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                 out.append({
                     "kind": "ours", "column": variant.label, "task": row.task, "task_version": row.task_version,
                     "eval_kind": row.eval_kind, "approach": row.approach, "metric": metric,
-                    "primary": metric == row.metric, "n": stats.n, "median": stats.median, "mean": stats.mean,
+                    "primary": metric == row.metric, "n": stats.n,
+                    # pre-training seeds behind the cell: 0 for random init, 1 for one checkpoint (or records
+                    # without pretrain_seed); with several, mean and ci95 are over their means (a P-cell)
+                    "P": 0 if variant.random_init else max(1, len(stats.pretrain_means)),
+                    "median": stats.median, "mean": stats.mean,
                     "std": stats.std, "ci95_low": stats.interval.low if stats.interval else None,
                     "ci95_high": stats.interval.high if stats.interval else None,
                     "degenerate": is_degenerate(cell.records), "min": stats.values[0], "max": stats.values[-1],
@@ -671,7 +675,8 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
             for n in _paper_candidates(data.paper, systems, sources, ptask):
                 out.append({
                     "kind": "paper", "column": name, "task": n.task, "task_version": None, "eval_kind": None,
-                    "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "median": n.value,
+                    "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "P": None,
+                    "median": n.value,
                     "mean": None, "std": None, "ci95_low": None, "ci95_high": None, "degenerate": None, "min": None, "max": None, "seeds": None, "settings": None,
                     "setting": None, "model_fingerprint": None, "data_fingerprint": None,
                     "paper_split": n.split, "source": n.source,

@@ -120,7 +120,7 @@ def make_report(
     if csv is not None or json_out is not None:
         import pandas as pd
 
-        integers = {"task_version": "Int64", "n": "Int64", "settings": "Int64"}  # nullable: paper rows have none
+        integers = {"task_version": "Int64", "n": "Int64", "P": "Int64", "settings": "Int64"}  # paper rows: none
         frame = pd.DataFrame(long_rows(data)).astype(integers)
         if csv is not None:
             atomic_write_text(csv, frame.to_csv(index=False, lineterminator="\n"))
