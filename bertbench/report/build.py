@@ -8,7 +8,7 @@ from typing import Optional
 
 from bertbench.report.model import ReportData, Table, size_variants
 from bertbench.report.tables.ablations import table5, table6, table8
-from bertbench.report.claims import evaluate, load_claims
+from bertbench.report.claims import evaluate_study, load_claims
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.main import main_table
@@ -61,8 +61,4 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
 def _claims_table(data: ReportData, user_claims: Sequence, preregistration) -> Table:
     """Every claim, the paper's and those stated for these records, in its Holm family."""
     paper = load_claims(paper=data.paper)
-    stated = [*(preregistration.user_claims if preregistration else ()), *user_claims]
-    registered = None
-    if preregistration is not None:  # the paper's claims it names by id, and its own lines
-        registered = [c for c in paper.claims if c.id in preregistration.paper_claims] + list(preregistration.user_claims)
-    return claims_table(data, evaluate(data, paper, stated, registered), paper, preregistration)
+    return claims_table(data, evaluate_study(data, user_claims, preregistration, paper), paper, preregistration)

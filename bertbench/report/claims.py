@@ -552,6 +552,17 @@ def evaluate(data: ReportData, paper: Optional[Claims] = None, stated: Sequence[
     return families
 
 
+def evaluate_study(data: ReportData, stated: Sequence[Claim] = (), preregistration=None,
+                   paper: Optional[Claims] = None) -> list[Outcome]:
+    """`evaluate` as the report runs it: the paper's claims, a `preregistration`'s (report.tables.preregistration:
+    its paper claim ids and its own lines, one family) and those `stated` for the records (claims.yaml, --claim)."""
+    paper = paper or load_claims(paper=data.paper)
+    if preregistration is None:
+        return evaluate(data, paper, stated)
+    registered = [c for c in paper.claims if c.id in preregistration.paper_claims] + list(preregistration.user_claims)
+    return evaluate(data, paper, [*preregistration.user_claims, *stated], registered)
+
+
 def contributions(o: Outcome) -> tuple[tuple[str, float, float], ...]:
     """A multi-task comparison's (task, its share of a − b in points, that share as a fraction of a − b): the
     mean over tasks is each task's a − b over the number of tasks; () for one task or no comparison."""
@@ -565,5 +576,5 @@ def contributions(o: Outcome) -> tuple[tuple[str, float, float], ...]:
 __all__ = ["ALPHA", "CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "COMPARATORS", "CONTRADICTED", "Claim", "Claims",
            "EXPLORATORY", "FILE", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "ORIGINS", "Outcome", "PAPER", "PAPERS",
            "PREREGISTRATION", "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "claim_sides", "claims_beside",
-           "contributions", "direction_and_p", "evaluate", "judge", "load_claims", "load_claims_file",
+           "contributions", "direction_and_p", "evaluate", "evaluate_study", "judge", "load_claims", "load_claims_file",
            "effect_of", "paper_values", "parse_claim", "score_text", "statements"]

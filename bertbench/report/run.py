@@ -153,8 +153,10 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     study has its records in `root/NAME` (report.tables.studies), in name order."""
     import os
 
+    from bertbench.report.claims import load_claims
     from bertbench.report.model import collect
     from bertbench.report.render.markdown import embed_table
+    from bertbench.report.tables.preregistration import load_preregistration
     from bertbench.report.tables.studies import read_study_page, studies_table
     from bertbench.results import load_records
     from bertbench.runtime.files import atomic_write_text
@@ -166,8 +168,8 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     found = sorted((p for p in pages.glob("*.md") if (root / p.stem).is_dir()), key=lambda p: p.stem)
     if not found:
         raise BertbenchError(f"--studies {pages}: no page NAME.md with its records in {root}/NAME")
-    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent))
-               for p in found]
+    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent),
+                load_preregistration([root / p.stem], load_claims())) for p in found]
     command = f"bertbench report {root} --studies {pages} --embed {embed}"
     atomic_write_text(embed, embed_table(embed.read_text(encoding="utf-8"), studies_table(studies), "studies",
                                          command, str(embed)))
