@@ -40,9 +40,9 @@ from bertbench.config import OBJECTIVES
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers, load_paper_numbers
 from bertbench.report.labels import objective_label
-from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant, metric_for
+from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant
 from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
-from bertbench.report.tables.paired import DEV_KINDS, Difference, Side, difference, gain_side, side
+from bertbench.report.tables.paired import Difference, Side, difference, gain_side, side
 
 CLAIMS_PATH = Path(__file__).resolve().parents[1] / "reference" / "claims.yaml"
 CLAIMS_FILE = "claims.yaml"  # read from each RESULTS_DIR given to `bertbench report`
