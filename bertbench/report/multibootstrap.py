@@ -397,6 +397,24 @@ class VarianceComponents:
     pretrain: Optional[float]
     finetune: float
     examples: Optional[float]
+    # The pre-training seeds' means behind `pretrain`: their variance (df = seeds − 1) and the fine-tuning noise each
+    # mean carries, so that a plan can bound the pre-training share from above (`pretrain_upper_bound`) rather than
+    # trust its point estimate. Not compared: they restate `pretrain`, and only the bound reads them.
+    means_variance: Optional[float] = field(default=None, compare=False)
+    means_df: int = field(default=0, compare=False)
+    means_noise: float = field(default=0.0, compare=False)
+
+
+def pretrain_upper_bound(vc: VarianceComponents, level: float) -> Optional[float]:
+    """The one-sided `level` upper confidence bound of the pre-training variance: the seeds' means' variance s²
+    (df = seeds − 1) has (df·s²/σ²) ~ χ²(df), so σ² ≤ df·s²/χ²_{1−level}(df); less the fine-tuning noise each mean
+    carries, as the point estimate subtracts it. None where nothing was measured (one pre-training seed)."""
+    from scipy import stats
+
+    if vc.means_variance is None or vc.means_df < 1:
+        return None
+    upper = vc.means_variance * vc.means_df / float(stats.chi2.ppf(1.0 - level, vc.means_df))
+    return max(0.0, upper - vc.means_noise)
 
 
 def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: int = RNG_SEED
@@ -406,18 +424,20 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
     by_pre = comp.by_pretrain()
     within = [np.var(vs, ddof=1) for vs in by_pre.values() if len(vs) > 1]
     finetune = float(np.mean(within)) if within else 0.0
-    pretrain = None
+    pretrain, means_var, noise = None, None, 0.0
     if len(by_pre) > 1:
         means = [np.mean(vs) for vs in by_pre.values()]
         n_per = np.mean([len(vs) for vs in by_pre.values()])
-        pretrain = max(0.0, float(np.var(means, ddof=1)) - finetune / n_per)
+        means_var, noise = float(np.var(means, ddof=1)), float(finetune / n_per)
+        pretrain = max(0.0, means_var - noise)
     examples = None
     if comp.stats is not None:
         rng = np.random.default_rng(seed)
         per_run = np.concatenate([_per_run_on_draws(comp, counts)
                                   for _, _, counts in _example_counts(rng, comp.n_examples, resamples)])
         examples = float(np.mean(np.var(per_run, axis=0, ddof=1)))
-    return VarianceComponents(pretrain, finetune, examples)
+    return VarianceComponents(pretrain, finetune, examples, means_var, len(by_pre) - 1 if means_var is not None else 0,
+                              noise)
 
 
 def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES, seed: int = RNG_SEED
@@ -442,7 +462,8 @@ def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES
         means.append([np.mean(by_pre[pre]) for pre in sorted(shared)])
         noise += part.finetune / np.mean([len(vs) for vs in by_pre.values()]) / k2
     averaged = np.mean(np.asarray(means), axis=0)  # (pre-training seeds,): the averaged score under each
-    return VarianceComponents(max(0.0, float(np.var(averaged, ddof=1)) - noise), finetune, examples)
+    means_var = float(np.var(averaged, ddof=1))
+    return VarianceComponents(max(0.0, means_var - noise), finetune, examples, means_var, len(shared) - 1, float(noise))
 
 
 def paired_average_example_variance(a: Sequence[Component], b: Sequence[Component], *, resamples: int = RESAMPLES,
@@ -537,5 +558,5 @@ __all__ = [
     "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
     "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
     "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
-    "plan_designs", "t_quantile", "variance_components",
+    "plan_designs", "pretrain_upper_bound", "t_quantile", "variance_components",
 ]
