@@ -1,0 +1,91 @@
+"""The confirmatory protocol (issue 48): a pre-registered preset is refused, in one line, by `run --validate` (and so
+by `run`) when it reuses a committed study's seed (any arm, random init included), pre-trains a side with fewer
+than 3 seeds, or pre-registers a claim it cannot measure."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bertbench.cli import app
+from bertbench.errors import BertbenchError
+from bertbench.studies.preset import load_preset
+from bertbench.studies.protocol import check_protocol, committed_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def _preset(tmp_path: Path, edit=lambda raw: None, name: str = "fresh") -> Path:
+    """The claims preset with fresh seeds (3 a side), as a new study `name`, edited by `edit`."""
+    raw = yaml.safe_load((ROOT / "recipes" / "presets" / "claims.yaml").read_text(encoding="utf-8"))
+    raw.update(name=name, pretrain_seeds=[101, 102, 103], finetune={"seeds": [201, 202, 203]})
+    raw["variants"][2]["pretrain_seeds"] = [101, 102, 103]
+    edit(raw)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _committed(root: Path, study: str, pretrain_seed, seed: int) -> None:
+    folder = root / study / "results" / "x"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"seed": seed, **({"pretrain_seed": pretrain_seed} if pretrain_seed is not None else {})}
+    (folder / f"r{pretrain_seed}-{seed}.record.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_a_pre_registration_reusing_a_committed_seed_is_refused_naming_the_seed_and_the_study(tmp_path):
+    root = tmp_path / "records"
+    spec = load_preset(str(_preset(tmp_path)))
+    _committed(root, "fresh", 101, 201)  # the study's own committed records: its own seeds, not reused ones
+    check_protocol(spec, root)
+    _committed(root, "old", 102, 7)
+    with pytest.raises(BertbenchError) as err:
+        check_protocol(spec, root)
+    assert str(err.value) == (f"{tmp_path / 'fresh.yaml'}: preregistration: pre-training seed 102 of variant 'mlm_nsp' "
+                              f"was used by the committed study old ({root / 'old'}); a pre-registered study draws "
+                              "seeds no committed study has used (its evidence would not be new)")
+    (root / "old" / "results" / "x" / "r102-7.record.json").unlink()
+    _committed(root, "older", None, 203)  # a random-init control's run: its initialisation is its fine-tuning seed
+    with pytest.raises(BertbenchError, match=r"fine-tuning seed 203 \(every arm: mlm_nsp, no_nsp, wide_mlm_nsp, "
+                                             r"wide_random\) was used by the committed study older"):
+        check_protocol(spec, root)
+
+
+def test_the_committed_studies_seeds_are_read_from_every_arm():
+    """cpu-hour-wide's random init ran fine-tuning seeds 1-3 (the ones the claims study's control replayed)."""
+    used = committed_seeds(ROOT / "leaderboards" / "records")
+    assert {1, 2, 3} <= set(used.finetune) and {1, 2, 3, 4, 5, 6} <= set(used.pretrain)
+    assert used.pretrain[1] == "claims" and committed_seeds(ROOT / "leaderboards" / "records", skip="claims").pretrain[1] == "cpu-hour"
+
+
+def test_run_validate_refuses_a_reused_seed_two_pre_training_seeds_and_an_unmeasurable_claim(tmp_path):
+    """Each in one line, from `run --validate`, against the committed records."""
+    def qnli_gone(raw):  # the walk's case: Table 5's QNLI claim pre-registered, QNLI not among the preset's tasks
+        raw["finetune"]["tasks"] = ["sst2", "stsb", "rte"]
+        for v in raw["variants"]:
+            v.pop("tasks", None)
+        raw["preregistration"]["claims"] = ["t5-qnli-nsp"]
+        raw["preregistration"].pop("scores")
+
+    def wide_mlm(raw):  # a claim line naming a variant the preset lacks
+        raw["preregistration"]["claims"][1]["claim"] = "L2-H256 mlm − L2-H256 random on sst2 > 5"
+
+    cases = [
+        (lambda raw: raw["variants"][2].update(pretrain_seeds=[101, 102]),
+         "preregistration: variant 'wide_mlm_nsp' pre-trains with 2 seed(s): a confirmatory design needs at least 3"),
+        (lambda raw: raw.update(pretrain_seeds=[5, 101, 102]),
+         "pre-training seed 5 of variant 'mlm_nsp' was used by the committed study claims"),
+        (qnli_gone, "pre-registered claim 't5-qnli-nsp': the preset cannot measure it (no task of it stands for the "
+                    "paper's qnli)"),
+        (wide_mlm, "pre-registered claim 'L2-H256 mlm − L2-H256 random on sst2 > 5': the preset cannot measure it "
+                   "(no variant of it is 'L2-H256 mlm')"),
+    ]
+    for i, (edit, message) in enumerate(cases):
+        r = runner.invoke(app, ["run", "--preset", str(_preset(tmp_path / str(i), edit) if (tmp_path / str(i)).mkdir()
+                                                       is None else ""), "--validate"])
+        lines = [ln for ln in r.output.splitlines() if ln.strip()]
+        assert r.exit_code != 0 and len(lines) == 1 and message in lines[0], (message, r.output)
