@@ -4,6 +4,7 @@ than 3 seeds, or pre-registers a claim it cannot measure."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,43 @@ def test_run_validate_refuses_a_reused_seed_two_pre_training_seeds_and_an_unmeas
                                                        is None else ""), "--validate"])
         lines = [ln for ln in r.output.splitlines() if ln.strip()]
         assert r.exit_code != 0 and len(lines) == 1 and message in lines[0], (message, r.output)
+
+
+def test_each_record_of_a_pre_registered_run_carries_the_pre_registrations_hash_and_time(tmp_path, monkeypatch):
+    """`run` writes the pre-registration with its time; the plan reads its stamp (sha256 of what was registered,
+    the time) and hands it to each fine-tuning stage, whose records carry it; a re-run keeps the first time."""
+    import hashlib
+
+    from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, write_preregistration
+    from bertbench.results import PREREGISTRATION_ENV, provenance, validate_record
+    from bertbench.studies import plan as study_plan
+    from record_factory import record
+
+    spec = load_preset(str(_preset(tmp_path)))
+    path = tmp_path / "out" / "results" / PREREGISTRATION_FILE
+    written = write_preregistration(path, spec.preregistration)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    when = raw.pop("registered_at")
+    assert when == written.registered_at and when.startswith("20")
+    digest = hashlib.sha256(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True).encode("utf-8")).hexdigest()
+    assert write_preregistration(path, spec.preregistration).registered_at == when  # a re-run: the first time
+    planner = study_plan.Planner(spec, tmp_path, tmp_path / "out", "tok", lambda _: None)
+    stamp = planner.preregistration_stamp()
+    assert stamp == {"sha256": digest, "registered_at": when}
+
+    from bertbench.runtime import provenance as prov
+
+    for name in ("library_versions", "hardware", "code_version"):  # what the stamp does not need (torch's import)
+        monkeypatch.setattr(prov, name, lambda name=name: {} if name == "library_versions" else "x")
+    seen = []
+    fake = type(sys)("bertbench.training.finetune_run")  # the stage's fine-tuning, without torch's import
+    fake.run_finetune = lambda req, echo: seen.append(provenance())
+    monkeypatch.setitem(sys.modules, "bertbench.training.finetune_run", fake)
+    monkeypatch.delenv(PREREGISTRATION_ENV, raising=False)
+    req = type("Req", (), {"tasks": "rte"})()
+    study_plan._finetune_stage(req, tmp_path / "done.json", "k", stamp)
+    study_plan._finetune_stage(req, tmp_path / "done2.json", "k", None)
+    assert seen[0]["preregistration"] == stamp and "preregistration" not in seen[1]
+    assert PREREGISTRATION_ENV not in __import__("os").environ  # set for the stage only
+    data = dict(record("rte", 1, "01", "01").data)
+    assert validate_record({**data, "preregistration": stamp}, "r")["preregistration"] == stamp

@@ -43,7 +43,8 @@ from bertbench.report.tables.user_claims import UserClaim, UserOutcome, judge_us
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 PRE_REGISTERED, EXPLORATORY = "pre-registered", "exploratory"
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
-_KEYS = {"claims", "scores", "seeds", "extension", "preset"}
+_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at"}
+REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
 
 
@@ -79,6 +80,7 @@ class Preregistration:
     extension: str = ""  # the planned extension, if any ("none")
     preset: str = ""
     where: str = "preregistration"
+    registered_at: str = ""  # when `bertbench run` wrote it (the written file's; a preset's own block has none)
 
     def as_dict(self) -> dict:
         """What `bertbench run` writes: the block as parsed, in a stable form (a re-run compares it)."""
@@ -88,6 +90,23 @@ class Preregistration:
                 "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
                            for s in self.scores],
                 "seeds": self.seeds, "extension": self.extension}
+
+    @property
+    def sha256(self) -> str:
+        """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
+        import hashlib
+
+        return hashlib.sha256(_text(self.as_dict()).encode("utf-8")).hexdigest()
+
+    def stamp(self) -> dict[str, str]:
+        """What a record of the study's run carries (`results.ResultRecord.preregistration`)."""
+        return {"sha256": self.sha256, "registered_at": self.registered_at}
+
+
+def _text(block: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
 
 
 def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = "") -> Preregistration:
@@ -117,7 +136,7 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
         raise BertbenchError(f"{where}: a claim is listed twice")
     scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
     return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
-                           str(raw.get("preset") or preset), where)
+                           str(raw.get("preset") or preset), where, str(raw.get(REGISTERED_AT) or ""))
 
 
 def _score(raw: Any, where: str) -> HeadlineScore:
@@ -163,21 +182,36 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
     return found[0] if found else None
 
 
-def write_preregistration(path: Path, prereg: Preregistration) -> None:
-    """Written before a study's first stage; an existing file that says something else stops the study."""
+def write_preregistration(path: Path, prereg: Preregistration) -> Preregistration:
+    """Written before a study's first stage, with the time it is written; an existing file that registers something
+    else stops the study. Returns the registration as written (with its time: the first run's, on a re-run)."""
     import yaml
 
     from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
 
-    text = yaml.safe_dump(prereg.as_dict(), sort_keys=False, allow_unicode=True)
     if path.is_file():
-        if path.read_text(encoding="utf-8") != text:
+        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
+        if _text(written) != _text(prereg.as_dict()):
             raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
                                  "extension; a pre-registration cannot change once a study has started (run into a new "
                                  "--out, or restore the preset)")
-        return
+        return dataclasses.replace(prereg, registered_at=when)
+    registered = dataclasses.replace(prereg, registered_at=now_iso())
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    atomic_write_text(path, _text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
+    return registered
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
+    import yaml
+
+    from bertbench.report.tables.claims import load_claims
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_preregistration(raw, str(path), load_claims()).stamp()
 
 
 def evaluate_families(data, claims: Claims, user_claims: Sequence[UserClaim], prereg: Preregistration
@@ -208,5 +242,5 @@ def family_note(prereg: Preregistration, paper: Sequence[Outcome], user: Sequenc
 
 
 __all__ = ["ADMISSION_MARGIN", "EXPLORATORY", "Evidence", "HeadlineScore", "PRE_REGISTERED", "PREREGISTRATION_FILE",
-           "Preregistration", "evaluate_families", "family_note", "load_preregistration", "parse_preregistration",
-           "write_preregistration"]
+           "Preregistration", "REGISTERED_AT", "evaluate_families", "family_note", "load_preregistration",
+           "parse_preregistration", "read_stamp", "write_preregistration"]
