@@ -130,3 +130,39 @@ def test_each_record_of_a_pre_registered_run_carries_the_pre_registrations_hash_
     assert PREREGISTRATION_ENV not in __import__("os").environ  # set for the stage only
     data = dict(record("rte", 1, "01", "01").data)
     assert validate_record({**data, "preregistration": stamp}, "r")["preregistration"] == stamp
+
+
+def test_a_stopped_or_partial_run_is_logged_before_an_amendment_is_accepted_and_the_page_lists_it(tmp_path):
+    """A run that stops, a run that starts over a part-way folder, and a changed registration (accepted only when it
+    says which one it amends, after the log has the partial run) each leave an entry; the report's family note, on
+    the study's page, lists them."""
+    from bertbench.report.tables.claims import load_claims
+    from bertbench.report.tables.preregistration import LOG_FILE, family_note, load_preregistration, read_log
+    from bertbench.studies.protocol import log_stop, register
+
+    out = tmp_path / "out"
+    first = register(out, load_preset(str(_preset(tmp_path))))
+    assert not (out / "results" / LOG_FILE).exists()  # a fresh study: nothing to log
+    (out / "pretrain" / "mlm_nsp-seed101-k1").mkdir(parents=True)
+    (out / "pretrain" / "mlm_nsp-seed101-k1" / "summary.json").write_text("{}")
+    (out / "pretrain" / "mlm_nsp-seed102-k2").mkdir()  # started, not finished
+    (out / "results" / "mlm_nsp-seed101-k1").mkdir(parents=True)
+    (out / "results" / "mlm_nsp-seed101-k1" / "done-qnli_devsplit.json").write_text("{}")
+    log_stop(out, "KeyboardInterrupt")
+    changed = load_preset(str(_preset(tmp_path / "b", lambda raw: raw["preregistration"].update(extension="one more")
+                                      if (tmp_path / "b").mkdir() is None else None)))
+    with pytest.raises(BertbenchError, match=f"unless the new one says which it amends \\(amends: {first.sha256}\\)"):
+        register(out, changed)
+    amending = load_preset(str(_preset(tmp_path / "c", lambda raw: raw["preregistration"].update(
+        extension="one more", amends=first.sha256) if (tmp_path / "c").mkdir() is None else None)))
+    second = register(out, amending)
+    log = read_log(out / "results" / LOG_FILE)
+    assert [e["event"].split(" (")[0] for e in log] == ["stopped", "resumed after a partial run",
+                                                        "resumed after a partial run", "amended"]
+    assert log[1]["finished"] == {"pre-trainings": 1, "fine-tunings": 1} and log[1]["planned"] == {
+        "pre-trainings": 9, "fine-tunings": 30} and log[1]["started, unfinished"] == ["mlm_nsp-seed102-k2"]
+    assert log[3]["amends"] == first.sha256 and log[3]["sha256"] == second.sha256 != first.sha256
+    prereg = load_preregistration([out / "results"], load_claims())
+    note = family_note(prereg, [], [])
+    assert f"Its log ({LOG_FILE}" in note and "stopped (KeyboardInterrupt); 1 pre-trainings, 1 fine-tunings" in note
+    assert "resumed after a partial run; 1 of 9 pre-trainings, 1 of 30 fine-tunings finished" in note

@@ -14,6 +14,12 @@ they say, so what it runs must be able to decide what it states, with evidence n
   order; either is evidence already seen, not new evidence. A study's own committed records
   (leaderboards/records/<its name>/) are its own, not an earlier study's.
 Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
+
+A pre-registered study's results/ also keep a log (report.tables.preregistration.LOG_FILE), which its page lists:
+a run that stops (`log_stop`), a run that starts over a folder an earlier one left part-way, and a change of the
+pre-registration, which is accepted only when the new block says which registration it `amends`, after the
+partial run is logged (`register`). A study cannot then be stopped, re-registered and run again without its page
+saying so.
 """
 from __future__ import annotations
 
@@ -206,5 +212,74 @@ def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
         raise _unmeasurable(f"{claim.a} and {claim.b} are not both fine-tuned on {', '.join(tasks)}", claim.text, where)
 
 
+
+
+# --- the registration and its log ------------------------------------------------------------------------------
+
+
+def register(out: Path, preset: RunPreset):
+    """Write (or re-check) the study's pre-registration before its first stage, the log first: a folder where an
+    earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
+    registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
+    registration as written (report.tables.preregistration.write_preregistration)."""
+    from bertbench.report.tables.claims import load_claims
+    from bertbench.report.tables.preregistration import (
+        LOG_FILE, PREREGISTRATION_FILE, append_log, parse_preregistration, write_preregistration)
+    from bertbench.runtime.provenance import now_iso
+
+    import yaml
+
+    results = Path(out) / "results"
+    path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
+    if path.is_file():
+        written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
+        far = progress(Path(out), preset)
+        short = any(far["finished"][kind] < n for kind, n in far["planned"].items())
+        if short and (any(far["finished"].values()) or far["started, unfinished"]):
+            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(),
+                                            "sha256": written.sha256, **far})
+        if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
+            append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
+                                            "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
+            path.unlink()  # the amendment replaces it, with its own time (the log keeps the first's hash)
+    return write_preregistration(path, prereg)
+
+
+def log_stop(out: Path, why: str) -> None:
+    """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE, append_log, read_stamp
+    from bertbench.runtime.provenance import now_iso
+
+    results = Path(out) / "results"
+    if not (results / PREREGISTRATION_FILE).is_file():
+        return
+    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(),
+                                    "sha256": read_stamp(results / PREREGISTRATION_FILE)["sha256"],
+                                    **progress(Path(out))})
+
+
+def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
+    """How far a study's folder has got: the finished pre-trainings (a summary.json) and fine-tunings (a done
+    marker), the pre-trainings started and not finished, and with the preset, how many it plans of each (Figure 5's
+    follow-ups aside: they are known only once their snapshots exist)."""
+    pre = sorted(p.parent.name for p in (out / "pretrain").glob("*/summary.json"))
+    started = sorted(d.name for d in (out / "pretrain").glob("*") if d.is_dir() and not (d / "summary.json").is_file())
+    ft = sorted(f"{m.parent.name}/{m.name[len('done-'):-len('.json')]}" for m in (out / "results").glob("*/done-*.json"))
+    out_ = {"finished": {"pre-trainings": len(pre), "fine-tunings": len(ft)}, "started, unfinished": started,
+            "ran": {"pre-trainings": pre, "fine-tunings": ft}}
+    if preset is not None:
+        fine = preset.finetune
+        planned_pre = planned_ft = 0
+        for v in preset.variants:
+            models = 1 if v.random_init else len(pretrain_seeds(preset, v))
+            tasks = v.tasks if v.tasks is not None else fine.tasks
+            features = [t for t in fine.feature_based_tasks if t in tasks] if (
+                not fine.feature_based_variants or v.name in fine.feature_based_variants) else []
+            planned_pre += 0 if v.random_init else models
+            planned_ft += models * (len(tasks) + len(features))
+        out_["planned"] = {"pre-trainings": planned_pre, "fine-tunings": planned_ft}
+    return out_
+
+
 __all__ = ["COMMITTED_RECORDS", "UsedSeeds", "check_fresh_seeds", "check_measurable", "check_pretrain_seeds",
-           "check_protocol", "committed_seeds"]
+           "check_protocol", "committed_seeds", "log_stop", "progress", "register"]
