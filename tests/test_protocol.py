@@ -166,3 +166,14 @@ def test_a_stopped_or_partial_run_is_logged_before_an_amendment_is_accepted_and_
     note = family_note(prereg, [], [])
     assert f"Its log ({LOG_FILE}" in note and "stopped (KeyboardInterrupt); 1 pre-trainings, 1 fine-tunings" in note
     assert "resumed after a partial run; 1 of 9 pre-trainings, 1 of 30 fine-tunings finished" in note
+
+
+def test_the_claims_2_preset_passes_the_protocol_and_the_claims_preset_no_longer_does():
+    """claims-2 (pre-registered, not run): fresh seeds, 3 pre-training seeds a side, a claim it can measure. The
+    committed claims study, run before the protocol, is refused: its wide side pre-trains 2 seeds."""
+    r = runner.invoke(app, ["run", "--preset", "claims-2", "--validate"])
+    assert r.exit_code == 0 and "preset claims-2: 2 variants (mlm_nsp, ltr), tasks squad_v1_devsplit: valid" in r.output
+    spec = load_preset("claims-2")
+    assert spec.preregistration.paper_claims == ("t5-squad-mlm-vs-ltr",)
+    old = runner.invoke(app, ["run", "--preset", "claims", "--validate"])
+    assert old.exit_code != 0 and "variant 'wide_mlm_nsp' pre-trains with 2 seed(s)" in old.output
