@@ -16,7 +16,9 @@ order) and the evaluation examples. One replicate draws all three at once:
 and recomputes the metric of every run on the drawn examples (from per-example sufficient statistics,
 so F1, MCC and correlations are recomputed, not averaged), then the mean over the drawn seeds.
 **Paired** wherever the two sides share what is drawn: the same example counts for both sides of a task
-(same dev set), the same seed draws where both sides ran the same (pre-training, fine-tuning) seeds.
+(same dev set), the same seed draws where both sides fine-tuned the same checkpoints (or initialisation) with the
+same seeds (`Side.checkpoints`): fine-tuning against feature-based of one checkpoint, not two pre-trainings that
+share a seed's number (they share nothing but their data order).
 A component without per-example statistics is resampled over seeds only, and says so (`covers`).
 
 The interval is estimate ± t(df)·SE, SE the standard deviation of the replicates and df the
@@ -164,10 +166,17 @@ class Side:
     """One variant's components, averaged with equal weight (one component: a task; five: GLUE-5).
 
     untrained: the variant has no pre-training (random init), so it has no pre-training noise to resample and
-    its one seed None does not keep the other side's pre-training seeds out of what the interval covers."""
+    its one seed None does not keep the other side's pre-training seeds out of what the interval covers.
+
+    checkpoints: (pre-training seed, the identity of the model its runs fine-tuned: a checkpoint's fingerprint, or
+    random init's) for each of its pre-training seeds. Two sides are paired over seeds only where these are the same:
+    they fine-tuned one checkpoint (or one initialisation), e.g. fine-tuning against feature-based, so seed k on
+    each side is one draw. Two pre-trainings with seed k share nothing but their data order; pairing them by the
+    seed's number would claim a correlation that is not there. None: unknown, never paired."""
 
     components: tuple[Component, ...]
     untrained: bool = False
+    checkpoints: Optional[tuple[tuple[Optional[int], str], ...]] = None
 
     def point(self) -> float:
         return math.fsum(c.point() for c in self.components) / len(self.components)
@@ -302,7 +311,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     if b is not None and len(a.components) != len(b.components):
         raise ValueError("the two sides need the same components (tasks)")
     pre_seeds = [tuple(sorted({p for c in s.components for p in c.pretrain_seeds}, key=_seed_order)) for s in sides]
-    paired_pre = b is not None and pre_seeds[0] == pre_seeds[1]
+    # seed draws are shared only by sides that fine-tuned the same checkpoints (Side.checkpoints), never by number
+    paired_pre = (b is not None and pre_seeds[0] == pre_seeds[1] and a.checkpoints is not None
+                  and a.checkpoints == b.checkpoints)
     pre_counts = [_pretrain_counts(rng, pre_seeds[0], resamples)]
     if b is not None:
         pre_counts.append(pre_counts[0] if paired_pre else _pretrain_counts(rng, pre_seeds[1], resamples))
