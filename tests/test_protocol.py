@@ -177,3 +177,23 @@ def test_the_claims_2_preset_passes_the_protocol_and_the_claims_preset_no_longer
     assert spec.preregistration.paper_claims == ("t5-squad-mlm-vs-ltr",)
     old = runner.invoke(app, ["run", "--preset", "claims", "--validate"])
     assert old.exit_code != 0 and "variant 'wide_mlm_nsp' pre-trains with 2 seed(s)" in old.output
+
+
+def _fail(message: str) -> None:
+    raise BertbenchError(message)
+
+
+def test_a_pre_registered_studys_stopped_invocation_is_logged_by_the_run(tmp_path):
+    """run_stages_keeping_times, the path every stopped `run` takes, logs the stop where a pre-registration exists."""
+    from bertbench.report.tables.preregistration import LOG_FILE, read_log
+    from bertbench.studies.protocol import register
+    from bertbench.studies.run import run_stages_keeping_times
+    from bertbench.studies.scheduler import Stage
+
+    out = tmp_path / "out"
+    register(out, load_preset(str(_preset(tmp_path))))
+    with pytest.raises(BertbenchError, match="mrpc: no training file"):
+        run_stages_keeping_times(out, [Stage("finetune x mrpc", _fail, ("mrpc: no training file",))], 1,
+                                 lambda message: None, {}, 0.0, {}, False)
+    (entry,) = read_log(out / "results" / LOG_FILE)
+    assert entry["event"] == "stopped" and entry["why"] == "mrpc: no training file"
