@@ -230,7 +230,11 @@ def _example_counts(rng: np.random.Generator, n: int, resamples: int):
 def _per_run_on_draws(comp: Component, counts: np.ndarray) -> np.ndarray:
     """(B, runs): each run's metric recomputed on the drawn examples."""
     spec = SUFF_METRICS[comp.metric]
-    sums = np.einsum("be,rek->brk", counts, comp.stats)  # the drawn examples' sums, per run
+    # the drawn examples' sums, per run: one BLAS product (B, E) @ (E, runs·K), ~4x einsum's unoptimised loop; the
+    # same sums (exact where the statistics are integers: accuracy, F1, MCC, ranks)
+    runs, n, k = comp.stats.shape
+    flat = np.ascontiguousarray(comp.stats.transpose(1, 0, 2)).reshape(n, runs * k)
+    sums = (counts @ flat).reshape(counts.shape[0], runs, k)
     return spec.from_sums(sums, np.full(sums.shape[:-1], float(comp.n_examples)))
 
 
