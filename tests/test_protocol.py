@@ -163,6 +163,7 @@ def test_a_stopped_or_partial_run_is_logged_before_an_amendment_is_accepted_and_
         "pre-trainings": 9, "fine-tunings": 30} and log[1]["started, unfinished"] == ["mlm_nsp-seed102-k2"]
     assert log[3]["amends"] == first.sha256 and log[3]["sha256"] == second.sha256 != first.sha256
     prereg = load_preregistration([out / "results"], load_claims())
+    assert prereg.sha256 == second.sha256 and prereg.amends == first.sha256  # the file holds the amendment now
     note = family_note(prereg, [], [])
     assert f"Its log ({LOG_FILE}" in note and "stopped (KeyboardInterrupt); 1 pre-trainings, 1 fine-tunings" in note
     assert "resumed after a partial run; 1 of 9 pre-trainings, 1 of 30 fine-tunings finished" in note

@@ -241,8 +241,7 @@ def register(out: Path, preset: RunPreset):
         if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
             append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
                                             "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
-            path.unlink()  # the amendment replaces it, with its own time (the log keeps the first's hash)
-    return write_preregistration(path, prereg)
+    return write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
 
 
 def log_stop(out: Path, why: str) -> None:
