@@ -78,6 +78,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping
 import dataclasses
 from dataclasses import dataclass, field
@@ -185,13 +186,17 @@ class ResultRecord:
     predictions_file: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
     pretrain_seed: Optional[int] = None
+    # A pre-registered study's run: {"sha256": of its pre-registration, "registered_at": when it was written}
+    # (bertbench.report.tables.preregistration); None (absent) outside one.
+    preregistration: Optional[dict[str, str]] = None
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        """The record as its file holds it (`pretrain_seed` only when known)."""
+        """The record as its file holds it (`pretrain_seed` and `preregistration` only when known)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if out["pretrain_seed"] is None:
-            del out["pretrain_seed"]
+        for key in ("pretrain_seed", "preregistration"):
+            if out[key] is None:
+                del out[key]
         return out
 
 
@@ -237,7 +242,7 @@ _TOP = {  # key -> (kind, nullable)
     "library_versions": (_DICT, False), "hardware": (_STR, True), "date": (_STR, False),
     "predictions_file": (_STR, True),
 }
-_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True)}
+_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True), "preregistration": (_DICT, False)}
 _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
           "train_size": (_INT, False), "eval_size": (_INT, False)}
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
@@ -646,12 +651,18 @@ def provenance() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    stamp = os.environ.get(PREREGISTRATION_ENV)
     return {"code_version": prov.code_version(), "library_versions": versions, "hardware": prov.hardware(),
-            "date": prov.now_iso()}
+            "date": prov.now_iso(), **({"preregistration": json.loads(stamp)} if stamp else {})}
+
+
+# Set by a pre-registered study's fine-tuning stage (bertbench.studies.plan) to its pre-registration's
+# {"sha256", "registered_at"} as JSON: every record the stage writes carries it.
+PREREGISTRATION_ENV = "BERTBENCH_PREREGISTRATION"
 
 
 __all__ = [
-    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
     "ResultRecord", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure",
     "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",

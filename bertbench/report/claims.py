@@ -304,7 +304,7 @@ def statements(paper: Sequence[Claim], stated: Sequence[Claim], paper_numbers: P
 # --- resolving a claim on the records ------------------------------------------------------------------------
 
 
-def _named(name: str, v: Variant) -> Optional[bool]:
+def names_variant(name: str, v: Variant) -> Optional[bool]:
     """Whether `name` names variant `v`: True when exactly (its label, or size and objective), False when by its
     objective (any size), None when not."""
     n = " ".join(name.lower().split())
@@ -318,7 +318,7 @@ def _named(name: str, v: Variant) -> Optional[bool]:
 
 
 def _variants(data: ReportData, claim: Claim, name: str) -> list[tuple[Variant, bool]]:
-    found = [(v, exact) for v in data.variants if (exact := _named(name, v)) is not None]
+    found = [(v, exact) for v in data.variants if (exact := names_variant(name, v)) is not None]
     if not found and claim.origin in (FILE, COMMAND_LINE):  # a claim stated before the records is "not run"
         known = "; ".join(v.label for v in data.variants)
         raise BertbenchError(f"{claim.where}: claim {claim.text!r}: no variant {name!r} in these records (their "
@@ -577,4 +577,4 @@ __all__ = ["ALPHA", "CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "COMPARATORS",
            "EXPLORATORY", "FILE", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "ORIGINS", "Outcome", "PAPER", "PAPERS",
            "PREREGISTRATION", "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "claim_sides", "claims_beside",
            "contributions", "direction_and_p", "evaluate", "evaluate_study", "judge", "load_claims", "load_claims_file",
-           "effect_of", "paper_values", "parse_claim", "score_text", "statements"]
+           "effect_of", "names_variant", "paper_values", "parse_claim", "score_text", "statements"]

@@ -37,9 +37,9 @@ def run_preset(
     if workers < 1:
         raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
     if preset.preregistration is not None:  # before any stage: what the study will be judged on, fixed now
-        from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, write_preregistration
+        from bertbench.studies.protocol import register
 
-        write_preregistration(out / "results" / PREREGISTRATION_FILE, preset.preregistration)
+        register(out, preset)  # its log first: a partial run before it, an amendment
     t_start = time.perf_counter()
     times: dict[str, Any] = {HOST_KEY: host_facts()}
 
@@ -155,6 +155,9 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
         atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
                            THREADS_KEY: threads, **({DEVICES_KEY: placed} if placed else {})})
+        from bertbench.studies.protocol import log_stop
+
+        log_stop(out, why)  # a pre-registered study's page lists its stopped runs
         raise
 
 

@@ -35,6 +35,7 @@ from bertbench.report.claims import (
 from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import POWER, RESAMPLES, RNG_SEED
 from bertbench.report.tables.paired import COVERS_NOTE, fmt_covers, fmt_difference, fmt_runs
+from bertbench.report.tables.preregistration import log_note
 
 HEADER = ("Claim", "Stated in", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Covers", "Runs a/b",
           "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
@@ -141,7 +142,8 @@ def _family_note(outcomes: Sequence[Outcome], preregistration) -> str:
                 "statement. ")
     return (head + "In this table: " + "; ".join(parts) + f". Family-wise level {ALPHA:g}; p is each comparison's own two-sided p, p "
             "Holm the adjusted one; a comparison without an interval (not run, one run, both sides constant) is no "
-            "member" + (", except a registered one (p = 1)." if preregistration is not None else "."))
+            "member" + (", except a registered one (p = 1)." if preregistration is not None else ".")
+            + log_note(preregistration))
 
 
 def _notes(outcomes: Sequence[Outcome], paper: Claims, preregistration) -> tuple[str, ...]:

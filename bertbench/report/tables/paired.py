@@ -41,7 +41,7 @@ class Side:
 
     @property
     def runs(self) -> Runs:
-        return Runs(self.components, untrained=self.variant.random_init)
+        return Runs(self.components, untrained=self.variant.random_init, checkpoints=checkpoints(self.variant))
 
     @property
     def n_runs(self) -> int:
@@ -126,6 +126,15 @@ def gain_side(first: Side, last: Side) -> Optional[Side]:
         comps.append(Component(cl.task, runs, gains))
     return Side(last.variant, last.rows, tuple(comps), first.degenerate or last.degenerate,
                 first.near_constant or last.near_constant, first.constant and last.constant)
+
+
+def checkpoints(variant: Variant) -> tuple[tuple[Optional[int], str], ...]:
+    """(pre-training seed, the fingerprint of the model fine-tuned) of each of the variant's pre-training seeds: what
+    the multi-bootstrap pairs two sides on (multibootstrap.Side.checkpoints)."""
+    from bertbench.report.model import pretrain_seed
+
+    found = {(pretrain_seed(r.data), str(r.data["model"].get("fingerprint"))) for r in variant.records}
+    return tuple(sorted(found, key=lambda x: (x[0] is not None, x[0] or 0, x[1])))
 
 
 def all_degenerate(records) -> bool:

@@ -41,7 +41,9 @@ from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
-_KEYS = {"claims", "scores", "seeds", "extension", "preset"}
+_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends"}
+LOG_FILE = "preregistration-log.yaml"  # beside it: each stopped, partial or amended run, in order (`append_log`)
+REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
 
 
@@ -77,6 +79,9 @@ class Preregistration:
     extension: str = ""  # the planned extension, if any ("none")
     preset: str = ""
     where: str = "preregistration"
+    registered_at: str = ""  # when `bertbench run` wrote it (the written file's; a preset's own block has none)
+    amends: str = ""  # the sha256 of the registration this one replaces (studies.protocol.register), if any
+    log: tuple = ()  # the entries of its LOG_FILE (read with the written file; not part of what is registered)
 
     def as_dict(self) -> dict:
         """What `bertbench run` writes: the block as parsed, in a stable form (a re-run compares it)."""
@@ -85,7 +90,24 @@ class Preregistration:
         return {"preset": self.preset, "claims": claims,
                 "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
                            for s in self.scores],
-                "seeds": self.seeds, "extension": self.extension}
+                "seeds": self.seeds, "extension": self.extension, **({"amends": self.amends} if self.amends else {})}
+
+    @property
+    def sha256(self) -> str:
+        """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
+        import hashlib
+
+        return hashlib.sha256(_text(self.as_dict()).encode("utf-8")).hexdigest()
+
+    def stamp(self) -> dict[str, str]:
+        """What a record of the study's run carries (`results.ResultRecord.preregistration`)."""
+        return {"sha256": self.sha256, "registered_at": self.registered_at}
+
+
+def _text(block: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
 
 
 def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = "") -> Preregistration:
@@ -118,7 +140,8 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
         raise BertbenchError(f"{where}: a claim is listed twice")
     scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
     return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
-                           str(raw.get("preset") or preset), where)
+                           str(raw.get("preset") or preset), where, str(raw.get(REGISTERED_AT) or ""),
+                           str(raw.get("amends") or ""))
 
 
 def _score(raw: Any, where: str) -> HeadlineScore:
@@ -157,29 +180,95 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
             # Named from the folder the report was given, not the machine's root: the name is printed in the
             # claims tables, which must read the same wherever the records are reported from.
             shown = path.name if folder.is_file() else (Path(folder.name) / path.relative_to(folder)).as_posix()
-            found.append(parse_preregistration(raw, shown, claims))
+            found.append(dataclasses.replace(parse_preregistration(raw, shown, claims),
+                                             log=tuple(read_log(path.parent / LOG_FILE))))
     if len({repr(p.as_dict()) for p in found}) > 1:
         raise BertbenchError(f"two different pre-registrations: {found[0].where} and {found[1].where}; report one "
                              "study at a time")
     return found[0] if found else None
 
 
-def write_preregistration(path: Path, prereg: Preregistration) -> None:
-    """Written before a study's first stage; an existing file that says something else stops the study."""
+def write_preregistration(path: Path, prereg: Preregistration) -> Preregistration:
+    """Written before a study's first stage, with the time it is written; an existing file that registers something
+    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
+    (with its time: the first run's, on a re-run)."""
+    import hashlib
+
+    import yaml
+
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
+
+    if path.is_file():
+        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
+        if _text(written) == _text(prereg.as_dict()):
+            return dataclasses.replace(prereg, registered_at=when)
+        old = hashlib.sha256(_text(written).encode("utf-8")).hexdigest()
+        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
+                                 "extension; a pre-registration cannot change once a study has started, unless the "
+                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
+                                 "page (or restore the preset)")
+    registered = dataclasses.replace(prereg, registered_at=now_iso())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, _text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
+    return registered
+
+
+def read_log(path: Path) -> list[dict]:
+    """A study's pre-registration log (LOG_FILE): its entries in order; [] where there is none."""
+    import yaml
+
+    if not path.is_file():
+        return []
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise BertbenchError(f"{path}: cannot read the pre-registration log ({err})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "event" in e and "at" in e for e in entries):
+        raise BertbenchError(f"{path}: expected a list of entries, each with 'event' and 'at'")
+    return entries
+
+
+def append_log(path: Path, entry: dict) -> None:
+    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
     import yaml
 
     from bertbench.runtime.files import atomic_write_text
 
-    text = yaml.safe_dump(prereg.as_dict(), sort_keys=False, allow_unicode=True)
-    if path.is_file():
-        if path.read_text(encoding="utf-8") != text:
-            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
-                                 "extension; a pre-registration cannot change once a study has started (run into a new "
-                                 "--out, or restore the preset)")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
 
 
-__all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "PREREGISTRATION_FILE", "Preregistration",
-           "load_preregistration", "parse_preregistration", "write_preregistration"]
+def log_line(entry: dict) -> str:
+    """An entry as the study page lists it: when, what happened, how far the study had got."""
+    done = entry.get("finished") or {}
+    far = ", ".join(f"{n} {kind}" for kind, n in done.items()) if done else "nothing finished"
+    planned = entry.get("planned") or {}
+    if planned:
+        far = ", ".join(f"{done.get(kind, 0)} of {n} {kind}" for kind, n in planned.items())
+    why = f" ({entry['why']})" if entry.get("why") else ""
+    return f"{entry['at']}: {entry['event']}{why}; {far} finished"
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
+    import yaml
+
+    from bertbench.report.claims import load_claims
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_preregistration(raw, str(path), load_claims()).stamp()
+
+
+def log_note(prereg) -> str:
+    """The study's log entries, for the claims table's family note on its page ("" where there is none)."""
+    if prereg is None or not prereg.log:
+        return ""
+    return (f" Its log ({LOG_FILE}: every stopped, partial or amended run, written before any change to the "
+            f"pre-registration was accepted): " + "; ".join(log_line(e) for e in prereg.log) + ".")
+
+
+__all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
+           "REGISTERED_AT", "append_log", "load_preregistration", "log_line", "log_note", "parse_preregistration",
+           "read_log", "read_stamp", "write_preregistration"]
