@@ -17,8 +17,8 @@ from bertbench.report.tables.preregistration import (
     PREREGISTRATION_FILE,
     load_preregistration,
     parse_preregistration,
-    write_preregistration,
 )
+from bertbench.studies.protocol import write_preregistration
 from bertbench.results import record_filename, write_record
 
 from record_factory import variant

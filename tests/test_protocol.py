@@ -97,7 +97,8 @@ def test_each_record_of_a_pre_registered_run_carries_the_pre_registrations_hash_
     the time) and hands it to each fine-tuning stage, whose records carry it; a re-run keeps the first time."""
     import hashlib
 
-    from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, write_preregistration
+    from bertbench.report.tables.preregistration import PREREGISTRATION_FILE
+    from bertbench.studies.protocol import write_preregistration
     from bertbench.results import PREREGISTRATION_ENV, provenance, validate_record
     from bertbench.studies import plan as study_plan
     from record_factory import record

@@ -1,31 +1,12 @@
 """One claim model: a claim, where it was stated, and its one judge (the report's claims table renders it).
 
-A claim is one line of the grammar (docs/claims.md):
-
-    A − B on TASK > T          a − b is above T      e.g.  mlm+nsp − mlm on stsb > 0
-    A − B on TASK < T          a − b is below T
-    A − B on TASK within T     |a − b| is below T (T > 0)
-
-stated in one of four places, earliest first: the paper (bertbench/reference/claims.yaml, whose `test` words map
-one to one onto the grammar: greater `> 0`, not_worse `> −m`, much_greater `> M`, equivalent `within m`), a
-study's pre-registration, a claims.yaml beside the records, the command line (`report --claim`).
-
-- A and B name variants: an objective (mlm+nsp, mlm, clm or ltr, random, or the report's words, "MLM (no NSP)"),
-  judged once per model size that has both; a size and an objective ("tiny mlm+nsp"); or a column label exactly
-  as the report prints it ("HF hfbert, L2-H128"). The minus is '-', '−' or '–' with a space each side.
-- TASK is a task of the records, or a task of the paper that a record task stands in for (qnli for
-  qnli_devsplit); TASK:METRIC picks a metric; tasks joined by commas are averaged with equal weight.
-
-Identity: a claim is its normalised statement (`Claim.key`: variant words in the report's own form, tasks as the
-paper names them, the comparator and T as numbers, the approach and checkpoint). The same claim stated twice is
-judged once, under its earliest statement (the order above): a claim is as old as its first statement, and a
-later one adds no comparison (so no Holm penalty) and cannot move the claim into another family. In particular a
-command-line claim never joins, nor changes, a pre-registered family.
-
-Judging: a − b by the multi-bootstrap (report.tables.paired.difference), p its two-sided t-test against T (for
-`within`, two one-sided tests against ±T), Holm–Bonferroni within the claim's family (`FAMILIES`), then the
-degenerate and near-constant flags and the power check (`adjusted_verdict`). A pre-registered claim without a
-comparison stays in its family with p = 1 (counted, never rejected), so nothing leaves Holm silently.
+A claim is one line of the grammar, `A − B on TASK > T` (or `< T`, `within T`), stated in the paper
+(reference/claims.yaml: greater `> 0`, not_worse `> −m`, much_greater `> M`, equivalent `within m`), a study's
+pre-registration, a claims.yaml beside the records or `--claim` (ORIGINS, earliest first). Its identity is its
+normalised statement (`Claim.key`): stated twice, it is judged once under the earliest statement, so a later one
+never joins or changes a family. The judge: the multi-bootstrap's a − b, p against T, Holm within the claim's
+family (`evaluate`), then the flags and the power check (`adjusted_verdict`); a pre-registered claim without a
+comparison stays in its family with p = 1. docs/claims.md is the reference.
 """
 from __future__ import annotations
 

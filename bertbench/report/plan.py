@@ -1,31 +1,11 @@
 """`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to be decided, and what they cost.
 
-The claim is any the report judges: a paper claim's id, a line in the user-claim grammar, or a claim of a
-claims.yaml beside the records. From the committed records of a study: the variance components of each side
-(between fine-tuning seeds, between pre-training seeds where several ran, and the dev examples' sampling
-variance), the cost of one run on the machine the records ran on (each record's `wall_seconds` times the learning
-rates its grid compared; the pre-training run's `wall_seconds`), and the effect to detect: the distance between the
-claim's bound and the difference expected (the paper's own a − b for a paper claim; given for a claim line). The MDE
-of a design of P pre-training × F fine-tuning seeds a side is (t(0.975) + t(0.8))·√Var, Var = Σ_sides σ²_pre/P +
-σ²_ft/(P·F) + σ²_examples, at the degrees of freedom the report's multi-bootstrap would have (Welch–Satterthwaite
-over the seed units: P − 1 for P pre-training seeds).
-
-The design to run is sized on a pessimistic σ²_pre: its one-sided 80% upper bound from the records' degrees of
-freedom (multibootstrap.pretrain_upper_bound). Two or three seeds' spread is a poor estimate of it (the claims
-study planned on 3.1 and measured 13.6), and a design sized on the point estimate has its promised power only
-when the estimate happened to be high. One pre-training seed a variant measures no pre-training variance: the
-plan shows the design under two assumptions, none (a lower bound) and as large as the fine-tuning seeds'
-(MultiBERTs found them of the same order). Random init has none by construction (nothing is pre-trained; each
-fine-tuning seed draws its own initialisation), so no assumption is added to its side. A claim on the mean of
-several tasks (GLUE-5) is planned on that mean: `multibootstrap.average_components` says how its components
-combine, and one seed a side runs every task.
-
-What a plan never does: recommend or cost a design of fewer than CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a
-side where a side pre-trains (one judges two checkpoints, not two procedures; two leave the pre-training variance
-one degree of freedom), size a ≫ claim on the estimate it is about to test (post hoc: it plans on the ≫ bound, or on
-the margin given), or plan from a side with a degenerate or near-constant seed (its variance is the majority
-class's, not the model's: the MDE it would print is 0 or meaningless). A stage's cost is its wall time × the
-threads it ran on (the study's stages.json records them; a causal LM pre-trains alone on the host's threads).
+Any claim the report judges (a paper claim's id, a claim line, a claim of a claims.yaml beside the records), planned
+from a study's records: each side's variance components, the cost of a run on the records' machine (wall time ×
+threads, stages.json), and the distance from the claim's bound to detect (the paper's own a − b for a paper
+claim, given for yours). The design to run is sized on the pre-training variance's one-sided 80% upper bound,
+with at least CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a side that pre-trains; never on the estimate it is
+about to test, nor from a degenerate or near-constant side. docs/plan.md says how, with the formulas.
 """
 from __future__ import annotations
 
@@ -155,43 +135,19 @@ CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre
 UPPER_LEVEL = 0.80  # the one-sided level of the pessimistic pre-training variance a design is sized on
 
 
-@dataclass(frozen=True)
-class Planned:
-    """One comparison to plan: its two sides as the report judges them, the bound it tests, the effect to detect
-    (the distance from that bound) and where that effect comes from."""
-
-    title: str  # "t5-qnli-nsp (Removing NSP ...)" or the claim's own line
-    diff: object  # report.tables.paired.Difference
-    metrics: tuple[str, ...]  # the record metric each score is computed on
-    test: str  # "a − b > −1"
-    distance: float
-    source: str
-
-
 def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
                claims: Optional[Claims] = None, threads: Optional[StageThreads] = None, beside: Sequence = (),
                design: Optional[tuple[int, int]] = None) -> list[str]:
     """The plan's lines for one claim: a paper claim's id (bertbench/reference/claims.yaml), a claim line in the
     report's grammar ('A − B on TASK > T'), or the name or line of a claim in a claims.yaml beside the records
-    (`beside`); once per pair of variants it names. `design` (P, F): that design's MDE and cost instead of a search."""
+    (`beside`); once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them,
+    change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search."""
     claims = claims or load_claims(paper=data.paper)
     if effect is not None and effect <= 0:
         raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
     if max_seeds < CONFIRMATORY_PRETRAIN_SEEDS:
         raise BertbenchError(f"plan: --max-seeds {max_seeds}: a confirmatory design needs at least "
                              f"{CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that pre-trains")
-    lines: list[str] = []
-    for planned in _comparisons(data, claims, claim_id, effect, beside):
-        if isinstance(planned, str):
-            lines.append(planned)
-            continue
-        lines += _plan_lines(data, planned, max_seeds, threads or StageThreads(), design)
-    return lines
-
-
-def _comparisons(data: ReportData, claims: Claims, claim_id: str, effect: Optional[float], beside: Sequence):
-    """The claim's comparisons to plan, each judged alone (the others' comparisons, and Holm over them, change
-    nothing of its sides); a line instead where one cannot be planned (not run)."""
     claim = (next((c for c in claims.claims if c.id == claim_id), None)
              or next((c for c in beside if claim_id in (c.name, c.text)), None))
     if claim is None and " on " in claim_id:
@@ -205,18 +161,15 @@ def _comparisons(data: ReportData, claims: Claims, claim_id: str, effect: Option
     if claim.origin != PAPER and effect is None:  # a − b against T names no expected effect: the user says how far
         raise BertbenchError(f"plan: claim {claim.text!r} names no expected effect; give the margin by which you "
                              f"expect a − b to clear {claim.threshold:g} (--effect)")
-    name = claim.id or claim.text
-    title = f"{claim.id} ({claim.name})" if claim.origin == PAPER else claim.name or claim.text
-    out = []
+    lines: list[str] = []
     for outcome in judge(data, [claim]):
         if outcome.diff is None:
-            out.append(f"{name}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
+            lines.append(f"{claim.id or claim.text}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
             continue
-        _refuse_flagged(data, name, outcome.diff)
-        distance, source = _distance(data, claim, effect)
-        out.append(Planned(title, outcome.diff, tuple(_metrics_of(data, outcome.diff.a, claim)), claim.test_text,
-                           distance, source))
-    return out
+        _refuse_flagged(data, claim.id or claim.text, outcome.diff)
+        lines += _plan_lines(data, claim, outcome.diff, _distance(data, claim, effect), max_seeds,
+                             threads or StageThreads(), design)
+    return lines
 
 
 def _distance(data: ReportData, claim: Claim, effect: Optional[float]) -> tuple[float, str]:
@@ -284,29 +237,30 @@ def pessimistic(vc: VarianceComponents) -> VarianceComponents:
     return vc if upper is None else replace(vc, pretrain=upper)
 
 
-def _plan_lines(data, planned: Planned, max_seeds: int, threads: StageThreads,
+def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds: int, threads: StageThreads,
                 design: Optional[tuple[int, int]]) -> list[str]:
-    sa, sb = planned.diff.a, planned.diff.b
+    sa, sb = diff.a, diff.b
     pretrains = not (sa.variant.random_init and sb.variant.random_init)
     if design is not None and pretrains and design[0] < CONFIRMATORY_PRETRAIN_SEEDS:
         raise BertbenchError(f"plan: --design {design[0]}x{design[1]}: a confirmatory design needs at least "
                              f"{CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that pre-trains (with "
                              f"{design[0]}, the pre-training variance has {design[0] - 1} degree(s) of freedom)")
-    target = planned.distance
+    target, source = distance
     vca, vcb = side_components(sa), side_components(sb)
     upa, upb = pessimistic(vca), pessimistic(vcb)
     examples = paired_average_example_variance(sa.components, sb.components)  # the difference's, same dev examples
     (pre_a, ft_a, hardware, thr_a), (pre_b, ft_b, _, thr_b) = _costs(data, sa, threads), _costs(data, sb, threads)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
-    est = planned.diff.estimate
-    on = " + ".join(f"{row.task} ({metric})" for row, metric in zip(sa.rows, planned.metrics))
+    est = diff.estimate
+    on = " + ".join(f"{row.task} ({metric})" for row, metric in zip(sa.rows, _metrics_of(data, sa, claim)))
     averaged = len(sa.rows) > 1
     runs = [round(sum(len(c.runs) for c in s.components) / len(s.components)) for s in (sa, sb)]
     min_p = CONFIRMATORY_PRETRAIN_SEEDS if pretrains else 1
     lines = [
-        f"Plan for {planned.title}: {sa.variant.label} − {sb.variant.label} on "
+        f"Plan for {f'{claim.id} ({claim.name})' if claim.origin == PAPER else claim.name or claim.text}: "
+        f"{sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
-        f"Claim: {planned.test}. Distance to detect from its bound: {target:.1f} ({planned.source}); 80% power at "
+        f"Claim: {claim.test_text}. Distance to detect from its bound: {target:.1f} ({source}); 80% power at "
         "α = 0.05 two-sided.",
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
         f"a: {_fmt_vc(vca, sa)}; b: {_fmt_vc(vcb, sb)}.",
@@ -353,5 +307,5 @@ def _fmt_upper(vc: VarianceComponents, up: VarianceComponents, side: Side) -> st
     return f"{up.pretrain:.2f} (estimate {vc.pretrain:.2f}, {vc.means_df} df)"
 
 
-__all__ = ["CONFIRMATORY_PRETRAIN_SEEDS", "Planned", "StageThreads", "UPPER_LEVEL", "pessimistic", "plan_claim",
+__all__ = ["CONFIRMATORY_PRETRAIN_SEEDS", "StageThreads", "UPPER_LEVEL", "pessimistic", "plan_claim",
            "stage_threads"]

@@ -210,8 +210,6 @@ def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
         raise _unmeasurable(f"{claim.a} and {claim.b} are not both fine-tuned on {', '.join(tasks)}", claim.text, where)
 
 
-
-
 # --- the registration and its log ------------------------------------------------------------------------------
 
 
@@ -219,10 +217,9 @@ def register(out: Path, preset: RunPreset):
     """Write (or re-check) the study's pre-registration before its first stage, the log first: a folder where an
     earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
     registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
-    registration as written (report.tables.preregistration.write_preregistration)."""
+    registration as written (write_preregistration)."""
     from bertbench.report.claims import load_claims
-    from bertbench.report.tables.preregistration import (
-        LOG_FILE, PREREGISTRATION_FILE, append_log, parse_preregistration, write_preregistration)
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE, parse_preregistration
     from bertbench.runtime.provenance import now_iso
 
     import yaml
@@ -244,7 +241,7 @@ def register(out: Path, preset: RunPreset):
 
 def log_stop(out: Path, why: str) -> None:
     """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
-    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE, append_log, read_stamp
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
     from bertbench.runtime.provenance import now_iso
 
     results = Path(out) / "results"
@@ -278,5 +275,60 @@ def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
     return out_
 
 
-__all__ = ["COMMITTED_RECORDS", "UsedSeeds", "check_fresh_seeds", "check_measurable", "check_pretrain_seeds",
-           "check_protocol", "committed_seeds", "log_stop", "progress", "register"]
+# --- writing the registration and its log (the report reads them: report.tables.preregistration) --------------
+
+
+def write_preregistration(path: Path, prereg):
+    """Written before a study's first stage, with the time it is written; an existing file that registers something
+    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
+    (with its time: the first run's, on a re-run)."""
+    import dataclasses
+    import hashlib
+
+    import yaml
+
+    from bertbench.report.tables.preregistration import REGISTERED_AT, text
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
+
+    if path.is_file():
+        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
+        if text(written) == text(prereg.as_dict()):
+            return dataclasses.replace(prereg, registered_at=when)
+        old = hashlib.sha256(text(written).encode("utf-8")).hexdigest()
+        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
+                                 "extension; a pre-registration cannot change once a study has started, unless the "
+                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
+                                 "page (or restore the preset)")
+    registered = dataclasses.replace(prereg, registered_at=now_iso())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
+    return registered
+
+
+def append_log(path: Path, entry: dict) -> None:
+    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
+    import yaml
+
+    from bertbench.report.tables.preregistration import read_log
+    from bertbench.runtime.files import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
+    import yaml
+
+    from bertbench.report.claims import load_claims
+    from bertbench.report.tables.preregistration import parse_preregistration
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_preregistration(raw, str(path), load_claims()).stamp()
+
+
+__all__ = ["COMMITTED_RECORDS", "UsedSeeds", "append_log", "check_fresh_seeds", "check_measurable",
+           "check_pretrain_seeds", "check_protocol", "committed_seeds", "log_stop", "progress", "read_stamp", "register",
+           "write_preregistration"]

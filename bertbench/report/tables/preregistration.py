@@ -1,32 +1,11 @@
-"""A study's pre-registration: the claims it is judged on, stated before it runs, and the two Holm families.
+"""A study's pre-registration, as the report reads it: the claims it is judged on, stated before it ran.
 
-A preset may carry a `preregistration:` block; `bertbench run` writes it, with the preset's name, into
-`results/preregistration.yaml` before any stage starts, and refuses to run on if a file already there says
-something else (claims cannot change once a study has started). `bertbench report` finds that file under the
-folders it is given (searched like the records) and then judges:
-- the pre-registered family: the paper's claims named by id (bertbench/reference/claims.yaml) and the claims
-  written in `report --claim`'s grammar (report.claims), all Holm-adjusted together;
-- every other comparison (the paper's other claims, `--claim`, claims.yaml beside the records) as exploratory:
-  Holm-adjusted in a family of its own, never in the pre-registered one, and labelled so.
-Without a pre-registration nothing changes: each claims table keeps its own family, as before.
-
-A headline score (`scores:`) names the tasks a claim averages and why each was admitted. The rule is fixed from
-outside evidence, never from the compared variants' outcomes: a published model of the same size (or smaller)
-beats the constant predictor on the task by at least ADMISSION_MARGIN points. Each task states the published
-number, its source, the constant predictor's score and where that comes from; `admitted` checks the rule.
-
-    preregistration:
-      claims:
-        - t5-qnli-nsp                                   # a paper claim, by id
-        - claim: "mlm+nsp − random on sst2,stsb > 5"    # a claim of your own (docs/claims.md)
-          name: MLM+NSP ≫ random init on the admitted tasks
-      scores:
-        - name: GLUE-4
-          rule: a published model of this size beats the constant predictor by ≥ 3 points
-          tasks:
-            - {task: sst2, metric: accuracy, published: 83.2, source: "...", constant: 50.9, constant_from: "..."}
-      seeds: {pretrain: [1, 2, 3, 4], finetune: [1]}
-      extension: none
+`bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
+stage, with its time, and logs stopped, partial or amended runs beside it (LOG_FILE; studies.protocol). The
+report finds the file under the folders it is given: the claims it states (the paper's by id, claim lines) are
+Holm-adjusted together, every other comparison as exploratory, apart (report.claims.evaluate_study). A headline
+score (`scores:`) names the tasks a claim averages and why each was admitted: a published model of the same size
+beats the constant predictor by at least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
 """
 from __future__ import annotations
 
@@ -97,14 +76,15 @@ class Preregistration:
         """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
         import hashlib
 
-        return hashlib.sha256(_text(self.as_dict()).encode("utf-8")).hexdigest()
+        return hashlib.sha256(text(self.as_dict()).encode("utf-8")).hexdigest()
 
     def stamp(self) -> dict[str, str]:
         """What a record of the study's run carries (`results.ResultRecord.preregistration`)."""
         return {"sha256": self.sha256, "registered_at": self.registered_at}
 
 
-def _text(block: dict) -> str:
+def text(block: dict) -> str:
+    """A block as it is written and hashed."""
     import yaml
 
     return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
@@ -188,34 +168,6 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
     return found[0] if found else None
 
 
-def write_preregistration(path: Path, prereg: Preregistration) -> Preregistration:
-    """Written before a study's first stage, with the time it is written; an existing file that registers something
-    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
-    (with its time: the first run's, on a re-run)."""
-    import hashlib
-
-    import yaml
-
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.runtime.provenance import now_iso
-
-    if path.is_file():
-        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
-        if _text(written) == _text(prereg.as_dict()):
-            return dataclasses.replace(prereg, registered_at=when)
-        old = hashlib.sha256(_text(written).encode("utf-8")).hexdigest()
-        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
-            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
-                                 "extension; a pre-registration cannot change once a study has started, unless the "
-                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
-                                 "page (or restore the preset)")
-    registered = dataclasses.replace(prereg, registered_at=now_iso())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, _text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
-    return registered
-
-
 def read_log(path: Path) -> list[dict]:
     """A study's pre-registration log (LOG_FILE): its entries in order; [] where there is none."""
     import yaml
@@ -231,15 +183,6 @@ def read_log(path: Path) -> list[dict]:
     return entries
 
 
-def append_log(path: Path, entry: dict) -> None:
-    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
-    import yaml
-
-    from bertbench.runtime.files import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
-
-
 def log_line(entry: dict) -> str:
     """An entry as the study page lists it: when, what happened, how far the study had got."""
     done = entry.get("finished") or {}
@@ -251,16 +194,6 @@ def log_line(entry: dict) -> str:
     return f"{entry['at']}: {entry['event']}{why}; {far} finished"
 
 
-def read_stamp(path: Path) -> dict[str, str]:
-    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
-    import yaml
-
-    from bertbench.report.claims import load_claims
-
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return parse_preregistration(raw, str(path), load_claims()).stamp()
-
-
 def log_note(prereg) -> str:
     """The study's log entries, for the claims table's family note on its page ("" where there is none)."""
     if prereg is None or not prereg.log:
@@ -270,5 +203,4 @@ def log_note(prereg) -> str:
 
 
 __all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
-           "REGISTERED_AT", "append_log", "load_preregistration", "log_line", "log_note", "parse_preregistration",
-           "read_log", "read_stamp", "write_preregistration"]
+           "REGISTERED_AT", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
