@@ -20,14 +20,13 @@ from typing import Any, Optional
 from bertbench.config import OBJECTIVES
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers, load_paper_numbers
+from bertbench.reference.claims import CLAIMS_PATH, check_claims
 from bertbench.report.labels import objective_label
 from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant
 from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
 from bertbench.report.tables.paired import Difference, Side, difference, gain_side, side
 
-CLAIMS_PATH = Path(__file__).resolve().parents[1] / "reference" / "claims.yaml"
 CLAIMS_FILE = "claims.yaml"  # read from each RESULTS_DIR given to `bertbench report`
-SCHEMA = 1
 ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own
 REPRODUCED, SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = (
     "reproduced", "supported", "contradicted", "inconclusive", "not run")
@@ -44,19 +43,12 @@ OBJECTIVE_WORDS = {**{o: objective_label({"objective": o}) for o in OBJECTIVES},
                    "ltr": objective_label({"objective": "clm"}), "random": objective_label(None)}
 _MINUS = re.compile(r"\s[-−–]\s")
 _TEST = re.compile(r"^(?P<tasks>\S+?)\s*(?P<cmp>>|<|\s+within\s+)\s*(?P<t>\S+)$")
-# claims.yaml (the paper's): its `test` words, each one claim of the grammar ('about a point' m, '≫' M)
-TESTS = ("greater", "not_worse", "much_greater", "equivalent")
-CHECKPOINTS = ("last", "first", "gain")
-APPROACHES = ("fine-tuning", "feature-based")
-THRESHOLDS = ("about_a_point", "much_greater")
 THRESHOLD_SOURCES = {
     "greater": "the paper's (a beats b)",
     "not_worse": "ours ('about a point': the paper calls Table 8's 0.1–0.8 spread robust)",
     "much_greater": "ours (the project's target; the paper gives no number)",
     "equivalent": "ours ('about a point', as not_worse)",
 }
-_REQUIRED = {"id", "source", "claim", "a", "b", "test"}
-_OPTIONAL = {"task", "metric", "tasks", "approach", "checkpoint", "paper"}
 
 
 @dataclass(frozen=True)
@@ -198,71 +190,18 @@ class Claims:
 
 
 def load_claims(path: Optional[Path] = None, paper: Optional[PaperNumbers] = None) -> Claims:
-    """Load and check the paper's claims.yaml (every problem listed in one `BertbenchError`)."""
-    from bertbench.config import load_yaml
-
-    path, paper = Path(path) if path is not None else CLAIMS_PATH, paper or load_paper_numbers()
-    data = load_yaml(path)
-    problems: list[str] = []
-    if not isinstance(data, dict) or set(data) != {"schema", "thresholds", "claims"}:
-        raise BertbenchError(f"{path}: expected the top-level keys schema, thresholds, claims")
-    if data["schema"] != SCHEMA:
-        problems.append(f"schema {data['schema']!r} is not {SCHEMA}")
-    thresholds = data["thresholds"] if isinstance(data["thresholds"], dict) else {}
-    if set(thresholds) != set(THRESHOLDS) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in thresholds.values()):
-        problems.append(f"thresholds: expected positive numbers for exactly {', '.join(THRESHOLDS)}")
-        thresholds = {k: 1.0 for k in THRESHOLDS}
-    claims, seen = [], set()
-    for i, raw in enumerate(data["claims"] if isinstance(data["claims"], list) else []):
-        claim = _paper_claim(raw, f"claims[{i}]", paper, thresholds, problems)
-        if claim is not None:
-            if claim.id in seen:
-                problems.append(f"claims[{i}]: id {claim.id!r} repeats")
-            seen.add(claim.id)
-            claims.append(claim)
-    if not claims and not problems:
-        problems.append("claims: expected a non-empty list")
-    if problems:
-        raise BertbenchError(f"{path}: {len(problems)} problem(s) in the claims:\n  " + "\n  ".join(problems))
-    return Claims({k: float(v) for k, v in sorted(thresholds.items())}, tuple(claims))
+    """The paper's claims.yaml, checked (bertbench.reference.claims: every problem listed in one `BertbenchError`),
+    each claim written in the grammar."""
+    thresholds, raws = check_claims(Path(path) if path is not None else CLAIMS_PATH, paper or load_paper_numbers())
+    return Claims(thresholds, tuple(_paper_claim(raw, thresholds) for raw in raws))
 
 
-def _paper_claim(raw: Any, where: str, paper: PaperNumbers, thresholds: Mapping[str, float],
-                 problems: list[str]) -> Optional[Claim]:
-    if not isinstance(raw, dict):
-        problems.append(f"{where}: expected a mapping")
-        return None
-    before = len(problems)
-    missing, unknown = _REQUIRED - set(raw), set(raw) - _REQUIRED - _OPTIONAL
-    if missing:
-        problems.append(f"{where}: missing {', '.join(sorted(missing))}")
-        return None
-    if unknown:
-        problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    if ("tasks" in raw) == ("task" in raw or "metric" in raw):
-        problems.append(f"{where}: give either task and metric, or tasks")
-        return None
-    scores = [tuple(s) for s in raw["tasks"]] if "tasks" in raw else [(raw.get("task"), raw.get("metric"))]
-    for ptask, pmetric in scores:
-        if ptask not in paper.tasks or pmetric not in paper.metrics:
-            problems.append(f"{where}: {ptask!r} / {pmetric!r} is not a task and metric of paper_numbers.yaml")
-    for key, allowed in (("test", TESTS), ("checkpoint", CHECKPOINTS), ("approach", APPROACHES)):
-        if key in raw and raw[key] not in allowed:
-            problems.append(f"{where}: {key} {raw[key]!r} is not one of {', '.join(allowed)}")
-    systems = raw.get("paper")
-    if systems is not None:
-        if not (isinstance(systems, list) and len(systems) == 2):
-            problems.append(f"{where}: paper must be [a's system, b's system]")
-        else:
-            for system in systems:
-                if not paper.find(source=raw["source"], system=system):
-                    problems.append(f"{where}: no number of system {system!r} in source {raw['source']!r}")
-    if len(problems) > before:
-        return None
-    m, big = float(thresholds["about_a_point"]), float(thresholds["much_greater"])
+def _paper_claim(raw: Mapping[str, Any], thresholds: Mapping[str, float]) -> Claim:
+    m, big = thresholds["about_a_point"], thresholds["much_greater"]
     comparator, threshold = {"greater": (">", 0.0), "not_worse": (">", -m), "much_greater": (">", big),
                              "equivalent": ("within", m)}[raw["test"]]
+    scores = [tuple(s) for s in raw["tasks"]] if "tasks" in raw else [(raw.get("task"), raw.get("metric"))]
+    systems = raw.get("paper")
     return Claim(str(raw["a"]), str(raw["b"]), tuple(scores), comparator, threshold, PAPER, str(raw["source"]),
                  f"{CLAIMS_PATH.name}: {raw['id']}", str(raw["claim"]), str(raw["id"]),
                  raw.get("approach", DEFAULT_APPROACH), raw.get("checkpoint", "last"),

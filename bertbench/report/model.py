@@ -7,18 +7,11 @@ in `report.render`. Pure and deterministic: the same records give the same bytes
 decimals, no dates or absolute paths). Reading records is `bertbench.results`' job, writing files is
 `report.run`'s.
 
-How numbers are grouped (the decisions a reader of a report needs):
-- A column ("variant") is `report.labels.variant_label(record)`; two different checkpoints with the same
-  label get their model fingerprint appended, so they are never averaged together.
-- A row is (task, task version, eval kind, fine-tuning approach, primary metric): records of
-  different task versions land in separate rows and are never averaged.
-- A cell summarises the seeds of one fine-tuning setting: "mean [95% t-interval over seeds] (n=k)"
-  (`bertbench.report.stats`); one seed has no interval and says so. A cell with a degenerate seed (one
-  predicted class, or one value, for every example: the record's `extra.degenerate`) is marked ⊘.
-  When a cell has several settings (e.g. a learning-rate sweep), the one with the best mean is shown
-  and marked ‡: chosen on the evaluation split itself, like the paper's choice on dev (optimistic).
-- Two records of the same variant, task, setting and seed are an error (a copied run would
-  otherwise count twice).
+How numbers are grouped (docs/statistics.md says it for a reader): a column ("variant") is
+`report.labels.variant_label(record)`, with the model fingerprint appended where two checkpoints share a label; a
+row is (task, task version, eval kind, approach, primary metric), so task versions are never averaged; a cell
+summarises the seeds of one fine-tuning setting (`report.stats`; ⊘ degenerate, ‡ the best of several settings,
+chosen on the evaluation split). Two records of one variant, task, setting and seed are an error.
 """
 from __future__ import annotations
 

@@ -16,9 +16,7 @@ order) and the evaluation examples. One replicate draws all three at once:
 and recomputes the metric of every run on the drawn examples (from per-example sufficient statistics,
 so F1, MCC and correlations are recomputed, not averaged), then the mean over the drawn seeds.
 **Paired** wherever the two sides share what is drawn: the same example counts for both sides of a task
-(same dev set), the same seed draws where both sides fine-tuned the same checkpoints (or initialisation) with the
-same seeds (`Side.checkpoints`): fine-tuning against feature-based of one checkpoint, not two pre-trainings that
-share a seed's number (they share nothing but their data order).
+(same dev set), the same seed draws only where both fine-tuned the same checkpoints (`Side.checkpoints`).
 A component without per-example statistics is resampled over seeds only, and says so (`covers`).
 
 The interval is estimate ± t(df)·SE, SE the standard deviation of the replicates and df the
@@ -412,9 +410,8 @@ class VarianceComponents:
     pretrain: Optional[float]
     finetune: float
     examples: Optional[float]
-    # The pre-training seeds' means behind `pretrain`: their variance (df = seeds − 1) and the fine-tuning noise each
-    # mean carries, so that a plan can bound the pre-training share from above (`pretrain_upper_bound`) rather than
-    # trust its point estimate. Not compared: they restate `pretrain`, and only the bound reads them.
+    # behind `pretrain`: its seeds' means' variance (df = seeds − 1) and their fine-tuning noise, for
+    # `pretrain_upper_bound`; not compared (they restate `pretrain`)
     means_variance: Optional[float] = field(default=None, compare=False)
     means_df: int = field(default=0, compare=False)
     means_noise: float = field(default=0.0, compare=False)

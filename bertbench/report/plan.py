@@ -9,11 +9,10 @@ about to test, nor from a degenerate or near-constant side. docs/plan.md says ho
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
-from typing import Mapping, Optional, Sequence
+from dataclasses import replace
+from pathlib import PurePosixPath
+from typing import Optional, Sequence
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
@@ -30,40 +29,7 @@ from bertbench.report.multibootstrap import (
 )
 from bertbench.report.claims import PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
 from bertbench.report.tables.paired import DEV_KINDS, Side
-
-
-STAGES_FILE = "stages.json"  # beside a study's records: each stage's seconds, the host, each stage's threads
-THREADS_KEY = "threads"  # bertbench.studies.run.THREADS_KEY: {stage: the thread counts it ran on, in order}
-
-
-@dataclass(frozen=True)
-class StageThreads:
-    """The threads a study's stages ran on, from its stages.json: a stage's CPU cost is its wall time × these."""
-
-    host: Optional[int] = None  # the invocation's threads (what a stage that runs alone takes)
-    recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def of(self, stage: Optional[str], alone: bool) -> int:
-        """A stage's threads: the most it was given (recorded), else the host's for a stage that runs alone, else 1."""
-        if stage is not None and self.recorded.get(stage):
-            return max(self.recorded[stage])
-        return (self.host or 1) if alone else 1
-
-
-def stage_threads(folders: Sequence[Path]) -> StageThreads:
-    """The thread counts in the stages.json of the given record folders (an empty StageThreads where none is)."""
-    host, recorded = None, {}
-    for folder in folders:
-        path = Path(folder) / STAGES_FILE
-        if not path.is_file():
-            continue
-        try:
-            stages = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise BertbenchError(f"{path}: not a stages file ({e})") from e
-        host = host or (stages.get("host") or {}).get("threads")
-        recorded.update({k: tuple(v) for k, v in (stages.get(THREADS_KEY) or {}).items()})
-    return StageThreads(host, recorded)
+from bertbench.results import StageThreads, stage_threads
 
 
 def _model_label(run_folder: Optional[str]) -> Optional[str]:
@@ -280,20 +246,18 @@ def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds
                      "their variance has one degree of freedom.")
     kw = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p)
     if vca.pretrain is None or vcb.pretrain is None:
-        lines.append(_design_line("assuming no pre-training variance (a lower bound)", vca, vcb, target, costs,
-                                  pretrain_default=0.0, design=design, **kw))
         same = (vca.finetune + vcb.finetune) / 2
-        lines.append(_design_line(f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb,
-                                  target, costs, pretrain_default=same, design=design, **kw))
+        designs = [("assuming no pre-training variance (a lower bound)", vca, vcb, 0.0),
+                   (f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb, same)]
     else:
         bounds = "; ".join(f"{name} {_fmt_upper(vc, up, s)}" for name, vc, up, s in
                            (("a", vca, upa, sa), ("b", vcb, upb, sb)))
         lines.append(f"Pessimistic pre-training variance ({UPPER_LEVEL:.0%} one-sided upper bound, χ² on the "
                      f"records' degrees of freedom): {bounds}.")
-        lines.append(_design_line("sized on the upper bound (the design to run)", upa, upb, target, costs,
-                                  pretrain_default=0.0, design=design, **kw))
-        lines.append(_design_line("on the point estimate (optimistic, for comparison)", vca, vcb, target, costs,
-                                  pretrain_default=0.0, design=design, **kw))
+        designs = [("sized on the upper bound (the design to run)", upa, upb, 0.0),
+                   ("on the point estimate (optimistic, for comparison)", vca, vcb, 0.0)]
+    lines += [_design_line(label, a, b, target, costs, pretrain_default=default, design=design, **kw)
+              for label, a, b, default in designs]
     floor = mde_floor(vca, vcb, examples=examples)
     lines.append(f"Floor: with unlimited seeds the dev examples alone leave an MDE of {floor:.2f} (this dev split's size)."
                  if examples is not None else

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.results import THREADS_KEY
 from bertbench.studies import keys
 from bertbench.studies.plan import Planner
 from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
@@ -95,7 +96,6 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
-THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
 NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY)
 
