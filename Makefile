@@ -39,7 +39,7 @@ RECORDS := leaderboards/records/$(PRESET)
 
 archive:
 	rm -rf $(RECORDS) && mkdir -p $(RECORDS)
-	cd $(OUT) && find results \( -name '*.record.json' -o -name '*.grid.json' -o -name preregistration.yaml \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
+	cd $(OUT) && find results \( -name '*.record.json' -o -name '*.grid.json' -o -name preregistration.yaml -o -name preregistration-log.yaml \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cd $(OUT) && find pretrain -maxdepth 2 \( -name metrics.csv -o -name summary.json \) -exec cp --parents {} $(CURDIR)/$(RECORDS) \;
 	cp $(OUT)/stages*.json $(RECORDS)/
 

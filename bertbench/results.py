@@ -78,7 +78,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,13 +187,17 @@ class ResultRecord:
     predictions_file: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
     pretrain_seed: Optional[int] = None
+    # A pre-registered study's run: {"sha256": of its pre-registration, "registered_at": when it was written}
+    # (bertbench.report.tables.preregistration); None (absent) outside one.
+    preregistration: Optional[dict[str, str]] = None
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        """The record as its file holds it (`pretrain_seed` only when known)."""
+        """The record as its file holds it (`pretrain_seed` and `preregistration` only when known)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if out["pretrain_seed"] is None:
-            del out["pretrain_seed"]
+        for key in ("pretrain_seed", "preregistration"):
+            if out[key] is None:
+                del out[key]
         return out
 
 
@@ -238,7 +243,7 @@ _TOP = {  # key -> (kind, nullable)
     "library_versions": (_DICT, False), "hardware": (_STR, True), "date": (_STR, False),
     "predictions_file": (_STR, True),
 }
-_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True)}
+_TOP_OPTIONAL = {"extra": (_DICT, False), "pretrain_seed": (_INT, True), "preregistration": (_DICT, False)}
 _SPLIT = {"train": (_STR, False), "eval": (_STR, False), "eval_kind": (_STR, False),
           "train_size": (_INT, False), "eval_size": (_INT, False)}
 _MODEL = {"source": (_STR, False), "fingerprint": (_STR, False), "size": (_STR, False), "pretraining": (_DICT, True)}
@@ -649,12 +654,57 @@ def provenance() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    stamp = os.environ.get(PREREGISTRATION_ENV)
     return {"code_version": prov.code_version(), "library_versions": versions, "hardware": prov.hardware(),
-            "date": prov.now_iso()}
+            "date": prov.now_iso(), **({"preregistration": json.loads(stamp)} if stamp else {})}
+
+
+# Set by a pre-registered study's fine-tuning stage (bertbench.studies.plan) to its pre-registration's
+# {"sha256", "registered_at"} as JSON: every record the stage writes carries it.
+PREREGISTRATION_ENV = "BERTBENCH_PREREGISTRATION"
+
+
+# --- a study's stages file (stages.json, written by studies.run): the threads each stage ran on ----------------
+
+
+STAGES_FILE = "stages.json"  # beside a study's records: each stage's seconds, the host, each stage's threads
+THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
+
+
+@dataclass(frozen=True)
+class StageThreads:
+    """The threads a study's stages ran on, from its stages.json (studies.run writes it): `bertbench plan` costs a
+    stage as its wall time × these."""
+
+    host: Optional[int] = None  # the invocation's threads (what a stage that runs alone takes)
+    recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def of(self, stage: Optional[str], alone: bool) -> int:
+        """A stage's threads: the most it was given (recorded), else the host's for a stage that runs alone, else 1."""
+        if stage is not None and self.recorded.get(stage):
+            return max(self.recorded[stage])
+        return (self.host or 1) if alone else 1
+
+
+def stage_threads(folders: Sequence[Path]) -> StageThreads:
+    """The thread counts in the stages.json of the given record folders (an empty StageThreads where none is)."""
+    host, recorded = None, {}
+    for folder in folders:
+        path = Path(folder) / STAGES_FILE
+        if not path.is_file():
+            continue
+        try:
+            stages = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise BertbenchError(f"{path}: not a stages file ({e})") from e
+        host = host or (stages.get("host") or {}).get("threads")
+        recorded.update({k: tuple(v) for k, v in (stages.get(THREADS_KEY) or {}).items()})
+    return StageThreads(host, recorded)
 
 
 __all__ = [
-    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "STAGES_FILE", "StageThreads", "THREADS_KEY", "stage_threads",
     "ResultRecord", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure",
     "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",

@@ -8,7 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bertbench.report.model import collect
-from bertbench.report.tables.claims import INCONCLUSIVE, Claim, Claims, claims_table, evaluate
+from bertbench.report.claims import INCONCLUSIVE, PAPER, Claim, Claims, evaluate
+from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.paired import differences_table, fmt_difference
 
 from record_factory import variant
@@ -43,13 +44,14 @@ def test_one_constant_side_is_still_compared_and_flagged():
 
 def test_a_claim_on_two_constant_predictors_is_inconclusive_and_outside_holms_family():
     both = variant("rte", "mlm+nsp", [ALL_ZERO] * 3, GOLD) + variant("rte", "mlm", [ALL_ZERO] * 3, GOLD)
-    claim = Claim("nsp-rte", "test", "NSP helps on RTE", "MLM+NSP", "MLM (no NSP)", (("rte", "accuracy"),), "greater")
+    claim = Claim("MLM+NSP", "MLM (no NSP)", (("rte", "accuracy"),), ">", 0.0, PAPER, "test", name="NSP helps on RTE",
+                  id="nsp-rte")
     claims = Claims(THRESHOLDS, (claim,))
     data = collect(both)
     [outcome] = evaluate(data, claims)
     assert outcome.verdict == INCONCLUSIVE and "⊘ both sides degenerate" in outcome.why
     assert outcome.p is None and outcome.p_holm is None and outcome.mde is None and not outcome.compared
-    [row] = claims_table(data, claims).rows
+    [row] = claims_table(data, paper=claims).rows
     assert row[5:7] == ("–", "– (⊘ both sides degenerate)")
     assert fmt_difference(outcome.diff) == ("–", "– (⊘ both sides degenerate)")
 

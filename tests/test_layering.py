@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("benchmarks: `bertbench bench`", ("bertbench.benchmarks",)),
     ("report statistics (pure)", ("bertbench.report.stats", "bertbench.report.multibootstrap")),
     ("report data model and result tables", ("bertbench.report", "bertbench.report.model")),
-    ("report tables built on the model", ("bertbench.report.tables",)),
+    ("report tables built on the model", ("bertbench.report.tables", "bertbench.report.claims")),
     ("the whole report", ("bertbench.report.build",)),
     ("report renderers: markdown, terminal, plots", ("bertbench.report.render",)),
     ("the run's report (`bertbench report` as a function) and the seed plan", ("bertbench.report.run", "bertbench.report.plan")),

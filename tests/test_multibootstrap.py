@@ -34,10 +34,14 @@ def _accuracy_component(correct: list[list[int]], pre=None) -> Component:
     return Component("t", runs, tuple(100 * grid.mean(1)), grid[:, :, None], "accuracy")
 
 
+ONE_CHECKPOINT = ((None, "sha256:one"),)  # both sides fine-tuned the same model
+
+
 def test_multi_bootstrap_against_a_hand_computed_case():
-    # Two fine-tuning seeds under one pre-training seed, three dev examples, both sides the same seeds: paired.
-    a = Side((_accuracy_component([[1, 1, 0], [1, 0, 0]]),))
-    b = Side((_accuracy_component([[0, 1, 0], [1, 0, 0]]),))
+    # Two fine-tuning seeds of one checkpoint, three dev examples, both sides the same seeds of that checkpoint
+    # (fine-tuning against feature-based, say): paired.
+    a = Side((_accuracy_component([[1, 1, 0], [1, 0, 0]]),), checkpoints=ONE_CHECKPOINT)
+    b = Side((_accuracy_component([[0, 1, 0], [1, 0, 0]]),), checkpoints=ONE_CHECKPOINT)
     got = multi_bootstrap(a, b, resamples=4, seed=7)
     # The draws, in the documented order, from the same generator: pre-training counts (one seed: trivial),
     # a's fine-tuning counts (b shares them: same runs), then the example counts.
@@ -74,7 +78,8 @@ def test_multi_bootstrap_against_a_hand_computed_case():
 
 def test_identical_sides_have_no_spread_and_seeds_only_without_examples():
     comp = _accuracy_component([[1, 0, 1, 1], [0, 0, 1, 1], [1, 1, 1, 0]])
-    same = multi_bootstrap(Side((comp,)), Side((comp,)), resamples=200)
+    same = multi_bootstrap(Side((comp,), checkpoints=ONE_CHECKPOINT), Side((comp,), checkpoints=ONE_CHECKPOINT),
+                           resamples=200)
     assert same.estimate == 0 and same.se == 0
     values_only = Component("t", comp.runs, comp.values)
     got = multi_bootstrap(Side((values_only,)), resamples=200)
@@ -87,9 +92,26 @@ def test_several_pretraining_seeds_are_covered_and_paired_when_shared():
     runs = tuple((p, f) for p in (1, 2, 3) for f in (1, 2))
     a = Component("t", runs, tuple(rng.normal(80, 1, 6)))
     b = Component("t", runs, tuple(rng.normal(78, 1, 6)))
-    got = multi_bootstrap(Side((a,)), Side((b,)), resamples=500)
+    same = tuple((p, f"sha256:{p}") for p in (1, 2, 3))  # the same three checkpoints on both sides
+    got = multi_bootstrap(Side((a,), checkpoints=same), Side((b,), checkpoints=same), resamples=500)
     assert got.covers == (PRETRAIN, FINETUNE) and got.paired == (PRETRAIN, FINETUNE)
     assert got.pretrain_seeds == (3, 3) and got.df == pytest.approx(2)  # three pre-training seeds, paired
+
+
+def test_two_pre_trainings_that_share_a_seed_number_are_not_paired():
+    """Seed k of MLM+NSP and seed k of No NSP are two pre-trainings that share nothing but their data order: each
+    side's seeds are drawn on their own (issue 48's QNLI pairing), however the seeds are numbered; unknown
+    checkpoints are never paired."""
+    rng = np.random.default_rng(0)
+    runs = tuple((p, f) for p in (1, 2, 3) for f in (1, 2))
+    a = Component("t", runs, tuple(rng.normal(80, 1, 6)))
+    b = Component("t", runs, tuple(rng.normal(78, 1, 6)))
+    ours = tuple((p, f"sha256:a{p}") for p in (1, 2, 3))
+    theirs = tuple((p, f"sha256:b{p}") for p in (1, 2, 3))
+    for sides in ((Side((a,), checkpoints=ours), Side((b,), checkpoints=theirs)), (Side((a,)), Side((b,)))):
+        got = multi_bootstrap(*sides, resamples=500)
+        assert got.covers == (PRETRAIN, FINETUNE) and got.paired == ()
+        assert got.df > 2  # each side's three seeds on their own: Welch–Satterthwaite over two variances
 
 
 
@@ -284,7 +306,8 @@ def test_seeds_only_and_paired_it_is_the_paired_t_interval():
 
     a = {1: 80.0, 2: 82.5, 3: 79.0, 4: 81.0, 5: 80.2}
     b = {1: 78.0, 2: 80.0, 3: 78.5, 4: 80.5, 5: 77.9}
-    side = lambda d: Side((Component("t", tuple((None, s) for s in d), tuple(d.values())),))  # noqa: E731
+    side = lambda d: Side((Component("t", tuple((None, s) for s in d), tuple(d.values())),),  # noqa: E731
+                          checkpoints=ONE_CHECKPOINT)
     got = multi_bootstrap(side(a), side(b), resamples=20_000)
     ref = paired_t_interval(a, b)
     assert got.df == pytest.approx(4) and got.estimate == pytest.approx(ref.estimate)

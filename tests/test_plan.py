@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from bertbench.cli import app
+from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.report.plan import StageThreads, _costs, plan_claim, stage_threads
-from bertbench.report.tables.claims import claim_sides, load_claims
+from bertbench.report.claims import claim_sides, load_claims
 from bertbench.results import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,14 +34,24 @@ def _designs(text: str) -> list[tuple[int, int, float]]:
             re.findall(r"(\d+) pre-training × (\d+) fine-tuning seeds a side \(MDE ([\d.]+)\)", text)]
 
 
-def test_a_design_keeps_two_pre_training_seeds_a_side():
-    """Asked for a large effect, one pre-training seed × two fine-tuning seeds would be the cheapest design (what
-    plan used to print); its verdict would be about two checkpoints, so the plan starts at two seeds and says why."""
+def test_a_design_keeps_three_pre_training_seeds_a_side():
+    """Asked for a large effect, one or two pre-training seeds a side would be the cheapest designs; with one the
+    verdict is about two checkpoints, with two their variance has one degree of freedom, so the plan starts at three
+    and says why."""
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nsp", "--effect", "12"])
     assert r.exit_code == 0, r.output
     designs = _designs(r.output)
-    assert designs and all(p >= 2 for p, _, _ in designs)
-    assert "at least 2 pre-training seeds a side" in r.output
+    assert designs and all(p >= 3 for p, _, _ in designs) and designs[-1][0] == 3  # the point estimate's: the floor
+    assert "at least 3 pre-training seeds a side" in r.output
+
+
+def test_a_design_of_two_pre_training_seeds_is_refused_in_one_line(cpu_hour):
+    r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nsp", "--design", "2x3"])
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code != 0 and len(lines) == 1
+    assert lines[0].startswith("error: plan: --design 2x3: a confirmatory design needs at least 3 pre-training seeds")
+    text = "\n".join(plan_claim(cpu_hour[0], "t5-qnli-nsp", design=(3, 3)))
+    assert "3 pre-training × 3 fine-tuning seeds a side: MDE" in text
 
 
 def test_the_plan_names_the_metric_it_computes_on(cpu_hour):
@@ -58,7 +69,7 @@ def test_a_stage_costs_its_wall_time_times_its_threads(cpu_hour):
     a masked LM beside another costs its wall time once. Recorded counts win over the rule."""
     data, claims = cpu_hour
     claim = next(c for c in claims.claims if c.id == "t5-mrpc-mlm-vs-ltr")
-    mlm, ltr, _ = claim_sides(data, claim, "tiny")
+    mlm, ltr, _ = claim_sides(data, claim, *_at(data, claim, "tiny"))
     threads = stage_threads([CPU_HOUR])
     assert threads.host == 2
     pre_ltr, _, _, n_ltr = _costs(data, ltr, threads)
@@ -74,12 +85,13 @@ def test_a_stage_costs_its_wall_time_times_its_threads(cpu_hour):
 
 def test_much_greater_is_planned_on_its_bound_not_on_the_estimate():
     """"≫" is reproduced when the interval clears the +5 bound. Planning on (ours − bound) sized the study on the
-    number it was about to test; the plan detects the bound itself, or the effect given."""
+    number it was about to test; without a paper number the plan takes the bound itself as the margin, or the
+    margin given."""
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--max-seeds", "40"])
     assert r.exit_code == 0, r.output
-    assert "Effect to detect: 5.0 (the ≫ bound, 5" in r.output and "ours a − b" not in r.output
+    assert "Distance to detect from its bound: 5.0 (the ≫ bound, 5" in r.output and "ours a − b" not in r.output
     given = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "pretraining-vs-random", "--effect", "8"])
-    assert "Effect to detect: 8.0 (given)" in given.output
+    assert "Distance to detect from its bound: 8.0 (given" in given.output
 
 
 def test_a_side_with_a_near_constant_seed_is_refused_in_one_line():
@@ -129,10 +141,11 @@ def test_with_one_pre_training_seed_the_plan_states_both_assumptions():
     data = _one_seed()
     lines = plan_claim(data, "t5-qnli-nsp")
     text = "\n".join(lines)
-    assert "Plan for t5-qnli-nsp" in text and "Effect to detect: 3.5 (the paper's |a − b|, BERT paper Table 5)" in text
+    assert "Plan for t5-qnli-nsp" in text
+    assert "Distance to detect from its bound: 4.5 (the paper's a − b +3.5 − the bound −1, BERT paper Table 5)" in text
     designs = re.findall(r"(\d+) pre-training × (\d+) fine-tuning seeds a side \(MDE ([\d.]+)\), (\d+) CPU-minutes",
                          text)
-    assert len(designs) == 2 and all(float(mde) <= 3.5 for *_, mde, _ in designs)
+    assert len(designs) == 2 and all(float(mde) <= 4.5 for *_, mde, _ in designs)
     assert int(designs[1][3]) >= int(designs[0][3])
     assert "pre-training seeds not measured (one pre-training seed)" in text and "AMD EPYC, 2 cores" in text
 
@@ -145,8 +158,8 @@ def test_plan_sizes_a_claim_on_the_mean_of_five_tasks():
     out = r.output
     assert "on the mean of sst2 (accuracy) + cola (mcc) + stsb (spearman) + mrpc (f1) + rte (accuracy)." in out
     assert "Today: 3×3 / 1×3 seeds a task" in out and "not measured" not in out
-    (design,) = re.findall(r"with the measured pre-training variance: (\d+) pre-training × (\d+) fine-tuning seeds "
-                           r"a side \(MDE ([\d.]+)\)", out)
+    (design,) = re.findall(r"sized on the upper bound \(the design to run\): (\d+) pre-training × (\d+) fine-tuning "
+                           r"seeds a side \(MDE ([\d.]+)\)", out)
     assert float(design[2]) <= 5.0 and int(design[0]) > 3  # today's three seeds a side could not: MDE 12.9
 
 
@@ -158,7 +171,7 @@ def test_plan_adds_no_pre_training_variance_to_random_init():
     data = _one_seed()
     claims = load_claims(paper=data.paper)
     claim = next(c for c in claims.claims if c.id == "pretraining-vs-random")
-    a, b, _ = claim_sides(data, claim, "tiny")
+    a, b, _ = claim_sides(data, claim, *_at(data, claim, "tiny"))
     assert b.variant.random_init and side_components(b).pretrain == 0.0
     assert side_components(a).pretrain is None  # MLM+NSP: one pre-training seed, not measured
     text = "\n".join(plan_claim(data, "pretraining-vs-random", max_seeds=20))
@@ -168,3 +181,84 @@ def test_plan_adds_no_pre_training_variance_to_random_init():
 def test_plan_refuses_an_unknown_claim_in_one_line():
     r = runner.invoke(app, ["plan", str(CPU_HOUR), "--claim", "t5-qnli-nps"])
     assert r.exit_code != 0 and "error: plan: no claim 't5-qnli-nps'" in r.output
+
+
+def _at(data, claim, size):
+    """The claim's two variants at `size` (a paper claim names objectives)."""
+    return [next(v for v in data.variants if v.objective == name and v.size == size) for name in (claim.a, claim.b)]
+
+
+def _seed_means(study: Path, objective: str, task: str) -> tuple[list[float], float]:
+    """(each pre-training seed's mean score, the mean variance between fine-tuning seeds), read from the raw records."""
+    import json
+
+    import numpy as np
+
+    by_seed: dict[int, list[float]] = {}
+    for path in study.rglob("*.record.json"):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        if (r["task"], r["model"]["size"], (r["model"].get("pretraining") or {}).get("objective")) == (task, "tiny", objective):
+            by_seed.setdefault(r["pretrain_seed"], []).append(r["metrics"][r["primary_metric"]])
+    return [float(np.mean(v)) for v in by_seed.values()], float(np.mean([np.var(v, ddof=1) for v in by_seed.values()]))
+
+
+def test_plan_sizes_the_claims_study_on_the_pessimistic_pre_training_variance():
+    """The claims study's QNLI claim (6 × 3 seeds a side): the pre-training variance's 80% upper bound from 5 degrees
+    of freedom, computed here from the raw records with scipy, is what the plan sizes on; against the distance from
+    the claim's bound (the paper's +3.5 − (−1) = 4.5), not the paper's |a − b|; and the printed design detects it
+    while no design with one pre-training seed fewer, nor one fine-tuning seed fewer, does."""
+    import math
+
+    from scipy import stats
+
+    r = runner.invoke(app, ["plan", str(RECORDS / "claims"), "--claim", "t5-qnli-nsp", "--max-seeds", "20"])
+    assert r.exit_code == 0, r.output
+    assert "Distance to detect from its bound: 4.5 (the paper's a − b +3.5 − the bound −1" in r.output
+    upper, finetune = [], []
+    for objective in ("mlm+nsp", "mlm"):
+        means, ft = _seed_means(RECORDS / "claims", objective, "qnli_devsplit")
+        df = len(means) - 1
+        s2 = stats.tvar(means)
+        upper.append(max(0.0, s2 * df / stats.chi2.ppf(0.2, df) - ft / 3))
+        finetune.append(ft)
+        assert f"{upper[-1]:.2f} (estimate {max(0.0, s2 - ft / 3):.2f}, {df} df)" in r.output, (upper, r.output)
+    assert upper[0] > 2 * 13.59  # the point estimate 13.59 (what the run measured) more than doubles
+    examples = float(re.search(r"paired \(the same examples\): ([\d.]+)\.", r.output).group(1))
+    (design,) = re.findall(r"sized on the upper bound \(the design to run\): (\d+) pre-training × (\d+) fine-tuning "
+                           r"seeds a side \(MDE ([\d.]+)\)", r.output)
+    p, f, printed = int(design[0]), int(design[1]), float(design[2])
+
+    def mde(p: int, f: int) -> float:  # Var(â − b̂) of the design, its Welch–Satterthwaite df, t quantiles
+        parts = [u / p + ft / (p * f) for u, ft in zip(upper, finetune)]
+        var = sum(parts) + examples
+        df = var ** 2 / sum(v * v / (p - 1) for v in parts)
+        return (stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * math.sqrt(var)
+
+    assert p >= 3 and mde(p, f) == pytest.approx(printed, abs=0.02) and printed <= 4.5
+    assert all(mde(p - 1, g) > 4.5 for g in range(1, 21)) and (f == 1 or mde(p, f - 1) > 4.5)
+
+
+def test_plan_takes_a_claim_line_and_a_claims_yaml_beside_the_records(tmp_path, cpu_hour):
+    """`--claim` in the report's grammar plans a user claim on the records; a claims.yaml beside them is read as
+    the report reads it (by name, or every claim when no --claim is given)."""
+    from bertbench.report.claims import load_claims_file
+
+    data, _ = cpu_hour
+    line = "mlm+nsp − mlm on stsb > 0"
+    text = "\n".join(plan_claim(data, line, effect=6.0))
+    assert text.startswith(f"Plan for {line}: tiny MLM+NSP − tiny MLM (no NSP) on stsb (spearman).")
+    assert "Claim: a − b > 0. Distance to detect from its bound: 6.0 (given" in text
+    # cpu-hour's tiny MLM+NSP seeds disagree wildly on STS-B (515 points² between them, 2 df): no design fits
+    assert "a 2331.18 (estimate 515.26, 2 df); b 71.01 (estimate 4.10, 1 df)" in text
+    assert "sized on the upper bound (the design to run): no design up to 10 × 10 seeds a side detects 6.0." in text
+    with pytest.raises(BertbenchError, match="names no expected effect"):
+        plan_claim(data, line)
+    # RTE (277 examples, accuracy) is the cheaper score to plan twice
+    (tmp_path / "claims.yaml").write_text('claims:\n  - claim: "mlm+nsp − mlm on rte > 0"\n    name: NSP helps RTE\n',
+                                          encoding="utf-8")
+    every = runner.invoke(app, ["plan", str(tmp_path), str(CPU_HOUR), "--effect", "6"])
+    assert every.exit_code == 0, every.output
+    assert every.output.startswith("Plan for NSP helps RTE: tiny MLM+NSP − tiny MLM (no NSP) on rte (accuracy).")
+    named = plan_claim(data, "NSP helps RTE", effect=6.0, beside=load_claims_file(tmp_path / "claims.yaml"),
+                       threads=stage_threads([CPU_HOUR]))
+    assert every.output.rstrip("\n").split("\n") == named

@@ -12,17 +12,13 @@ from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
-from bertbench.report.tables.claims import load_claims
+from bertbench.report.claims import EXPLORATORY, PRE_REGISTERED, evaluate, load_claims, parse_claim
 from bertbench.report.tables.preregistration import (
-    EXPLORATORY,
-    PRE_REGISTERED,
     PREREGISTRATION_FILE,
-    evaluate_families,
     load_preregistration,
     parse_preregistration,
-    write_preregistration,
 )
-from bertbench.report.tables.user_claims import parse_claim
+from bertbench.studies.protocol import write_preregistration
 from bertbench.results import record_filename, write_record
 
 from record_factory import variant
@@ -58,15 +54,16 @@ def test_a_claim_not_declared_is_exploratory_and_outside_holms_family():
     claims = load_claims(paper=data.paper)
     prereg = parse_preregistration(PREREG, "test", claims)
     later = parse_claim("mlm+nsp − mlm on sst2 > 0")
-    paper, user = evaluate_families(data, claims, [*prereg.user_claims, later], prereg)
-    qnli = next(o for o in paper if o.claim.id == "t5-qnli-nsp")
-    rte = next(o for o in user if o.claim.text == "mlm+nsp − mlm on rte > 0")
-    sst2 = next(o for o in user if o.claim is later)
-    assert (qnli.registration, rte.registration, sst2.registration) == (PRE_REGISTERED, PRE_REGISTERED, EXPLORATORY)
+    registered = [c for c in claims.claims if c.id in prereg.paper_claims] + list(prereg.user_claims)
+    out = evaluate(data, claims, [*prereg.user_claims, later], registered)
+    qnli = next(o for o in out if o.claim.id == "t5-qnli-nsp")
+    rte = next(o for o in out if o.claim.text == "mlm+nsp − mlm on rte > 0")
+    sst2 = next(o for o in out if o.claim is later)
+    assert (qnli.family, rte.family, sst2.family) == (PRE_REGISTERED, PRE_REGISTERED, EXPLORATORY)
     assert [qnli.p_holm, rte.p_holm] == pytest.approx(holm([qnli.p, rte.p]))
-    assert sst2.p_holm == pytest.approx(sst2.p)  # alone in the exploratory family: not counted with the two
-    others = [o for o in paper if o.claim.id != "t5-qnli-nsp"]
-    assert all(o.registration == EXPLORATORY for o in others)
+    assert sst2.p_holm == pytest.approx(sst2.p)  # alone among the exploratory comparisons made
+    others = [o for o in out if o.claim.id not in (None, "t5-qnli-nsp")]
+    assert others and all(o.family == EXPLORATORY for o in others)
 
 
 def test_the_report_says_which_claims_were_pre_registered(tmp_path):
@@ -85,11 +82,12 @@ def test_the_report_says_which_claims_were_pre_registered(tmp_path):
     assert [line for line in page.read_text().splitlines() if line.startswith("| NSP helps RTE |")]
     text = out.read_text(encoding="utf-8")
     assert "· pre-registered |" in text and "· exploratory |" in text
-    assert "Pre-registration (the preset mine's preregistration.yaml" in text
+    assert "Holm families (pre-registration: the preset mine's preregistration.yaml" in text
     rows = [line for line in text.splitlines() if line.startswith("| NSP helps RTE |")]
     assert len(rows) == 1 and "pre-registered" in rows[0] and "preregistration.yaml" in rows[0]
-    # The file is named from the folder given, so a committed leaderboard reads the same on every machine.
-    assert "| yours (results/preregistration.yaml: claims[2]) |" in rows[0] and str(tmp_path) not in text
+    # The file is named from the folder given, so a committed leaderboard reads the same on every machine; the
+    # claim is cited by the file that states it, never by an index into a list.
+    assert "| pre-registration (results/preregistration.yaml) |" in rows[0] and str(tmp_path) not in text
 
 
 def test_without_a_pre_registration_every_claim_is_in_one_family_as_before(tmp_path):

@@ -193,6 +193,40 @@ def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):
         ("2", "3.3M", "32.0", "80.0", "7.0", "80.5", "3"),  # (70 + (90 + 92) / 2) / 2
     ]
     assert pretraining_seeds_table(collect(first)) is None  # one pre-training seed: the main table says it all
+    # the CSV says how many pre-training seeds are behind a cell (its mean and ci95 are then over their means)
+    csv = {(r["column"], r["task"]): r for r in long_rows(collect(first + second)) if r["kind"] == "ours"}
+    assert {key[1]: r["P"] for key, r in csv.items()} == {"rte": 2, "sst2": 2}
+    assert csv[(first[0].data["model"]["size"] + " MLM+NSP", "rte")]["mean"] == pytest.approx((61.0 + 70.0) / 2)
+    assert {r["P"] for r in long_rows(collect(first)) if r["kind"] == "ours"} == {1}
+
+
+def test_a_variant_of_several_pretraining_seeds_shows_every_seed_in_provenance_and_protocol(fixture_records):
+    """Provenance and the protocol table used to print pre-training seed 1's facts for a P-cell, unsaid: each
+    pre-training seed's tokens, and the lr and selection score its own checkpoint chose, are all shown."""
+    from bertbench.report.tables.protocol import protocol_table
+    from bertbench.report.tables.provenance import provenance_table
+
+    t = _template(fixture_records)
+    sel = {"on": "train-slice", "rule": "r", "grid": [1e-4, 3e-4], "scores": {}, "heldout_size": 10}
+
+    def rec(seed, pre, tokens, lr, score):
+        finetune = {**t["finetune"], "grid": "heldout", "lr": lr,
+                    "selection": {**sel, "selected_lr": lr, "score": score}}
+        r = _make(t, "rte", seed, {"accuracy": 60.0 + seed}, "accuracy", pretrain_seed=pre, finetune=finetune)
+        r.data["model"]["pretraining"]["tokens_seen"] = tokens
+        return r
+
+    data = collect([rec(1, 1, 3_000_000, 1e-4, 61.0), rec(2, 1, 3_000_000, 1e-4, 61.0),
+                    rec(1, 2, 3_400_000, 3e-4, 64.0), rec(2, 2, 3_400_000, 3e-4, 64.0)])
+    [row] = provenance_table(data).rows
+    assert (row[3], row[9]) == ("3M–3.4M", "P 1, 2 × F 1, 2")
+    assert any("not seed 1's alone" in note for note in provenance_table(data).notes)
+    [cell] = protocol_table(data).rows
+    assert (cell[5], cell[7]) == ("1e-4, 3e-4", "61.0–64.0")  # each pre-training seed's own choice
+    assert any("each seed's checkpoint chose its own lr" in note for note in protocol_table(data).notes)
+    from bertbench.report.render.terminal import short_table  # the terminal's legend says which cells are P-cells
+
+    assert f"({data.variants[0].label} P=2) over their P means" in short_table(data).notes[0]
 
 
 def test_glue_partial_coverage_label_and_same_task_paper_average(fixture_records):
@@ -301,6 +335,7 @@ def test_long_rows_hold_ours_and_the_papers(fixture_records):
     assert ours[0]["ci95_low"] is None  # one seed: no interval in the CSV either
     (rte,) = [r for r in rows if r["kind"] == "ours" and r["task"] == "rte" and r["column"] == "mini random init"]
     assert rte["ci95_low"] < rte["mean"] < rte["ci95_high"] and rte["degenerate"] is False
+    assert rte["P"] == 0 and ours[0]["P"] == 1  # random init pre-trains nothing; records without pretrain_seed: 1
     assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["median"] == 52.1
                for r in rows)
 

@@ -9,14 +9,19 @@ from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
-from bertbench.report.tables.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN
-from bertbench.report.tables.user_claims import (
+from bertbench.report.claims import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NOT_MEASURABLE,
+    NOT_RUN,
     SUPPORTED,
-    evaluate_user_claims,
+    Claims,
+    evaluate,
+    load_claims,
     load_claims_file,
     parse_claim,
-    user_claims_table,
 )
+from bertbench.report.tables.claims import claims_table
 from bertbench.results import record_filename, write_record
 
 from record_factory import variant
@@ -38,6 +43,13 @@ CLOSE = [_wrong_at({seed, seed + 30, seed + 60, seed + 90}) for seed in (4, 5, 6
 def _records():
     return (variant("rte", "mlm+nsp", GOOD, GOLD) + variant("rte", "mlm", POOR, GOLD)
             + variant("sst2", "mlm+nsp", GOOD, GOLD) + variant("sst2", "mlm", CLOSE, GOLD))
+
+
+NO_PAPER = Claims({}, ())  # the user's claims alone, without the paper's
+
+
+def evaluate_user_claims(data, claims):
+    return evaluate(data, NO_PAPER, claims)
 
 
 def _write(folder, records):
@@ -63,7 +75,7 @@ def test_the_grammar_takes_tasks_metrics_comparators_and_labels():
     assert claim.scores == (("rte", None), ("stsb", "pearson")) and claim.comparator == "within"
     assert claim.test_text == "|a − b| < 1.5"
     below = parse_claim("clm − mlm on rte < −1")
-    assert below.comparator == "<" and below.threshold == -1.0 and below.test_text == "a − b < -1"
+    assert below.comparator == "<" and below.threshold == -1.0 and below.test_text == "a − b < −1"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -103,13 +115,15 @@ def test_a_user_claim_gets_a_verdict_with_its_interval_p_holm_p_and_mde():
     # Holm over the family of the user's three comparisons, as the paper claims' table does over its own
     assert [o.p_holm for o in outcomes] == pytest.approx(holm([o.p for o in outcomes]))
     assert above.p_holm > above.p and above.mde is not None and above.mde > 0
-    table = user_claims_table(data, claims)
+    table = claims_table(data, outcomes, load_claims(paper=data.paper))
     row = dict(zip(table.header, table.rows[0]))
     assert row["Claim"] == "mlm+nsp − mlm on rte > 0" and row["Stated in"] == "yours (--claim)"
     assert row["95% interval"].startswith("[+") and row["p"] != "–" and row["p Holm"] != "–"
-    assert float(row["MDE (80%)"]) == pytest.approx(above.mde, abs=0.05) and row["Verdict"] == SUPPORTED
+    assert float(row["MDE (80%)"]) == pytest.approx(above.mde, abs=0.05)
+    # records without `pretrain_seed`: one checkpoint a side, and the verdict says so, as a paper claim's does
+    assert row["Verdict"] == f"{SUPPORTED}; 1 pre-training seed: about these checkpoints"
     assert row["Test"] == "a − b > 0" and row["Score"] == "rte accuracy"
-    assert table.title.startswith("Your claims")
+    assert table.title == "Claims, judged on our records" and row["Paper a − b"] == "–"
 
 
 def test_a_wide_mde_makes_a_claim_not_measurable_and_a_constant_side_inconclusive():
@@ -151,10 +165,10 @@ def test_report_claim_on_the_command_line_prints_the_verdict(tmp_path):
                             str(tmp_path / "mine.md")])
     assert r.exit_code == 0, r.output
     [line] = [line for line in r.output.splitlines() if line.startswith("  mlm+nsp - mlm on rte > 0")]
-    assert "tiny MLM+NSP − tiny MLM (no NSP) on rte accuracy = +" in line and line.endswith(": supported")
+    assert "tiny MLM+NSP − tiny MLM (no NSP) on rte accuracy = +" in line and line.endswith(": supported; 1 pre-training seed: about these checkpoints")
     assert "p Holm" in line and "MDE" in line
     text = (tmp_path / "mine.md").read_text()
-    assert "## Your claims, judged on these records" in text and "| yours (--claim) |" in text
+    assert "## Claims, judged on our records" in text and "| yours (--claim) |" in text
 
 
 def test_claims_yaml_beside_the_records_is_read_and_named_by_line(tmp_path):

@@ -42,6 +42,9 @@ def run(
     from bertbench.studies.run import NOT_STAGES, run_preset
 
     spec = load_preset(preset)
+    from bertbench.studies.protocol import check_protocol
+
+    check_protocol(spec)  # a pre-registered study's protocol, before anything runs (and in --validate)
     if validate_only:
         typer.echo(f"preset {spec.name}: {len(spec.variants)} variants ({', '.join(v.name for v in spec.variants)}), "
                    f"tasks {', '.join(spec.finetune.tasks)}: valid")

@@ -8,6 +8,7 @@ from typing import Optional
 
 from bertbench.report.model import ReportData, Table, size_variants
 from bertbench.report.tables.ablations import table5, table6, table8
+from bertbench.report.claims import evaluate_study, load_claims
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.main import main_table
@@ -16,7 +17,6 @@ from bertbench.report.tables.paired import differences_table
 from bertbench.report.tables.protocol import protocol_table
 from bertbench.report.tables.provenance import provenance_table
 from bertbench.report.tables.seeds import pretraining_seeds_table
-from bertbench.report.tables.user_claims import user_claims_table
 
 
 @dataclass(frozen=True)
@@ -41,30 +41,24 @@ class Report:
 
 def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None,
                  user_claims: Sequence = (), preregistration=None) -> Report:
-    """The report; `user_claims` (report.tables.user_claims.UserClaim) add the table of the user's own claims, and
-    a `preregistration` (report.tables.preregistration) judges its claims as one family, the rest as exploratory."""
+    """The report; `user_claims` (report.claims.Claim: claims.yaml's beside the records, `--claim`'s) join the
+    paper's in the claims table, and a `preregistration` (report.tables.preregistration) judges its claims as one
+    family, the rest as exploratory."""
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "
                f"({', '.join(tasks) or 'none'}).")
     figure5 = (figure5_table(data),) if series(data) else ()
     masking = (masking_ratio_table(data),) if ratio_series(data) else ()
     seeds = pretraining_seeds_table(data)
-    claims, yours = _claims_tables(data, user_claims, preregistration)
-    tables = (main_table(data), differences_table(data), claims, *yours, table5(data), table6(data),
+    tables = (main_table(data), differences_table(data), _claims_table(data, user_claims, preregistration),
+              table5(data), table6(data),
               table8(data), *masking, *figure5, *((seeds,) if seeds else ()), protocol_table(data), provenance_table(data))
     # a study that sweeps the masking ratio, or pre-trains two or more sizes, asks that question
     questions = (("masking_ratio",) if masking else ()) + (("table6",) if len({v.size for v in size_variants(data)}) > 1 else ())
     return Report(title, summary, tables, figures, questions)
 
 
-def _claims_tables(data: ReportData, user_claims: Sequence, preregistration) -> tuple[Table, tuple[Table, ...]]:
-    """The paper's claims table and the user's (if any claims), in one or two Holm families."""
-    if preregistration is None:
-        return claims_table(data), ((user_claims_table(data, user_claims),) if user_claims else ())
-    from bertbench.report.tables.claims import load_claims
-    from bertbench.report.tables.preregistration import evaluate_families, family_note
-
-    paper, user = evaluate_families(data, load_claims(paper=data.paper), user_claims, preregistration)
-    note = family_note(preregistration, paper, user)
-    return (claims_table(data, outcomes=paper, family_note=note),
-            ((user_claims_table(data, user_claims, outcomes=user, family_note=note),) if user_claims else ()))
+def _claims_table(data: ReportData, user_claims: Sequence, preregistration) -> Table:
+    """Every claim, the paper's and those stated for these records, in its Holm family."""
+    paper = load_claims(paper=data.paper)
+    return claims_table(data, evaluate_study(data, user_claims, preregistration, paper), paper, preregistration)

@@ -7,18 +7,11 @@ in `report.render`. Pure and deterministic: the same records give the same bytes
 decimals, no dates or absolute paths). Reading records is `bertbench.results`' job, writing files is
 `report.run`'s.
 
-How numbers are grouped (the decisions a reader of a report needs):
-- A column ("variant") is `report.labels.variant_label(record)`; two different checkpoints with the same
-  label get their model fingerprint appended, so they are never averaged together.
-- A row is (task, task version, eval kind, fine-tuning approach, primary metric): records of
-  different task versions land in separate rows and are never averaged.
-- A cell summarises the seeds of one fine-tuning setting: "mean [95% t-interval over seeds] (n=k)"
-  (`bertbench.report.stats`); one seed has no interval and says so. A cell with a degenerate seed (one
-  predicted class, or one value, for every example: the record's `extra.degenerate`) is marked ⊘.
-  When a cell has several settings (e.g. a learning-rate sweep), the one with the best mean is shown
-  and marked ‡: chosen on the evaluation split itself, like the paper's choice on dev (optimistic).
-- Two records of the same variant, task, setting and seed are an error (a copied run would
-  otherwise count twice).
+How numbers are grouped (docs/statistics.md says it for a reader): a column ("variant") is
+`report.labels.variant_label(record)`, with the model fingerprint appended where two checkpoints share a label; a
+row is (task, task version, eval kind, approach, primary metric), so task versions are never averaged; a cell
+summarises the seeds of one fine-tuning setting (`report.stats`; ⊘ degenerate, ‡ the best of several settings,
+chosen on the evaluation split). Two records of one variant, task, setting and seed are an error.
 """
 from __future__ import annotations
 
@@ -446,15 +439,16 @@ def _resolve_metric(paper: PaperNumbers, records: Sequence[Record], row_metric: 
     return next((name for name in names if paper.paper_metric(name) == pmetric), None)
 
 
-def metric_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, approach: str,
+def metric_for(data: ReportData, variant: Variant, ptask: str, pmetric: Optional[str], approach: str,
                kinds: Sequence[str]) -> tuple[Optional[str], Optional[RowKey]]:
-    """Our (record metric, row) for a paper (task, metric): official eval kinds in `kinds` order, newest task
-    version."""
-    candidates = [row for row in data.rows if data.paper.paper_task(row.task) == ptask and row.approach == approach
-                  and row.eval_kind in kinds and data.cell(variant, row) is not None]
+    """Our (record metric, row) for a paper (task, metric), or a task of the records by its own name (a claim's;
+    metric None: the row's primary metric): eval kinds in `kinds` order, newest task version."""
+    candidates = [row for row in data.rows if ptask in (row.task, data.paper.paper_task(row.task))
+                  and row.approach == approach and row.eval_kind in kinds and data.cell(variant, row) is not None]
     candidates.sort(key=lambda r: (kinds.index(r.eval_kind), -r.task_version, r.task))
     for row in candidates:
-        metric = _resolve_metric(data.paper, data.cell(variant, row).records, row.metric, pmetric)
+        records = data.cell(variant, row).records
+        metric = row.metric if pmetric is None else _resolve_metric(data.paper, records, row.metric, pmetric)
         if metric is not None:
             return metric, row
     return None, None
@@ -655,7 +649,11 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                     "kind": "ours" if variant.external is None else EXTERNAL,  # a model we did not pre-train
                     "column": variant.label, "task": row.task, "task_version": row.task_version,
                     "eval_kind": row.eval_kind, "approach": row.approach, "metric": metric,
-                    "primary": metric == row.metric, "n": stats.n, "median": stats.median, "mean": stats.mean,
+                    "primary": metric == row.metric, "n": stats.n,
+                    # pre-training seeds behind the cell: 0 for random init, 1 for one checkpoint (or records
+                    # without pretrain_seed); with several, mean and ci95 are over their means (a P-cell)
+                    "P": 0 if variant.random_init else max(1, len(stats.pretrain_means)),
+                    "median": stats.median, "mean": stats.mean,
                     "std": stats.std, "ci95_low": stats.interval.low if stats.interval else None,
                     "ci95_high": stats.interval.high if stats.interval else None,
                     "degenerate": is_degenerate(cell.records), "min": stats.values[0], "max": stats.values[-1],
@@ -671,7 +669,8 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
             for n in _paper_candidates(data.paper, systems, sources, ptask):
                 out.append({
                     "kind": "paper", "column": name, "task": n.task, "task_version": None, "eval_kind": None,
-                    "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "median": n.value,
+                    "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "P": None,
+                    "median": n.value,
                     "mean": None, "std": None, "ci95_low": None, "ci95_high": None, "degenerate": None, "min": None, "max": None, "seeds": None, "settings": None,
                     "setting": None, "model_fingerprint": None, "data_fingerprint": None,
                     "paper_split": n.split, "source": n.source,

@@ -16,7 +16,7 @@ order) and the evaluation examples. One replicate draws all three at once:
 and recomputes the metric of every run on the drawn examples (from per-example sufficient statistics,
 so F1, MCC and correlations are recomputed, not averaged), then the mean over the drawn seeds.
 **Paired** wherever the two sides share what is drawn: the same example counts for both sides of a task
-(same dev set), the same seed draws where both sides ran the same (pre-training, fine-tuning) seeds.
+(same dev set), the same seed draws only where both fine-tuned the same checkpoints (`Side.checkpoints`).
 A component without per-example statistics is resampled over seeds only, and says so (`covers`).
 
 The interval is estimate ± t(df)·SE, SE the standard deviation of the replicates and df the
@@ -164,10 +164,17 @@ class Side:
     """One variant's components, averaged with equal weight (one component: a task; five: GLUE-5).
 
     untrained: the variant has no pre-training (random init), so it has no pre-training noise to resample and
-    its one seed None does not keep the other side's pre-training seeds out of what the interval covers."""
+    its one seed None does not keep the other side's pre-training seeds out of what the interval covers.
+
+    checkpoints: (pre-training seed, the identity of the model its runs fine-tuned: a checkpoint's fingerprint, or
+    random init's) for each of its pre-training seeds. Two sides are paired over seeds only where these are the same:
+    they fine-tuned one checkpoint (or one initialisation), e.g. fine-tuning against feature-based, so seed k on
+    each side is one draw. Two pre-trainings with seed k share nothing but their data order; pairing them by the
+    seed's number would claim a correlation that is not there. None: unknown, never paired."""
 
     components: tuple[Component, ...]
     untrained: bool = False
+    checkpoints: Optional[tuple[tuple[Optional[int], str], ...]] = None
 
     def point(self) -> float:
         return math.fsum(c.point() for c in self.components) / len(self.components)
@@ -221,7 +228,11 @@ def _example_counts(rng: np.random.Generator, n: int, resamples: int):
 def _per_run_on_draws(comp: Component, counts: np.ndarray) -> np.ndarray:
     """(B, runs): each run's metric recomputed on the drawn examples."""
     spec = SUFF_METRICS[comp.metric]
-    sums = np.einsum("be,rek->brk", counts, comp.stats)  # the drawn examples' sums, per run
+    # the drawn examples' sums, per run: one BLAS product (B, E) @ (E, runs·K), ~4x einsum's unoptimised loop; the
+    # same sums (exact where the statistics are integers: accuracy, F1, MCC, ranks)
+    runs, n, k = comp.stats.shape
+    flat = np.ascontiguousarray(comp.stats.transpose(1, 0, 2)).reshape(n, runs * k)
+    sums = (counts @ flat).reshape(counts.shape[0], runs, k)
     return spec.from_sums(sums, np.full(sums.shape[:-1], float(comp.n_examples)))
 
 
@@ -302,7 +313,9 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     if b is not None and len(a.components) != len(b.components):
         raise ValueError("the two sides need the same components (tasks)")
     pre_seeds = [tuple(sorted({p for c in s.components for p in c.pretrain_seeds}, key=_seed_order)) for s in sides]
-    paired_pre = b is not None and pre_seeds[0] == pre_seeds[1]
+    # seed draws are shared only by sides that fine-tuned the same checkpoints (Side.checkpoints), never by number
+    paired_pre = (b is not None and pre_seeds[0] == pre_seeds[1] and a.checkpoints is not None
+                  and a.checkpoints == b.checkpoints)
     pre_counts = [_pretrain_counts(rng, pre_seeds[0], resamples)]
     if b is not None:
         pre_counts.append(pre_counts[0] if paired_pre else _pretrain_counts(rng, pre_seeds[1], resamples))
@@ -397,6 +410,23 @@ class VarianceComponents:
     pretrain: Optional[float]
     finetune: float
     examples: Optional[float]
+    # behind `pretrain`: its seeds' means' variance (df = seeds − 1) and their fine-tuning noise, for
+    # `pretrain_upper_bound`; not compared (they restate `pretrain`)
+    means_variance: Optional[float] = field(default=None, compare=False)
+    means_df: int = field(default=0, compare=False)
+    means_noise: float = field(default=0.0, compare=False)
+
+
+def pretrain_upper_bound(vc: VarianceComponents, level: float) -> Optional[float]:
+    """The one-sided `level` upper confidence bound of the pre-training variance: the seeds' means' variance s²
+    (df = seeds − 1) has (df·s²/σ²) ~ χ²(df), so σ² ≤ df·s²/χ²_{1−level}(df); less the fine-tuning noise each mean
+    carries, as the point estimate subtracts it. None where nothing was measured (one pre-training seed)."""
+    from scipy import stats
+
+    if vc.means_variance is None or vc.means_df < 1:
+        return None
+    upper = vc.means_variance * vc.means_df / float(stats.chi2.ppf(1.0 - level, vc.means_df))
+    return max(0.0, upper - vc.means_noise)
 
 
 def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: int = RNG_SEED
@@ -406,18 +436,20 @@ def variance_components(comp: Component, *, resamples: int = RESAMPLES, seed: in
     by_pre = comp.by_pretrain()
     within = [np.var(vs, ddof=1) for vs in by_pre.values() if len(vs) > 1]
     finetune = float(np.mean(within)) if within else 0.0
-    pretrain = None
+    pretrain, means_var, noise = None, None, 0.0
     if len(by_pre) > 1:
         means = [np.mean(vs) for vs in by_pre.values()]
         n_per = np.mean([len(vs) for vs in by_pre.values()])
-        pretrain = max(0.0, float(np.var(means, ddof=1)) - finetune / n_per)
+        means_var, noise = float(np.var(means, ddof=1)), float(finetune / n_per)
+        pretrain = max(0.0, means_var - noise)
     examples = None
     if comp.stats is not None:
         rng = np.random.default_rng(seed)
         per_run = np.concatenate([_per_run_on_draws(comp, counts)
                                   for _, _, counts in _example_counts(rng, comp.n_examples, resamples)])
         examples = float(np.mean(np.var(per_run, axis=0, ddof=1)))
-    return VarianceComponents(pretrain, finetune, examples)
+    return VarianceComponents(pretrain, finetune, examples, means_var, len(by_pre) - 1 if means_var is not None else 0,
+                              noise)
 
 
 def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES, seed: int = RNG_SEED
@@ -442,7 +474,8 @@ def average_components(comps: Sequence[Component], *, resamples: int = RESAMPLES
         means.append([np.mean(by_pre[pre]) for pre in sorted(shared)])
         noise += part.finetune / np.mean([len(vs) for vs in by_pre.values()]) / k2
     averaged = np.mean(np.asarray(means), axis=0)  # (pre-training seeds,): the averaged score under each
-    return VarianceComponents(max(0.0, float(np.var(averaged, ddof=1)) - noise), finetune, examples)
+    means_var = float(np.var(averaged, ddof=1))
+    return VarianceComponents(max(0.0, means_var - noise), finetune, examples, means_var, len(shared) - 1, float(noise))
 
 
 def paired_average_example_variance(a: Sequence[Component], b: Sequence[Component], *, resamples: int = RESAMPLES,
@@ -537,5 +570,5 @@ __all__ = [
     "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
     "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
     "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
-    "plan_designs", "t_quantile", "variance_components",
+    "plan_designs", "pretrain_upper_bound", "t_quantile", "variance_components",
 ]

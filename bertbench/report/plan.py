@@ -1,78 +1,35 @@
-"""`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to detect an effect, and what they cost.
+"""`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to be decided, and what they cost.
 
-From the committed records of a study: the variance components of each side (between fine-tuning seeds,
-between pre-training seeds where several ran, and the dev examples' sampling variance), the cost of one
-run on the machine the records ran on (each record's `wall_seconds` times the learning rates its grid
-compared; the pre-training run's `wall_seconds`), and the effect to detect (the paper's |a − b| by
-default). The MDE of a design of P pre-training × F fine-tuning seeds a side is
-(t(0.975) + t(0.8))·√Var, Var = Σ_sides σ²_pre/P + σ²_ft/(P·F) + σ²_examples, at the degrees of freedom the
-report's multi-bootstrap would have (Welch–Satterthwaite over the seed units: P − 1 for P pre-training seeds).
-One pre-training seed a variant measures no pre-training variance: the plan shows the design under two
-assumptions, none (a lower bound) and as large as the fine-tuning seeds' (MultiBERTs found them of the same
-order). Random init has none by construction (nothing is pre-trained; each fine-tuning seed draws its own
-initialisation), so no assumption is added to its side. A claim on the mean of several tasks (GLUE-5) is
-planned on that mean: `multibootstrap.average_components` says how its components combine, and one seed a
-side runs every task.
-
-What a plan never does: recommend one pre-training seed a side where a side pre-trains (that verdict is about two
-checkpoints, not two procedures), size a ≫ claim on the estimate it is about to test (post hoc: it plans on the ≫
-bound, or on the effect given), or plan from a side with a degenerate or near-constant seed (its variance is the
-majority class's, not the model's: the MDE it would print is 0 or meaningless). A stage's cost is its wall time ×
-the threads it ran on (the study's stages.json records them; a causal LM pre-trains alone on the host's threads).
+Any claim the report judges (a paper claim's id, a claim line, a claim of a claims.yaml beside the records), planned
+from a study's records: each side's variance components, the cost of a run on the records' machine (wall time ×
+threads, stages.json), and the distance from the claim's bound to detect (the paper's own a − b for a paper
+claim, given for yours). The design to run is sized on the pre-training variance's one-sided 80% upper bound,
+with at least CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a side that pre-trains; never on the estimate it is
+about to test, nor from a degenerate or near-constant side. docs/plan.md says how, with the formulas.
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
-from typing import Mapping, Optional, Sequence
+from dataclasses import replace
+from pathlib import PurePosixPath
+from typing import Optional, Sequence
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
 from bertbench.report.multibootstrap import (
     VarianceComponents,
     average_components,
+    design_df,
+    difference_variance,
     mde_floor,
+    minimum_detectable_effect,
     paired_average_example_variance,
     plan_designs,
+    pretrain_upper_bound,
 )
-from bertbench.report.tables.claims import Claims, claim_sides, evaluate, load_claims
+from bertbench.report.claims import PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
 from bertbench.report.tables.paired import DEV_KINDS, Side
-
-
-STAGES_FILE = "stages.json"  # beside a study's records: each stage's seconds, the host, each stage's threads
-THREADS_KEY = "threads"  # bertbench.studies.run.THREADS_KEY: {stage: the thread counts it ran on, in order}
-
-
-@dataclass(frozen=True)
-class StageThreads:
-    """The threads a study's stages ran on, from its stages.json: a stage's CPU cost is its wall time × these."""
-
-    host: Optional[int] = None  # the invocation's threads (what a stage that runs alone takes)
-    recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def of(self, stage: Optional[str], alone: bool) -> int:
-        """A stage's threads: the most it was given (recorded), else the host's for a stage that runs alone, else 1."""
-        if stage is not None and self.recorded.get(stage):
-            return max(self.recorded[stage])
-        return (self.host or 1) if alone else 1
-
-
-def stage_threads(folders: Sequence[Path]) -> StageThreads:
-    """The thread counts in the stages.json of the given record folders (an empty StageThreads where none is)."""
-    host, recorded = None, {}
-    for folder in folders:
-        path = Path(folder) / STAGES_FILE
-        if not path.is_file():
-            continue
-        try:
-            stages = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise BertbenchError(f"{path}: not a stages file ({e})") from e
-        host = host or (stages.get("host") or {}).get("threads")
-        recorded.update({k: tuple(v) for k, v in (stages.get(THREADS_KEY) or {}).items()})
-    return StageThreads(host, recorded)
+from bertbench.results import StageThreads, stage_threads
 
 
 def _model_label(run_folder: Optional[str]) -> Optional[str]:
@@ -121,11 +78,18 @@ def _fmt_vc(vc: VarianceComponents, side: Side) -> str:
 
 def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effect: float,
                  costs: tuple[tuple[float, float], tuple[float, float]], max_seeds: int, pretrain_default: float,
-                 examples: Optional[float], min_pretrain_seeds: int) -> str:
-    designs = plan_designs(a, b, effect, cost_pretrain=(costs[0][0], costs[1][0]),
-                           cost_finetune=(costs[0][1], costs[1][1]), max_seeds=max_seeds,
-                           pretrain_default=pretrain_default, examples=examples,
-                           min_pretrain_seeds=min_pretrain_seeds)
+                 examples: Optional[float], min_pretrain_seeds: int, design: Optional[tuple[int, int]] = None) -> str:
+    cost_pretrain, cost_finetune = (costs[0][0], costs[1][0]), (costs[0][1], costs[1][1])
+    if design is not None:
+        p, f = design
+        se = math.sqrt(difference_variance(a, b, p, f, pretrain_default, examples))
+        mde = minimum_detectable_effect(se, design_df(a, b, p, f, pretrain_default, examples))
+        cost = p * sum(cost_pretrain) + p * f * sum(cost_finetune)
+        return (f"- {label}: {p} pre-training × {f} fine-tuning seeds a side: MDE {mde:.2f} "
+                f"({'detects' if mde <= effect else 'does not detect'} {effect:.1f}), {cost / 60:.0f} CPU-minutes "
+                "from scratch.")
+    designs = plan_designs(a, b, effect, cost_pretrain=cost_pretrain, cost_finetune=cost_finetune, max_seeds=max_seeds,
+                           pretrain_default=pretrain_default, examples=examples, min_pretrain_seeds=min_pretrain_seeds)
     if not designs:
         return f"- {label}: no design up to {max_seeds} × {max_seeds} seeds a side detects {effect:.1f}."
     d = designs[0]
@@ -133,39 +97,85 @@ def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effec
             f"(MDE {d.mde:.2f}), {d.cost_seconds / 60:.0f} CPU-minutes from scratch.")
 
 
+CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre-trains a confirmatory design has
+UPPER_LEVEL = 0.80  # the one-sided level of the pessimistic pre-training variance a design is sized on
+
+
 def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
-               claims: Optional[Claims] = None, threads: Optional[StageThreads] = None) -> list[str]:
-    """The plan's lines for one claim of claims.yaml, once per model size that has both of its variants."""
+               claims: Optional[Claims] = None, threads: Optional[StageThreads] = None, beside: Sequence = (),
+               design: Optional[tuple[int, int]] = None) -> list[str]:
+    """The plan's lines for one claim: a paper claim's id (bertbench/reference/claims.yaml), a claim line in the
+    report's grammar ('A − B on TASK > T'), or the name or line of a claim in a claims.yaml beside the records
+    (`beside`); once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them,
+    change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search."""
     claims = claims or load_claims(paper=data.paper)
-    claim = next((c for c in claims.claims if c.id == claim_id), None)
-    if claim is None:
-        known = ", ".join(c.id for c in claims.claims)
-        raise BertbenchError(f"plan: no claim {claim_id!r} in claims.yaml (known: {known})")
-    if claim.checkpoint != "last":
-        raise BertbenchError(f"plan: claim {claim_id} compares checkpoints (Figure 5); plan a claim on final models")
     if effect is not None and effect <= 0:
         raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
+    if max_seeds < CONFIRMATORY_PRETRAIN_SEEDS:
+        raise BertbenchError(f"plan: --max-seeds {max_seeds}: a confirmatory design needs at least "
+                             f"{CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that pre-trains")
+    claim = (next((c for c in claims.claims if c.id == claim_id), None)
+             or next((c for c in beside if claim_id in (c.name, c.text)), None))
+    if claim is None and " on " in claim_id:
+        claim = parse_claim(claim_id, "--claim")
+    if claim is None:
+        known = ", ".join([c.id for c in claims.claims] + [c.name or c.text for c in beside])
+        raise BertbenchError(f"plan: no claim {claim_id!r} in claims.yaml (known: {known}), and no claim line "
+                             "('A − B on TASK > T')")
+    if claim.checkpoint != "last":
+        raise BertbenchError(f"plan: claim {claim.id} compares checkpoints (Figure 5); plan a claim on final models")
+    if claim.origin != PAPER and effect is None:  # a − b against T names no expected effect: the user says how far
+        raise BertbenchError(f"plan: claim {claim.text!r} names no expected effect; give the margin by which you "
+                             f"expect a − b to clear {claim.threshold:g} (--effect)")
     lines: list[str] = []
-    for outcome in (o for o in evaluate(data, claims) if o.claim.id == claim_id):
+    for outcome in judge(data, [claim]):
         if outcome.diff is None:
-            lines.append(f"{claim_id}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
+            lines.append(f"{claim.id or claim.text}: {outcome.verdict} ({outcome.why}); nothing to plan from.")
             continue
-        _refuse_flagged(data, outcome)
-        lines += _plan_lines(data, claims, outcome, effect, max_seeds, threads or StageThreads())
+        _refuse_flagged(data, claim.id or claim.text, outcome.diff)
+        lines += _plan_lines(data, claim, outcome.diff, _distance(data, claim, effect), max_seeds,
+                             threads or StageThreads(), design)
     return lines
 
 
-def _refuse_flagged(data: ReportData, outcome) -> None:
+def _distance(data: ReportData, claim: Claim, effect: Optional[float]) -> tuple[float, str]:
+    """The distance from the claim's bound to detect: given, or (a paper claim) from the paper's own |a − b|:
+    a − b > B is planned on (the paper's a − b) − B, |a − b| < m on m − |the paper's a − b|. Never the estimate the
+    plan is about to test: sizing a study on what its own data showed is post hoc."""
+    if effect is not None:
+        return effect, "given: the margin from the claim's bound"
+    bound, values = claim.threshold, paper_values(data.paper, claim)
+    paper_diff = None if values is None else abs(values[0] - values[1])
+    if paper_diff is None and claim.comparator == ">" and bound > 0:  # a ≫ claim: its bound is an effect
+        return bound, (f"the ≫ bound, {bound:g}, as the margin above it (the paper gives no a − b): the least "
+                       "effect the claim calls far greater; give the margin you expect with --effect")
+    if paper_diff is None:
+        raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the margin from its bound to detect "
+                             "(--effect)")
+    if claim.comparator == "within":
+        distance = bound - paper_diff
+        if distance <= 0:
+            raise BertbenchError(f"plan: claim {claim.id}: the paper's own |a − b| {paper_diff:g} is not inside "
+                                 f"±{bound:g}; give the margin to detect (--effect)")
+        return distance, f"{bound:g} − the paper's |a − b| {paper_diff:g}, {claim.source}"
+    return paper_diff - bound, f"the paper's a − b {_signed(paper_diff)} − the bound {_signed(bound)}, {claim.source}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+g}".replace("-", "−")
+
+
+def _refuse_flagged(data: ReportData, name: str, diff) -> None:
     """A side with a degenerate or near-constant seed measures the majority class's variance (0 when every seed
     predicts one class), not the model's: an MDE from it would promise what no number of seeds delivers."""
-    for s in (outcome.diff.a, outcome.diff.b):
+    for s in (diff.a, diff.b):
         if not (s.degenerate or s.near_constant):
             continue
         tasks = [row.task for row in s.rows
                  if is_degenerate(data.cell(s.variant, row).records) or is_near_constant(data.cell(s.variant, row).records)]
         kind = "degenerate (one class for every example)" if s.degenerate else "near-constant (one label for ≥ 95%)"
         raise BertbenchError(
-            f"plan: {outcome.claim.id}: {s.variant.label} has a {kind} seed on {', '.join(tasks)}; its variance is the "
+            f"plan: {name}: {s.variant.label} has a {kind} seed on {', '.join(tasks)}; its variance is the "
             "constant prediction's, not the model's, so no MDE can be planned from it (fix the fine-tuning first: "
             "lr, epochs, selection)")
 
@@ -185,42 +195,43 @@ def _metrics_of(data: ReportData, side: Side, claim) -> list[str]:
     return names
 
 
-def _target(claims: Claims, claim, outcome, effect: Optional[float]) -> tuple[Optional[float], str]:
-    """The effect to detect, and where it comes from: given; the paper's |a − b|; for ≫, the bound itself. Never the
-    estimate the plan is about to test: sizing a study on what its own data showed is post hoc."""
-    if effect is not None:
-        return effect, "given"
-    if claim.test == "much_greater":
-        bound = claims.bound(claim.test)
-        return bound, (f"the ≫ bound, {bound:g}: the least effect the claim calls far greater; to plan for clearing it, "
-                       "give the margin above it you expect with --effect")
-    if outcome.effect is None:
-        return None, ""
-    return outcome.effect, f"the paper's |a − b|, {claim.source}"
+def pessimistic(vc: VarianceComponents) -> VarianceComponents:
+    """The side's components with the pre-training share at its one-sided UPPER_LEVEL upper bound (χ² on the records'
+    degrees of freedom): a design sized on the point estimate of two or three seeds' spread is sized on luck (the
+    claims study planned on 3.1 and measured 13.6)."""
+    upper = pretrain_upper_bound(vc, UPPER_LEVEL)
+    return vc if upper is None else replace(vc, pretrain=upper)
 
 
-def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, threads: StageThreads) -> list[str]:
-    claim = outcome.claim
-    sa, sb, _ = claim_sides(data, claim, outcome.size)
-    target, source = _target(claims, claim, outcome, effect)
-    if target is None:
-        raise BertbenchError(f"plan: claim {claim.id} has no paper number; give the effect to detect (--effect)")
+def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds: int, threads: StageThreads,
+                design: Optional[tuple[int, int]]) -> list[str]:
+    sa, sb = diff.a, diff.b
+    pretrains = not (sa.variant.random_init and sb.variant.random_init)
+    if design is not None and pretrains and design[0] < CONFIRMATORY_PRETRAIN_SEEDS:
+        raise BertbenchError(f"plan: --design {design[0]}x{design[1]}: a confirmatory design needs at least "
+                             f"{CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that pre-trains (with "
+                             f"{design[0]}, the pre-training variance has {design[0] - 1} degree(s) of freedom)")
+    target, source = distance
     vca, vcb = side_components(sa), side_components(sb)
+    upa, upb = pessimistic(vca), pessimistic(vcb)
     examples = paired_average_example_variance(sa.components, sb.components)  # the difference's, same dev examples
     (pre_a, ft_a, hardware, thr_a), (pre_b, ft_b, _, thr_b) = _costs(data, sa, threads), _costs(data, sb, threads)
     costs = ((pre_a, ft_a), (pre_b, ft_b))
-    est = outcome.diff.estimate
+    est = diff.estimate
     on = " + ".join(f"{row.task} ({metric})" for row, metric in zip(sa.rows, _metrics_of(data, sa, claim)))
     averaged = len(sa.rows) > 1
     runs = [round(sum(len(c.runs) for c in s.components) / len(s.components)) for s in (sa, sb)]
-    pretrains = not (sa.variant.random_init and sb.variant.random_init)
-    min_p = 2 if pretrains else 1
+    min_p = CONFIRMATORY_PRETRAIN_SEEDS if pretrains else 1
     lines = [
-        f"Plan for {claim.id} ({claim.claim}): {sa.variant.label} − {sb.variant.label} on "
+        f"Plan for {f'{claim.id} ({claim.name})' if claim.origin == PAPER else claim.name or claim.text}: "
+        f"{sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
-        f"Effect to detect: {target:.1f} ({source}); 80% power at α = 0.05 two-sided.",
+        f"Claim: {claim.test_text}. Distance to detect from its bound: {target:.1f} ({source}); 80% power at "
+        "α = 0.05 two-sided.",
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
         f"a: {_fmt_vc(vca, sa)}; b: {_fmt_vc(vcb, sb)}.",
+        f"Dev examples' variance of a − b, paired (the same examples): "
+        + ("not stored (seeds only)." if examples is None else f"{examples:.2f}."),
         f"Today: {est.pretrain_seeds[0]}×{runs[0] // est.pretrain_seeds[0]} / "
         f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"
         f"{' a task' if averaged else ''}, a − b = {est.estimate:+.1f}, the report's MDE {est.mde():.1f} "
@@ -230,21 +241,23 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, 
         f"{', every task' if averaged else ''}) a {ft_a / 60:.1f}, b {ft_b / 60:.1f}.",
     ]
     if pretrains:
-        lines.append("Designs keep at least 2 pre-training seeds a side: with one, a verdict is about those "
-                     "checkpoints, not the procedure that made them.")
-    unmeasured = vca.pretrain is None or vcb.pretrain is None
-    design = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p)
-    if unmeasured:
-        lines.append(_design_line("assuming no pre-training variance (a lower bound)", vca, vcb, target, costs,
-                                  pretrain_default=0.0, **design))
+        lines.append(f"A confirmatory design has at least {CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side: "
+                     "with one, a verdict is about those checkpoints, not the procedure that made them; with two, "
+                     "their variance has one degree of freedom.")
+    kw = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p)
+    if vca.pretrain is None or vcb.pretrain is None:
         same = (vca.finetune + vcb.finetune) / 2
-        lines.append(_design_line(f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb,
-                                  target, costs, pretrain_default=same, **design))
+        designs = [("assuming no pre-training variance (a lower bound)", vca, vcb, 0.0),
+                   (f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb, same)]
     else:
-        lines.append(_design_line("with the measured pre-training variance", vca, vcb, target, costs,
-                                  pretrain_default=0.0, **design))
-    ex_text = "not stored (seeds only)" if examples is None else f"{examples:.2f}"
-    lines.insert(3, f"Dev examples' variance of a − b, paired (the same examples): {ex_text}.")
+        bounds = "; ".join(f"{name} {_fmt_upper(vc, up, s)}" for name, vc, up, s in
+                           (("a", vca, upa, sa), ("b", vcb, upb, sb)))
+        lines.append(f"Pessimistic pre-training variance ({UPPER_LEVEL:.0%} one-sided upper bound, χ² on the "
+                     f"records' degrees of freedom): {bounds}.")
+        designs = [("sized on the upper bound (the design to run)", upa, upb, 0.0),
+                   ("on the point estimate (optimistic, for comparison)", vca, vcb, 0.0)]
+    lines += [_design_line(label, a, b, target, costs, pretrain_default=default, design=design, **kw)
+              for label, a, b, default in designs]
     floor = mde_floor(vca, vcb, examples=examples)
     lines.append(f"Floor: with unlimited seeds the dev examples alone leave an MDE of {floor:.2f} (this dev split's size)."
                  if examples is not None else
@@ -252,4 +265,11 @@ def _plan_lines(data, claims, outcome, effect: Optional[float], max_seeds: int, 
     return lines
 
 
-__all__ = ["StageThreads", "plan_claim", "stage_threads"]
+def _fmt_upper(vc: VarianceComponents, up: VarianceComponents, side: Side) -> str:
+    if side.variant.random_init:
+        return "none (random init)"
+    return f"{up.pretrain:.2f} (estimate {vc.pretrain:.2f}, {vc.means_df} df)"
+
+
+__all__ = ["CONFIRMATORY_PRETRAIN_SEEDS", "StageThreads", "UPPER_LEVEL", "pessimistic", "plan_claim",
+           "stage_threads"]

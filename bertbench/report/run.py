@@ -73,7 +73,7 @@ def make_report(
     warn: Callable[[str], None] = print,
 ) -> None:
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
-    `claims`: the user's own claims (report.tables.user_claims), judged beside those of a claims.yaml in `results`.
+    `claims`: the user's own claims (report.claims), judged beside those of a claims.yaml in `results`.
     `tasks_dir`: folders of the user's own tasks, beside tasks/ (`paths.task_folders`)."""
     from rich.console import Console
 
@@ -88,15 +88,12 @@ def make_report(
         raise BertbenchError(f"{out}: README.md is the folder's generated index; name the report something else")
     if out is not None:
         _check_replaceable(out, force)
-    from bertbench.report.tables.user_claims import claims_beside, parse_claim
-
-    from bertbench.report.tables.claims import load_claims
+    from bertbench.report.claims import claims_beside, load_claims, parse_claim
     from bertbench.report.tables.preregistration import load_preregistration
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
     preregistration = load_preregistration(results, load_claims())
-    registered = list(preregistration.user_claims) if preregistration else []
-    user_claims = registered + claims_beside(results) + user_claims
+    user_claims = claims_beside(results) + user_claims  # the pre-registration's own come with it
     records = load_records(results, _known_task_versions(warn, tasks_dir))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
@@ -125,7 +122,7 @@ def make_report(
     if csv is not None or json_out is not None:
         import pandas as pd
 
-        integers = {"task_version": "Int64", "n": "Int64", "settings": "Int64"}  # nullable: paper rows have none
+        integers = {"task_version": "Int64", "n": "Int64", "P": "Int64", "settings": "Int64"}  # paper rows: none
         frame = pd.DataFrame(long_rows(data)).astype(integers)
         if csv is not None:
             atomic_write_text(csv, frame.to_csv(index=False, lineterminator="\n"))
@@ -144,11 +141,11 @@ def make_report(
         from bertbench.report.render.terminal import print_short
 
         print_short(data, out)
-        if user_claims:  # the verdicts asked for are shown, a line each (the markdown has the table)
-            from bertbench.report.tables.user_claims import claim_lines
+        if user_claims or (preregistration and preregistration.user_claims):  # the verdicts asked for, a line each (the markdown has the table)
+            from bertbench.report.tables.claims import claim_lines
 
-            [table] = [t for t in rep.tables if t.key == "user_claims"]
-            echo(f"\n{table.title}:")
+            [table] = [t for t in rep.tables if t.key == "claims"]
+            echo(f"\n{table.title} (those stated for these records):")
             for line in claim_lines(table):
                 echo(f"  {line}")
 
@@ -158,8 +155,10 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     study has its records in `root/NAME` (report.tables.studies), in name order."""
     import os
 
+    from bertbench.report.claims import load_claims
     from bertbench.report.model import collect
     from bertbench.report.render.markdown import embed_table
+    from bertbench.report.tables.preregistration import load_preregistration
     from bertbench.report.tables.studies import read_study_page, studies_table
     from bertbench.results import load_records
     from bertbench.runtime.files import atomic_write_text
@@ -171,8 +170,8 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     found = sorted((p for p in pages.glob("*.md") if (root / p.stem).is_dir()), key=lambda p: p.stem)
     if not found:
         raise BertbenchError(f"--studies {pages}: no page NAME.md with its records in {root}/NAME")
-    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent))
-               for p in found]
+    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent),
+                load_preregistration([root / p.stem], load_claims())) for p in found]
     command = f"bertbench report {root} --studies {pages} --embed {embed}"
     atomic_write_text(embed, embed_table(embed.read_text(encoding="utf-8"), studies_table(studies), "studies",
                                          command, str(embed)))

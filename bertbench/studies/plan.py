@@ -46,8 +46,10 @@ class Planner:
     tokenizer: str  # the tokenizer every variant uses (a trained folder, or the recipe's vocab)
     echo: Callable[[str], None]
     devices: int = 1  # the study's devices (RunPreset.devices): with several, each pre-training has its own
+    stamp: Optional[dict[str, str]] = None  # the pre-registration's, set by `plan` (preregistration_stamp)
 
     def plan(self) -> list[Stage]:
+        self.stamp = self.preregistration_stamp()
         stages: list[Stage] = []
         models: list[Model] = []
         for v in self.preset.variants:
@@ -74,6 +76,17 @@ class Planner:
             else:  # its snapshots exist only once it has run
                 pretraining.then = lambda m=m: self.figure5_stages(m)
         return stages
+
+    def preregistration_stamp(self) -> Optional[dict[str, str]]:
+        """A pre-registered study's {sha256, registered_at} (written into results/ before the plan), which every
+        record of its fine-tunings carries; None for a study without one."""
+        if self.preset.preregistration is None:
+            return None
+        from bertbench.report.tables.preregistration import PREREGISTRATION_FILE
+        from bertbench.studies.protocol import read_stamp
+
+        path = self.out / "results" / PREREGISTRATION_FILE
+        return read_stamp(path) if path.is_file() else None
 
     def model(self, v: VariantSpec, seed: Optional[int]) -> tuple[Model, Optional[Stage]]:
         cfg = dataclasses.replace(variant_config(self.preset, v, self.data_dir), tokenizer=self.tokenizer)
@@ -114,7 +127,8 @@ class Planner:
             if keys.finetune_done(marker, key):
                 self.echo(f"[{name}] done before: {req.out}")
                 continue
-            stages.append(Stage(name, _finetune_stage, (req, marker, key), after=m.pretraining, echo_here=True))
+            stages.append(Stage(name, _finetune_stage, (req, marker, key, self.stamp),
+                                after=m.pretraining, echo_here=True))
         return stages
 
     def figure5_stages(self, m: Model) -> list[Stage]:
@@ -239,12 +253,27 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str) -> None:
     pretrain(cfg, run_dir, resume="auto")
 
 
-def _finetune_stage(req, marker: Path, key: str, echo: Optional[Callable[[str], None]] = None) -> None:
+def _finetune_stage(req, marker: Path, key: str, stamp: Optional[dict[str, str]] = None,
+                    echo: Optional[Callable[[str], None]] = None) -> None:
+    import json
+    import os
+
+    from bertbench.results import PREREGISTRATION_ENV
     from bertbench.training.finetune_run import run_finetune
     from bertbench.runtime.faults import fault_point
 
     fault_point("finetune", req.tasks)  # for the fault tests: BERTBENCH_FAULT=finetune:rte kills this process
     from bertbench.runtime.progress import say
 
-    run_finetune(req, echo=echo or say)
+    # the records this stage writes carry the study's pre-registration (results.provenance reads it); set for the
+    # stage only, so that nothing else this process writes claims a pre-registration it was not run under
+    before = os.environ.pop(PREREGISTRATION_ENV, None)
+    if stamp:
+        os.environ[PREREGISTRATION_ENV] = json.dumps(stamp, sort_keys=True)
+    try:
+        run_finetune(req, echo=echo or say)
+    finally:
+        os.environ.pop(PREREGISTRATION_ENV, None)
+        if before is not None:
+            os.environ[PREREGISTRATION_ENV] = before
     keys.write_key(marker, key)

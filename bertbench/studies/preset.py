@@ -115,7 +115,7 @@ def load_preset(name_or_path: str) -> RunPreset:
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:
-        from bertbench.report.tables.claims import load_claims
+        from bertbench.report.claims import load_claims
         from bertbench.report.tables.preregistration import parse_preregistration
 
         if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.results import THREADS_KEY
 from bertbench.studies import keys
 from bertbench.studies.plan import Planner
 from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
@@ -61,9 +62,9 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     if workers < 1:
         raise BertbenchError(f"workers {workers}: expected an integer ≥ 1")
     if preset.preregistration is not None:  # before any stage: what the study will be judged on, fixed now
-        from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, write_preregistration
+        from bertbench.studies.protocol import register
 
-        write_preregistration(out / "results" / PREREGISTRATION_FILE, preset.preregistration)
+        register(out, preset)  # its log first: a partial run before it, an amendment
     t_start = time.perf_counter()
     # a study on Slurm runs elsewhere: its jobs record their nodes (studies.launcher)
     times: dict[str, Any] = {LAUNCHER_KEY: launcher.kind} if launcher is not None else {}
@@ -130,7 +131,6 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
 LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm or local, where the stages were jobs
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: its job's id, nodes, start and seconds} (launcher)
-THREADS_KEY = "threads"  # in a stages file, not a stage: {stage: the thread counts it ran on, in order}
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
 NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY, LAUNCHER_KEY, JOBS_KEY)
 
@@ -191,6 +191,9 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
         atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
                            THREADS_KEY: threads, **({DEVICES_KEY: placed} if placed else {})})
+        from bertbench.studies.protocol import log_stop
+
+        log_stop(out, why)  # a pre-registered study's page lists its stopped runs
         raise
 
 

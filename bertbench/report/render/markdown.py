@@ -75,13 +75,9 @@ def embed_block(document: str, report: Report, name: str, where: str = "document
         body += ["", *(f"- {note}" for note in main.notes)]
     verdicts = _claims_digest(report)
     if verdicts is not None:
-        body += ["", "The paper's claims (the claims table's own numbers; its notes say how they are judged):", ""]
+        body += ["", "Claims (the claims table's own numbers; its notes say how they are judged):", ""]
         body += _md_table(verdicts)
         body += ["", *(f"- {note}" for note in verdicts.notes)]
-    yours = _user_claims_digest(report)
-    if yours is not None:
-        body += ["", "Your claims (the same columns; a pre-registered one is judged in one family with the paper's):",
-                 "", *_md_table(yours)]
     for question in (t for t in report.tables if t.key in report.questions and t.rows):
         notes = question.notes[:QUESTION_NOTES.get(question.key)]
         body += ["", f"{question.title}:", "", *_md_table(question), "", *(f"- {note}" for note in notes)]
@@ -101,18 +97,14 @@ def _replace_block(document: str, name: str, body: list[str], where: str) -> str
                                 f"<!-- bertbench report: end {name} -->", "\n".join(body), where)
 
 
-DIGEST_COLUMNS = ("Claim", "a − b", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm", "Verdict")
-USER_DIGEST_COLUMNS = ("Claim", "a − b", "Score", *DIGEST_COLUMNS[2:])
+DIGEST_COLUMNS = ("Claim", "Stated in", "a − b", "Ours a − b", "95% interval", "Covers", "MDE (80%)", "p Holm",
+                  "Verdict")
 
 
 def _claims_digest(report: Report):
-    """The claims table's compared rows in a few of its columns (the same strings: one number per comparison)."""
+    """The claims table's compared rows in a few of its columns (the same strings: one number per comparison),
+    with its note on the Holm families; a pre-registered claim is kept even when it did not run."""
     return _digest(report, "claims", DIGEST_COLUMNS, notes=slice(1, 2), skip="not run")
-
-
-def _user_claims_digest(report: Report):
-    """The user's claims table (`--claim`, claims.yaml, a pre-registration) in the digest's columns, or None."""
-    return _digest(report, "user_claims", USER_DIGEST_COLUMNS, notes=slice(0, 0))
 
 
 def _digest(report: Report, key: str, columns: tuple[str, ...], notes: slice, skip: Optional[str] = None):
@@ -123,5 +115,6 @@ def _digest(report: Report, key: str, columns: tuple[str, ...], notes: slice, sk
     if table is None or not table.rows:
         return None
     keep = [table.header.index(c) for c in columns]
-    rows = tuple(tuple(row[i] for i in keep) for row in table.rows if not (skip and row[-1].startswith(skip)))
+    rows = tuple(tuple(row[i] for i in keep) for row in table.rows
+                 if not (skip and row[-1].startswith(skip) and not row[-1].endswith("· pre-registered")))
     return replace(table, header=columns, rows=rows, notes=table.notes[notes])

@@ -27,6 +27,7 @@ from bertbench.report.model import (
     glue_rows,
     marks,
     paper_number_for,
+    pretrain_seed,
     seed_stats,
     turc_column,
 )
@@ -110,8 +111,13 @@ def short_table(data: ReportData) -> ShortTable:
             theirs.append(MISSING if number is None else f"{number[0]:.1f} {number[1]}")
         header = "\n".join([*glue.label.replace(" (", "\n(").split("\n"), f"{'/'.join(glue.eval_kinds)} avg ↑"])
         columns.append((header, (*ours, *theirs)))
+    p_variants = ", ".join(f"{v.label} P={n}" for v in data.variants
+                           if (n := len({pretrain_seed(r.data) for r in v.records})) > 1)
     notes = (
-        "Ours: mean over fine-tuning seeds ± half its 95% t-interval (one seed: the mean alone); "
+        "Ours: mean ± half its 95% t-interval (one run: the mean alone): over fine-tuning seeds (fine-tuning noise, "
+        "one checkpoint), or for a variant of several pre-training seeds"
+        + (f" ({p_variants})" if p_variants else " (none here)")
+        + " over their P means (pre-training and fine-tuning noise together); "
         "⊘ degenerate (one class, or a constant prediction, for every example), ‡ best of several settings on this "
         "split.",
         "Paper: the published number of the model of our size and its split; devsplit columns are ours, "

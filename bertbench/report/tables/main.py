@@ -41,10 +41,11 @@ def _main_notes(data: ReportData) -> list[str]:
     paper = data.paper
     cells = [c for c in (data.cell(v, r) for v in data.variants for r in data.rows) if c is not None]
     notes = [
-        "Our cells: mean over fine-tuning seeds [95% t-interval over seeds] (n = seeds); one seed has no "
-        "interval. The interval measures fine-tuning noise (initialisation, batch order) on this evaluation set. "
-        "A cell of several pre-training seeds (P = their number) is the mean of each pre-training seed's mean over "
-        "its fine-tuning seeds, with the t-interval over those P means: pre-training noise included. "
+        "Our cells: mean [95% t-interval] (n = runs); one run has no interval. A cell of one pre-training seed "
+        "(no P): the mean over its fine-tuning seeds, the interval over them: fine-tuning noise (initialisation, "
+        "batch order) on this evaluation set, about that one checkpoint. A P-cell (P = its pre-training seeds, "
+        "several): the mean of each pre-training seed's mean over its fine-tuning seeds, the t-interval over those "
+        "P means (P − 1 degrees of freedom): pre-training and fine-tuning noise together, about the procedure. "
         "Paper cells: the published number and the split it was measured on. Comparisons between variants "
         "(differences, claims) use the multi-bootstrap instead, which says what it covers.",
         f"Paper columns: {', '.join(paper.main_table_sources)} (GLUE numbers are test-server scores; ours are not).",

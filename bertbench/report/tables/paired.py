@@ -41,7 +41,7 @@ class Side:
 
     @property
     def runs(self) -> Runs:
-        return Runs(self.components, untrained=self.variant.random_init)
+        return Runs(self.components, untrained=self.variant.random_init, checkpoints=checkpoints(self.variant))
 
     @property
     def n_runs(self) -> int:
@@ -83,16 +83,19 @@ class Difference:
 DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split we cut), never on test
 
 
-def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, str]],
+def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Optional[str]]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
-    """`variant`'s runs on each (paper task, paper metric), every seed of each; None if one is missing."""
+    """`variant`'s runs on each (task, metric) (`model.metric_for`), every seed of each; None if one is missing."""
     rows, comps, degenerate, near, constant = [], [], False, False, True
     for ptask, pmetric in scores:
         metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
         if metric is None:
             return None
         records = data.cell(variant, row).records
-        comps.append(component_for(records, metric, row.task))
+        comp = component_for(records, metric, row.task)
+        if comp is None:
+            return None
+        comps.append(comp)
         rows.append(row)
         degenerate = degenerate or is_degenerate(records)
         near = near or is_near_constant(records)
@@ -123,6 +126,15 @@ def gain_side(first: Side, last: Side) -> Optional[Side]:
         comps.append(Component(cl.task, runs, gains))
     return Side(last.variant, last.rows, tuple(comps), first.degenerate or last.degenerate,
                 first.near_constant or last.near_constant, first.constant and last.constant)
+
+
+def checkpoints(variant: Variant) -> tuple[tuple[Optional[int], str], ...]:
+    """(pre-training seed, the fingerprint of the model fine-tuned) of each of the variant's pre-training seeds: what
+    the multi-bootstrap pairs two sides on (multibootstrap.Side.checkpoints)."""
+    from bertbench.report.model import pretrain_seed
+
+    found = {(pretrain_seed(r.data), str(r.data["model"].get("fingerprint"))) for r in variant.records}
+    return tuple(sorted(found, key=lambda x: (x[0] is not None, x[0] or 0, x[1])))
 
 
 def all_degenerate(records) -> bool:

@@ -1,49 +1,28 @@
-"""A study's pre-registration: the claims it is judged on, stated before it runs, and the two Holm families.
+"""A study's pre-registration, as the report reads it: the claims it is judged on, stated before it ran.
 
-A preset may carry a `preregistration:` block; `bertbench run` writes it, with the preset's name, into
-`results/preregistration.yaml` before any stage starts, and refuses to run on if a file already there says
-something else (claims cannot change once a study has started). `bertbench report` finds that file under the
-folders it is given (searched like the records) and then judges:
-- the pre-registered family: the paper's claims named by id (bertbench/reference/claims.yaml) and the claims
-  written in `report --claim`'s grammar (report.tables.user_claims), all Holm-adjusted together;
-- every other comparison (the paper's other claims, `--claim`, claims.yaml beside the records) as exploratory:
-  Holm-adjusted in a family of its own, never in the pre-registered one, and labelled so.
-Without a pre-registration nothing changes: each claims table keeps its own family, as before.
-
-A headline score (`scores:`) names the tasks a claim averages and why each was admitted. The rule is fixed from
-outside evidence, never from the compared variants' outcomes: a published model of the same size (or smaller)
-beats the constant predictor on the task by at least ADMISSION_MARGIN points. Each task states the published
-number, its source, the constant predictor's score and where that comes from; `admitted` checks the rule.
-
-    preregistration:
-      claims:
-        - t5-qnli-nsp                                   # a paper claim, by id
-        - claim: "mlm+nsp − random on sst2,stsb > 5"    # a claim of your own (docs/claims.md)
-          name: MLM+NSP ≫ random init on the admitted tasks
-      scores:
-        - name: GLUE-4
-          rule: a published model of this size beats the constant predictor by ≥ 3 points
-          tasks:
-            - {task: sst2, metric: accuracy, published: 83.2, source: "...", constant: 50.9, constant_from: "..."}
-      seeds: {pretrain: [1, 2, 3, 4], finetune: [1]}
-      extension: none
+`bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
+stage, with its time, and logs stopped, partial or amended runs beside it (LOG_FILE; studies.protocol). The
+report finds the file under the folders it is given: the claims it states (the paper's by id, claim lines) are
+Holm-adjusted together, every other comparison as exploratory, apart (report.claims.evaluate_study). A headline
+score (`scores:`) names the tasks a claim averages and why each was admitted: a published model of the same size
+beats the constant predictor by at least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.report.tables.claims import Claims, Outcome, adjust_family, judge_claims
-from bertbench.report.tables.user_claims import UserClaim, UserOutcome, judge_user_claims, parse_claim
+from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
-PRE_REGISTERED, EXPLORATORY = "pre-registered", "exploratory"
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
-_KEYS = {"claims", "scores", "seeds", "extension", "preset"}
+_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends"}
+LOG_FILE = "preregistration-log.yaml"  # beside it: each stopped, partial or amended run, in order (`append_log`)
+REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
 
 
@@ -73,12 +52,15 @@ class HeadlineScore:
 @dataclass(frozen=True)
 class Preregistration:
     paper_claims: tuple[str, ...]  # ids of the paper's claims
-    user_claims: tuple[UserClaim, ...]
+    user_claims: tuple[Claim, ...]
     scores: tuple[HeadlineScore, ...] = ()
     seeds: Any = None  # as the preset states them (its seeds are also in its config)
     extension: str = ""  # the planned extension, if any ("none")
     preset: str = ""
     where: str = "preregistration"
+    registered_at: str = ""  # when `bertbench run` wrote it (the written file's; a preset's own block has none)
+    amends: str = ""  # the sha256 of the registration this one replaces (studies.protocol.register), if any
+    log: tuple = ()  # the entries of its LOG_FILE (read with the written file; not part of what is registered)
 
     def as_dict(self) -> dict:
         """What `bertbench run` writes: the block as parsed, in a stable form (a re-run compares it)."""
@@ -87,7 +69,25 @@ class Preregistration:
         return {"preset": self.preset, "claims": claims,
                 "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
                            for s in self.scores],
-                "seeds": self.seeds, "extension": self.extension}
+                "seeds": self.seeds, "extension": self.extension, **({"amends": self.amends} if self.amends else {})}
+
+    @property
+    def sha256(self) -> str:
+        """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
+        import hashlib
+
+        return hashlib.sha256(text(self.as_dict()).encode("utf-8")).hexdigest()
+
+    def stamp(self) -> dict[str, str]:
+        """What a record of the study's run carries (`results.ResultRecord.preregistration`)."""
+        return {"sha256": self.sha256, "registered_at": self.registered_at}
+
+
+def text(block: dict) -> str:
+    """A block as it is written and hashed."""
+    import yaml
+
+    return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
 
 
 def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = "") -> Preregistration:
@@ -98,6 +98,8 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
     if unknown:
         raise BertbenchError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS - {'preset'})}")
     ids = {c.id for c in claims.claims}
+    # shown as stated in the pre-registration (its file), never by an index into its list
+    shown = f"{PREREGISTRATION} ({where})"
     paper, user = [], []
     for i, entry in enumerate(raw["claims"], 1):
         at = f"{where}: claims[{i}]"
@@ -107,9 +109,10 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
                                      "claim line ('A − B on TASK > T')")
             paper.append(entry)
         elif isinstance(entry, str):
-            user.append(parse_claim(entry, at))
+            user.append(parse_claim(entry, at, origin=PREREGISTRATION, source=shown))
         elif isinstance(entry, dict) and set(entry) <= {"claim", "name"} and "claim" in entry:
-            user.append(parse_claim(entry["claim"], at, str(entry["name"]) if entry.get("name") else None))
+            user.append(parse_claim(entry["claim"], at, str(entry["name"]) if entry.get("name") else None,
+                                    PREREGISTRATION, shown))
         else:
             raise BertbenchError(f"{at}: expected a claim id, a claim line or {{claim: ..., name: ...}}, got {entry!r}")
     texts = [c.text for c in user]
@@ -117,7 +120,8 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
         raise BertbenchError(f"{where}: a claim is listed twice")
     scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
     return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
-                           str(raw.get("preset") or preset), where)
+                           str(raw.get("preset") or preset), where, str(raw.get(REGISTERED_AT) or ""),
+                           str(raw.get("amends") or ""))
 
 
 def _score(raw: Any, where: str) -> HeadlineScore:
@@ -156,57 +160,47 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
             # Named from the folder the report was given, not the machine's root: the name is printed in the
             # claims tables, which must read the same wherever the records are reported from.
             shown = path.name if folder.is_file() else (Path(folder.name) / path.relative_to(folder)).as_posix()
-            found.append(parse_preregistration(raw, shown, claims))
+            found.append(dataclasses.replace(parse_preregistration(raw, shown, claims),
+                                             log=tuple(read_log(path.parent / LOG_FILE))))
     if len({repr(p.as_dict()) for p in found}) > 1:
         raise BertbenchError(f"two different pre-registrations: {found[0].where} and {found[1].where}; report one "
                              "study at a time")
     return found[0] if found else None
 
 
-def write_preregistration(path: Path, prereg: Preregistration) -> None:
-    """Written before a study's first stage; an existing file that says something else stops the study."""
+def read_log(path: Path) -> list[dict]:
+    """A study's pre-registration log (LOG_FILE): its entries in order; [] where there is none."""
     import yaml
 
-    from bertbench.runtime.files import atomic_write_text
-
-    text = yaml.safe_dump(prereg.as_dict(), sort_keys=False, allow_unicode=True)
-    if path.is_file():
-        if path.read_text(encoding="utf-8") != text:
-            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
-                                 "extension; a pre-registration cannot change once a study has started (run into a new "
-                                 "--out, or restore the preset)")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    if not path.is_file():
+        return []
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise BertbenchError(f"{path}: cannot read the pre-registration log ({err})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "event" in e and "at" in e for e in entries):
+        raise BertbenchError(f"{path}: expected a list of entries, each with 'event' and 'at'")
+    return entries
 
 
-def evaluate_families(data, claims: Claims, user_claims: Sequence[UserClaim], prereg: Preregistration
-                      ) -> tuple[list[Outcome], list[UserOutcome]]:
-    """Every paper claim and user claim, Holm-adjusted in two families: the pre-registered comparisons together
-    (paper and user claims alike), and the exploratory ones (everything else) apart. Each outcome says which."""
-    paper, user = judge_claims(data, claims), judge_user_claims(data, user_claims)
-    registered_texts = {c.text for c in prereg.user_claims}
-
-    def registered(o) -> bool:
-        return (o.claim.id in prereg.paper_claims) if isinstance(o, Outcome) else (o.claim.text in registered_texts)
-
-    for in_family in (True, False):
-        adjust_family([paper, user], lambda o: registered(o) == in_family)
-    label = {True: PRE_REGISTERED, False: EXPLORATORY}
-    return ([dataclasses.replace(o, registration=label[registered(o)]) for o in paper],
-            [dataclasses.replace(o, registration=label[registered(o)]) for o in user])
+def log_line(entry: dict) -> str:
+    """An entry as the study page lists it: when, what happened, how far the study had got."""
+    done = entry.get("finished") or {}
+    far = ", ".join(f"{n} {kind}" for kind, n in done.items()) if done else "nothing finished"
+    planned = entry.get("planned") or {}
+    if planned:
+        far = ", ".join(f"{done.get(kind, 0)} of {n} {kind}" for kind, n in planned.items())
+    why = f" ({entry['why']})" if entry.get("why") else ""
+    return f"{entry['at']}: {entry['event']}{why}; {far} finished"
 
 
-def family_note(prereg: Preregistration, paper: Sequence[Outcome], user: Sequence[UserOutcome]) -> str:
-    made = [o for o in (*paper, *user) if o.compared]
-    n_reg = sum(o.registration == PRE_REGISTERED for o in made)
-    source = f"the preset {prereg.preset}'s" if prereg.preset else "the"
-    return (f"Pre-registration ({source} {PREREGISTRATION_FILE}, written before the study ran): Holm–Bonferroni "
-            f"adjusts the {n_reg} pre-registered comparison(s) together, the paper's and yours alike; the other "
-            f"{len(made) - n_reg} are exploratory, adjusted in a family of their own and never in the pre-registered "
-            "one. Each verdict says which it is.")
+def log_note(prereg) -> str:
+    """The study's log entries, for the claims table's family note on its page ("" where there is none)."""
+    if prereg is None or not prereg.log:
+        return ""
+    return (f" Its log ({LOG_FILE}: every stopped, partial or amended run, written before any change to the "
+            f"pre-registration was accepted): " + "; ".join(log_line(e) for e in prereg.log) + ".")
 
 
-__all__ = ["ADMISSION_MARGIN", "EXPLORATORY", "Evidence", "HeadlineScore", "PRE_REGISTERED", "PREREGISTRATION_FILE",
-           "Preregistration", "evaluate_families", "family_note", "load_preregistration", "parse_preregistration",
-           "write_preregistration"]
+__all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
+           "REGISTERED_AT", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table
+from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, pretrain_seed
 from bertbench.runtime.progress import fmt_lr
 
 PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
@@ -36,12 +36,17 @@ def _epochs(ft: dict, sel: Optional[dict]) -> str:
     return f"{ft['epochs']:g}"
 
 
+def _each(texts) -> str:
+    """Every distinct choice, in order of first appearance: one for a cell of one pre-training seed."""
+    return ", ".join(dict.fromkeys(texts))
+
+
 def protocol_table(data: ReportData) -> Table:
     header = ("Variant", "Task", "Train examples", "Epochs", "lr grid", "Chosen lr", "Chosen on", "Selection score",
               "Last-epoch loss drop (max over seeds)")
     rows = []
     unlevelled = 0
-    by_epoch = False
+    by_epoch = several = False
     for variant in data.variants:
         for row in data.rows:
             cell = data.cell(variant, row)
@@ -57,11 +62,16 @@ def protocol_table(data: ReportData) -> Table:
             if drop is not None and drop >= PLATEAU:
                 unlevelled += 1
             task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
+            # each pre-training seed chose for itself: a P-cell shows every seed's choice, never seed 1's alone
+            by_seed = {pretrain_seed(r): (r["finetune"], r["finetune"].get("selection")) for r in cell.records}
+            chosen = {k: by_seed[k] for k in sorted(by_seed, key=lambda k: (k is None, k or 0))}
+            several = several or len(chosen) > 1
+            scores = sorted(s["score"] for _, s in chosen.values() if s)
             rows.append((
-                variant.label, task, train, _epochs(ft, sel),
+                variant.label, task, train, _each(_epochs(f, s) for f, s in chosen.values()),
                 ", ".join(fmt_lr(lr) for lr in sel["grid"]) if sel else f"{fmt_lr(ft['lr'])} only",
-                fmt_lr(ft["lr"]), sel["on"] if sel else MISSING,
-                f"{sel['score']:.1f}" if sel else MISSING,
+                _each(fmt_lr(f["lr"]) for f, _ in chosen.values()), sel["on"] if sel else MISSING,
+                MISSING if not scores else "–".join(dict.fromkeys(f"{x:.1f}" for x in (scores[0], scores[-1]))),
                 MISSING if drop is None else f"{100 * drop:.1f}%" + (" ▲" if drop >= PLATEAU else ""),
             ))
     notes = [
@@ -74,6 +84,9 @@ def protocol_table(data: ReportData) -> Table:
           if by_epoch else []),
         f"Last-epoch loss drop: how much the last epoch lowered the mean training loss; ▲ marks {100 * PLATEAU:.0f}% "
         f"or more (still falling: more epochs might change the cell). {unlevelled} cell(s) marked.",
+        *(["A cell of several pre-training seeds: each seed's checkpoint chose its own lr (and epoch); the cell "
+           "shows every choice made (comma-separated) and the selection scores' range over the seeds "
+           "(lowest–highest), not seed 1's alone."] if several else []),
     ]
     return Table("protocol", "Fine-tuning protocol per cell", header, tuple(rows), tuple(notes))
 

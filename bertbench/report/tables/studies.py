@@ -12,7 +12,8 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import MISSING, ReportData, Table, glue_rows
-from bertbench.report.tables.claims import claims_table, load_claims
+from bertbench.report.claims import evaluate_study, load_claims
+from bertbench.report.tables.claims import claims_table
 
 STUDY_MARK = re.compile(r"^<!-- bertbench study: question=(?P<question>[^;]+); claim=(?P<claim>[\w-]+) -->$", re.M)
 NO_CLAIM = "none"
@@ -35,8 +36,9 @@ def read_study_page(path: Path) -> StudyPage:
     return StudyPage(Path(path).stem, question.strip(), None if claim == NO_CLAIM else claim)
 
 
-def _headline(page: StudyPage, data: ReportData, where: str) -> tuple[str, str, str]:
-    """(what is compared, ours with its interval, the verdict) for the page's claim on the study's records."""
+def _headline(page: StudyPage, data: ReportData, where: str, preregistration=None) -> tuple[str, str, str]:
+    """(what is compared, ours with its interval, the verdict) for the page's claim on the study's records, in its
+    Holm family (the study's pre-registered one, when it has a pre-registration that names it)."""
     if page.claim is None:
         glue = glue_rows(data)
         if not glue:
@@ -47,22 +49,24 @@ def _headline(page: StudyPage, data: ReportData, where: str) -> tuple[str, str, 
     known = {c.id: c for c in claims.claims}
     if page.claim not in known:
         raise BertbenchError(f"{where}: claim {page.claim!r} is not in claims.yaml ({', '.join(sorted(known))})")
-    table = claims_table(data, claims)
+    table = claims_table(data, evaluate_study(data, (), preregistration, claims), claims, preregistration)
     column = {name: i for i, name in enumerate(table.header)}
-    (row,) = [r for r in table.rows if r[column["Claim"]] == known[page.claim].claim]
+    (row,) = [r for r in table.rows if r[column["Claim"]] == known[page.claim].name]
     compared = f"{row[column['a − b']]} ({row[column['Score']]})"
     ours = f"{row[column['Ours a − b']]} {row[column['95% interval']]}"
     return compared, ours, row[column["Verdict"]]
 
 
-def studies_table(studies: Sequence[tuple[StudyPage, ReportData, str]]) -> Table:
-    """One row per (page, the study's report data, the link to its page), in the given order."""
+def studies_table(studies: Sequence[tuple]) -> Table:
+    """One row per (page, the study's report data, the link to its page[, its pre-registration]), in order."""
     rows = []
-    for page, data, link in studies:
-        compared, ours, verdict = _headline(page, data, link)
+    for page, data, link, *prereg in studies:
+        compared, ours, verdict = _headline(page, data, link, *prereg)
         rows.append((f"[{page.name}]({link})", page.question, compared, ours, verdict))
     header = ("Study", "Question", "Headline: a − b (score)", "Ours [95% interval]", "Verdict")
     return Table("studies", "Committed studies", header, tuple(rows), (
         "Each study's headline is one claim of bertbench/reference/claims.yaml judged on the study's committed "
         "records, as its claims table judges it (the multi-bootstrap over pre-training seeds, fine-tuning seeds "
-        "and dev examples, Holm-adjusted within the study); its page has every table.",))
+        "and dev examples), Holm-adjusted within the study's family: its pre-registered family where the study was "
+        "pre-registered (the verdict then ends with its family), else the paper's claims judged on its records; "
+        "its page has every table.",))

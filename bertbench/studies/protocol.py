@@ -1,0 +1,334 @@
+"""The confirmatory protocol a pre-registered preset must keep before it runs (`bertbench run` and `run --validate`).
+
+A preset with a `preregistration:` block is a confirmatory study: its verdicts are read at its seeds, whatever
+they say, so what it runs must be able to decide what it states, with evidence no earlier study has seen:
+- every pre-registered claim is one the preset can measure: both of its variants are in the preset, at one model
+  size, fine-tuned on every task of the claim (feature-based, or from Figure 5's snapshots, where the claim says
+  so). A claim it cannot measure would pass the run and silently leave Holm's family;
+- every side that pre-trains does so with at least CONFIRMATORY_PRETRAIN_SEEDS seeds (report.plan): with two, the
+  pre-training variance has one degree of freedom, and the verdict leans on whichever two seeds were drawn;
+- its seeds are fresh: no pre-training seed and no fine-tuning seed it draws is one that a committed study's
+  records (leaderboards/records/<study>/, every arm, random init included) used. A random-init control at a
+  reused fine-tuning seed replays the earlier study's runs exactly (the claims study's random init replayed
+  cpu-hour-wide's MRPC predictions), and a reused pre-training seed replays a checkpoint's initialisation and data
+  order; either is evidence already seen, not new evidence. A study's own committed records
+  (leaderboards/records/<its name>/) are its own, not an earlier study's.
+Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
+
+A pre-registered study's results/ also keep a log (report.tables.preregistration.LOG_FILE), which its page lists:
+a run that stops (`log_stop`), a run that starts over a folder an earlier one left part-way, and a change of the
+pre-registration, which is accepted only when the new block says which registration it `amends`, after the
+partial run is logged (`register`). A study cannot then be stopped, re-registered and run again without its page
+saying so.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bertbench.errors import BertbenchError
+from bertbench.paths import PROJECT_ROOT
+from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
+
+COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
+
+
+@dataclass(frozen=True)
+class UsedSeeds:
+    """The seeds the committed studies' records used: {seed: the first study (by name) that used it}."""
+
+    pretrain: dict[int, str]
+    finetune: dict[int, str]
+
+
+def committed_seeds(root: Path = COMMITTED_RECORDS, skip: str = "") -> UsedSeeds:
+    """Every pre-training seed (`pretrain_seed`) and fine-tuning seed (`seed`) of the records under `root`'s study
+    folders, the study `skip` left out."""
+    pretrain: dict[int, str] = {}
+    finetune: dict[int, str] = {}
+    for study in sorted(p for p in Path(root).glob("*") if p.is_dir() and p.name != skip):
+        for path in sorted(study.rglob("*.record.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise BertbenchError(f"{path}: not a result record ({err})") from None
+            if record.get("pretrain_seed") is not None:
+                pretrain.setdefault(int(record["pretrain_seed"]), study.name)
+            if record.get("seed") is not None:
+                finetune.setdefault(int(record["seed"]), study.name)
+    return UsedSeeds(pretrain, finetune)
+
+
+def check_protocol(preset: RunPreset, root: Path = COMMITTED_RECORDS) -> None:
+    """A pre-registered preset's protocol (the module's notes); nothing for a preset without a pre-registration."""
+    if preset.preregistration is None:
+        return
+    where = preset.preregistration.where  # "<the preset's file>: preregistration"
+    check_measurable(preset, where)
+    check_pretrain_seeds(preset, where)
+    check_fresh_seeds(preset, where, root)
+
+
+def _pretrained_seeds(preset: RunPreset, v: VariantSpec) -> list[int]:
+    """The pre-training seeds a variant runs with (the config's own seed where the preset gives none)."""
+    return [s if s is not None else variant_config(preset, v, Path(".")).seed for s in pretrain_seeds(preset, v)]
+
+
+def check_fresh_seeds(preset: RunPreset, where: str, root: Path = COMMITTED_RECORDS) -> None:
+    used = committed_seeds(root, skip=preset.name)
+    ft = preset.finetune
+    if ft.seeds is None:
+        raise BertbenchError(f"{where}: finetune.seeds: a pre-registered study names its fine-tuning seeds (fresh "
+                             "ones: no committed study's), not the tasks' defaults")
+    for v in preset.variants:
+        if v.random_init:
+            continue
+        for seed in _pretrained_seeds(preset, v):
+            if seed in used.pretrain:
+                raise BertbenchError(_reused(where, f"pre-training seed {seed} of variant {v.name!r}",
+                                             used.pretrain[seed], root))
+    for seed in [*ft.seeds, *ft.figure5_seeds]:
+        if seed in used.finetune:
+            arms = ", ".join(v.name for v in preset.variants)
+            raise BertbenchError(_reused(where, f"fine-tuning seed {seed} (every arm: {arms})", used.finetune[seed],
+                                         root))
+
+
+def _reused(where: str, what: str, study: str, root: Path) -> str:
+    shown = (Path(root) / study).relative_to(PROJECT_ROOT) if Path(root).is_relative_to(PROJECT_ROOT) else Path(root) / study
+    return (f"{where}: {what} was used by the committed study {study} ({shown.as_posix()}); a pre-registered study "
+            "draws seeds no committed study has used (its evidence would not be new)")
+
+
+def check_pretrain_seeds(preset: RunPreset, where: str) -> None:
+    from bertbench.report.plan import CONFIRMATORY_PRETRAIN_SEEDS
+
+    for v in preset.variants:
+        seeds = pretrain_seeds(preset, v)
+        if not v.random_init and len(seeds) < CONFIRMATORY_PRETRAIN_SEEDS:
+            raise BertbenchError(f"{where}: variant {v.name!r} pre-trains with {len(seeds)} seed(s): a confirmatory "
+                                 f"design needs at least {CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that "
+                                 "pre-trains (`bertbench plan` sizes it)")
+
+
+# --- what the preset can measure ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Arm:
+    """A preset variant as the report will name it, and what it is fine-tuned on."""
+
+    spec: VariantSpec
+    size: str
+    pretraining: Optional[dict]  # what its records' model.pretraining will say of its objective and masking
+    objective: str  # the report's label without the size ("MLM+NSP", "random init", "MLM+NSP 40%")
+    tasks: frozenset[str]  # fine-tuned
+    feature_based: frozenset[str]
+    figure5: frozenset[str]  # fine-tuned from its snapshots too
+
+    def as_variant(self):
+        from bertbench.report.model import Variant
+
+        return Variant(f"{self.size} {self.objective}", self.size, self.pretraining, "", ())
+
+
+def _arms(preset: RunPreset) -> list[_Arm]:
+    from bertbench.report.labels import masking_suffix, objective_label
+
+    ft = preset.finetune
+    arms = []
+    for v in preset.variants:
+        cfg = variant_config(preset, v, Path("."))
+        pre = None if v.random_init else {"objective": cfg.objective, "mask_ratio": cfg.data.mask_ratio,
+                                          "mask_procedure": list(cfg.data.mask_procedure),
+                                          "whole_word_mask": cfg.data.whole_word_mask}
+        label, suffix = objective_label(pre), masking_suffix(pre)
+        tasks = frozenset(v.tasks if v.tasks is not None else ft.tasks)
+        features = frozenset(ft.feature_based_tasks) & tasks if (
+            not ft.feature_based_variants or v.name in ft.feature_based_variants) else frozenset()
+        figure5 = frozenset(ft.figure5_tasks) if v.name in ft.figure5_variants else frozenset()
+        arms.append(_Arm(v, cfg.model_size, pre, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
+    return arms
+
+
+def _unmeasurable(what: str, text: str, where: str) -> BertbenchError:
+    return BertbenchError(f"{where}: pre-registered claim {text!r}: the preset cannot measure it ({what}); a claim "
+                          "it cannot measure would leave Holm's family silently")
+
+
+def check_measurable(preset: RunPreset, where: str) -> None:
+    """Every pre-registered claim has both of its variants at one size, each fine-tuned on every task it scores."""
+    from bertbench.reference import load_paper_numbers
+    from bertbench.report.claims import load_claims
+
+    prereg, arms = preset.preregistration, _arms(preset)
+    aliases = load_paper_numbers().task_aliases
+    claims = {c.id: c for c in load_claims().claims}
+    for claim_id in prereg.paper_claims:
+        c = claims[claim_id]
+        for task, _ in c.scores:
+            ours = [t for a in arms for t in a.tasks if aliases.get(t, t) == task]
+            if not ours:
+                raise _unmeasurable(f"no task of it stands for the paper's {task}", claim_id, where)
+        pairs = [(x, y) for x in arms for y in arms if x is not y and x.size == y.size
+                 and (x.objective, y.objective) == (c.a, c.b)]
+        if not pairs:
+            raise _unmeasurable(f"no model size has both {c.a} and {c.b}", claim_id, where)
+        if not any(_runs(x, c, aliases) and _runs(y, c, aliases) for x, y in pairs):
+            kind = "feature-based" if c.approach == "feature-based" else (
+                "from its snapshots (Figure 5)" if c.checkpoint != "last" else "fine-tuned")
+            raise _unmeasurable(f"{c.a} and {c.b} are not both {kind} on {', '.join(t for t, _ in c.scores)}",
+                                claim_id, where)
+    for claim in prereg.user_claims:
+        _check_user_claim(claim, arms, where)
+
+
+def _runs(arm: _Arm, claim, aliases) -> bool:
+    """Whether the arm is fine-tuned on every task of a paper claim, as the claim needs it."""
+    tasks = arm.feature_based if claim.approach == "feature-based" else (
+        arm.figure5 if claim.checkpoint != "last" else arm.tasks)
+    return all(any(aliases.get(t, t) == task for t in tasks) for task, _ in claim.scores)
+
+
+def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
+    from bertbench.report.claims import names_variant
+
+    def named(name: str) -> list[tuple[_Arm, bool]]:
+        return [(a, exact) for a in arms if (exact := names_variant(name, a.as_variant())) is not None]
+
+    sides_a, sides_b = named(claim.a), named(claim.b)
+    for name, found in ((claim.a, sides_a), (claim.b, sides_b)):
+        if not found:
+            raise _unmeasurable(f"no variant of it is {name!r}", claim.text, where)
+    pairs = [(x, y) for x, ex in sides_a for y, ey in sides_b if x is not y and ((ex and ey) or x.size == y.size)]
+    if not pairs:
+        raise _unmeasurable(f"no model size has both {claim.a} and {claim.b}", claim.text, where)
+    tasks = [task for task, _ in claim.scores]
+    if not any(set(tasks) <= x.tasks and set(tasks) <= y.tasks for x, y in pairs):
+        raise _unmeasurable(f"{claim.a} and {claim.b} are not both fine-tuned on {', '.join(tasks)}", claim.text, where)
+
+
+# --- the registration and its log ------------------------------------------------------------------------------
+
+
+def register(out: Path, preset: RunPreset):
+    """Write (or re-check) the study's pre-registration before its first stage, the log first: a folder where an
+    earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
+    registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
+    registration as written (write_preregistration)."""
+    from bertbench.report.claims import load_claims
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE, parse_preregistration
+    from bertbench.runtime.provenance import now_iso
+
+    import yaml
+
+    results = Path(out) / "results"
+    path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
+    if path.is_file():
+        written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
+        far = progress(Path(out), preset)
+        short = any(far["finished"][kind] < n for kind, n in far["planned"].items())
+        if short and (any(far["finished"].values()) or far["started, unfinished"]):
+            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(),
+                                            "sha256": written.sha256, **far})
+        if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
+            append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
+                                            "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
+    return write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
+
+
+def log_stop(out: Path, why: str) -> None:
+    """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
+    from bertbench.runtime.provenance import now_iso
+
+    results = Path(out) / "results"
+    if not (results / PREREGISTRATION_FILE).is_file():
+        return
+    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(),
+                                    "sha256": read_stamp(results / PREREGISTRATION_FILE)["sha256"],
+                                    **progress(Path(out))})
+
+
+def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
+    """How far a study's folder has got: the finished pre-trainings (a summary.json) and fine-tunings (a done
+    marker), the pre-trainings started and not finished, and with the preset, how many it plans of each (Figure 5's
+    follow-ups aside: they are known only once their snapshots exist)."""
+    pre = sorted(p.parent.name for p in (out / "pretrain").glob("*/summary.json"))
+    started = sorted(d.name for d in (out / "pretrain").glob("*") if d.is_dir() and not (d / "summary.json").is_file())
+    ft = sorted(f"{m.parent.name}/{m.name[len('done-'):-len('.json')]}" for m in (out / "results").glob("*/done-*.json"))
+    out_ = {"finished": {"pre-trainings": len(pre), "fine-tunings": len(ft)}, "started, unfinished": started,
+            "ran": {"pre-trainings": pre, "fine-tunings": ft}}
+    if preset is not None:
+        fine = preset.finetune
+        planned_pre = planned_ft = 0
+        for v in preset.variants:
+            models = 1 if v.random_init else len(pretrain_seeds(preset, v))
+            tasks = v.tasks if v.tasks is not None else fine.tasks
+            features = [t for t in fine.feature_based_tasks if t in tasks] if (
+                not fine.feature_based_variants or v.name in fine.feature_based_variants) else []
+            planned_pre += 0 if v.random_init else models
+            planned_ft += models * (len(tasks) + len(features))
+        out_["planned"] = {"pre-trainings": planned_pre, "fine-tunings": planned_ft}
+    return out_
+
+
+# --- writing the registration and its log (the report reads them: report.tables.preregistration) --------------
+
+
+def write_preregistration(path: Path, prereg):
+    """Written before a study's first stage, with the time it is written; an existing file that registers something
+    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
+    (with its time: the first run's, on a re-run)."""
+    import dataclasses
+    import hashlib
+
+    import yaml
+
+    from bertbench.report.tables.preregistration import REGISTERED_AT, text
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
+
+    if path.is_file():
+        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
+        if text(written) == text(prereg.as_dict()):
+            return dataclasses.replace(prereg, registered_at=when)
+        old = hashlib.sha256(text(written).encode("utf-8")).hexdigest()
+        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
+                                 "extension; a pre-registration cannot change once a study has started, unless the "
+                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
+                                 "page (or restore the preset)")
+    registered = dataclasses.replace(prereg, registered_at=now_iso())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
+    return registered
+
+
+def append_log(path: Path, entry: dict) -> None:
+    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
+    import yaml
+
+    from bertbench.report.tables.preregistration import read_log
+    from bertbench.runtime.files import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
+    import yaml
+
+    from bertbench.report.claims import load_claims
+    from bertbench.report.tables.preregistration import parse_preregistration
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_preregistration(raw, str(path), load_claims()).stamp()
+
+
+__all__ = ["COMMITTED_RECORDS", "UsedSeeds", "append_log", "check_fresh_seeds", "check_measurable",
+           "check_pretrain_seeds", "check_protocol", "committed_seeds", "log_stop", "progress", "read_stamp", "register",
+           "write_preregistration"]
