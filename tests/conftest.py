@@ -42,3 +42,14 @@ def _isolated_cache(tmp_path_factory):
     if "BERTBENCH_CACHE_DIR" not in os.environ:
         os.environ["BERTBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bertbench-cache"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_step_times_from_other_tests(_isolated_cache):
+    """`compile: auto` decides from the step and compile times earlier runs recorded in the cache
+    (training.step_times); the tests share one cache folder for its tokenised corpora, so each test starts
+    without the times another test's runs measured (one that patches torch.compile records a compile of ~0 s)."""
+    from bertbench.training.step_times import store_path
+
+    store_path().unlink(missing_ok=True)
+    yield
