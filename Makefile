@@ -18,8 +18,10 @@ $(BIN)/bertbench: pyproject.toml
 
 setup: $(BIN)/bertbench
 
+# Two workers, each taking whole test files (a module's fixtures run once): most of the suite's time is
+# subprocesses and imports, which two cores overlap. The 30 slowest tests are listed at the end.
 test: setup
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 # tcmalloc, when installed (Debian: libtcmalloc-minimal4), made training steps 1.3-1.7x faster here
 # (`bertbench bench` reports whether it is preloaded); never required.
