@@ -585,6 +585,8 @@ class PretrainSummary:
             out["data"] = {**out["data"], "cache": Path(out["data"]["cache"]).name}
         for key in (_FINAL_ONLY if self.snapshot else ("snapshot",)):
             del out[key]
+        if out.get("step") is None:  # written by runs since the step choice was recorded; older ones lack it
+            out.pop("step", None)
         return out
 
     @property

@@ -270,7 +270,7 @@ def _finish(stages) -> None:
             keys.write_key(run_dir / keys.STAGE_FILE, key)
             (run_dir / "summary.json").write_text("{}")
         else:
-            req, marker, key = stage.args
+            req, marker, key = stage.args[:3]  # then the pre-registration stamp, if any
             keys.write_key(marker, key)
 
 

@@ -80,6 +80,7 @@ def build_heldout(cfg, tokenizer, data, batch_size: int = 32) -> HeldOut:
         b = collate([instances[j] for j in range(lo, min(n, lo + batch_size))])
         b["lm_labels"] = dense_labels(b)  # (B, T): what transformers' side reads too
         del b["lm_positions"]
+        batches.append(b)
     digest = hashlib.sha256()
     for b in batches:
         digest.update(b["input_ids"].numpy().tobytes())
