@@ -41,3 +41,16 @@ def record(task: str, seed: int, predictions: str, gold: str, *, objective: Opti
 def variant(task: str, objective: Optional[str], predictions_by_seed: list[str], gold: str) -> list[LoadedRecord]:
     """One variant's records on `task`, a seed per predictions string (seeds 1, 2, ...)."""
     return [record(task, seed, preds, gold, objective=objective) for seed, preds in enumerate(predictions_by_seed, 1)]
+
+
+# Predictions on a 100-example binary dev set at three accuracies, for claims judged on per-example records.
+GOLD = "01" * 50
+
+
+def wrong_at(positions) -> str:
+    return "".join(str(1 - int(g)) if i in positions else g for i, g in enumerate(GOLD))
+
+
+GOOD = [wrong_at(set(range(seed, 100, 9))) for seed in (1, 2, 3)]  # about 89% right
+FAIR = [wrong_at(set(range(seed, 100, 6))) for seed in (0, 2, 4)]  # about 83% right
+POOR = [wrong_at(set(range(seed, 100, 3))) for seed in (0, 1, 2)]  # about 66% right

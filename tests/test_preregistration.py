@@ -21,20 +21,10 @@ from bertbench.report.tables.preregistration import (
 from bertbench.studies.protocol import write_preregistration
 from bertbench.results import record_filename, write_record
 
-from record_factory import variant
+from record_factory import FAIR, GOLD, GOOD, POOR, variant
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-GOLD = "01" * 50
-
-
-def _wrong_at(positions) -> str:
-    return "".join(str(1 - int(g)) if i in positions else g for i, g in enumerate(GOLD))
-
-
-GOOD = [_wrong_at(set(range(seed, 100, 9))) for seed in (1, 2, 3)]  # about 89% right
-FAIR = [_wrong_at(set(range(seed, 100, 6))) for seed in (0, 2, 4)]  # about 83% right
-POOR = [_wrong_at(set(range(seed, 100, 3))) for seed in (0, 1, 2)]  # about 66% right
 
 
 def _records():
