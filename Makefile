@@ -19,9 +19,11 @@ $(BIN)/bertbench: pyproject.toml
 setup: $(BIN)/bertbench
 
 # Two workers, each taking whole test files (a module's fixtures run once): most of the suite's time is
-# subprocesses and imports, which two cores overlap. The 30 slowest tests are listed at the end.
+# subprocesses and imports, which two cores overlap. Files are handed out longest first, in the order
+# tests/conftest.py gives them (tests/durations.json), not xdist's by-test-count order. The 30 slowest tests are
+# listed at the end.
 test: setup
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
 # tcmalloc, when installed (Debian: libtcmalloc-minimal4), made training steps 1.3-1.7x faster here
 # (`bertbench bench` reports whether it is preloaded); never required.

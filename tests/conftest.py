@@ -53,3 +53,54 @@ def _no_step_times_from_other_tests(_isolated_cache):
 
     store_path().unlink(missing_ok=True)
     yield
+
+
+# --- slowest files first ------------------------------------------------------------------------------------------
+# `make test` runs two xdist workers, each taking whole files (--dist loadfile). xdist hands files out in the
+# collection's order (with --no-loadscope-reorder; by default it orders them by test count, which put the few long
+# end-to-end files last, one worker finishing minutes after the other). So the collection starts with the files
+# that took longest last time (tests/durations.json, seconds per file, rewritten by `pytest --store-durations`):
+# the longest-first rule, whose finish is within one file's time of an even split. A file not listed keeps its
+# place after the listed ones; a stale list only reorders, it never changes what runs.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test file's total seconds (setup, call, teardown) to {DURATIONS.name}")
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    import json
+
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    first_seen = {}
+    for item in items:
+        first_seen.setdefault(_file_of(item.nodeid), len(first_seen))
+    items.sort(key=lambda item: (-seconds.get(_file_of(item.nodeid), 0.0), first_seen[_file_of(item.nodeid)]))
+
+
+class _FileDurations:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report):
+        # on xdist's controller too: every worker's reports pass through it
+        self.seconds[_file_of(report.nodeid)] = self.seconds.get(_file_of(report.nodeid), 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session):
+        import json
+
+        if hasattr(session.config, "workerinput") or not self.seconds:
+            return  # a worker: the controller writes the file
+        ranked = dict(sorted(((f, round(s, 1)) for f, s in self.seconds.items()), key=lambda kv: -kv[1]))
+        DURATIONS.write_text(json.dumps(ranked, indent=1) + "\n")
+
+
+def pytest_configure(config):
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_FileDurations(), "bertbench-file-durations")

@@ -1,9 +1,9 @@
-"""A quiet terminal: a pre-training (fresh and resumed), a fine-tuning and `run --preset smoke` print
-bertbench's own lines only, checked against an allow-list of their shapes; --verbose shows the libraries'
-notices again; progress comes as plain lines at a steady cadence when the output is not a terminal."""
+"""A quiet terminal: a pre-training (fresh and resumed) and a fine-tuning print bertbench's own lines only,
+checked against an allow-list of their shapes (`foreign_lines`; test_run_preset checks `run --preset smoke`'s
+lines with it, in this process and in spawned workers, on the smoke runs it makes anyway); --verbose shows the
+libraries' notices again; progress comes as plain lines at a steady cadence when the output is not a terminal."""
 from __future__ import annotations
 
-import io
 import os
 import re
 import subprocess
@@ -107,25 +107,6 @@ def test_pretraining_and_finetuning_with_progress_print_our_lines_only(tmp_path,
     assert not foreign_lines(ft.stderr + ft.stdout)
     # a tiny model: the lr default of its width (training.finetune_settings.SMALL_MODEL_LRS), 3e-4
     assert re.search(r"^rte seed 1 lr 3e-4: step 3/3 \(100%\)$", ft.stdout, re.M), ft.stdout
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-@pytest.mark.parametrize("workers", ["1", "2"])  # in this process, and in worker processes (spawned: a fresh Python)
-def test_run_preset_smoke_prints_our_lines_only(shared_data, tmp_path, workers):
-    from rich.console import Console
-
-    from bertbench.report.model import collect
-    from bertbench.report.render.terminal import print_short
-    from bertbench.results import load_records
-
-    out = tmp_path / "smoke"
-    r = _bertbench(["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out), "--workers", workers],
-                   {"COLUMNS": "100", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, progress=True)
-    assert r.returncode == 0, r.stderr
-    table = io.StringIO()  # the table and its notes exactly as bertbench renders these records in 100 columns
-    print_short(collect(load_records([out / "results"])), out / "smoke.md", Console(file=table, width=100))
-    assert not foreign_lines(r.stderr + r.stdout, table.getvalue().splitlines())
 
 
 @pytest.mark.slow

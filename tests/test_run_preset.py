@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -120,18 +121,51 @@ def test_unknown_preset_did_you_mean():
 
 @pytest.fixture(scope="module")
 def smoke_study(tmp_path_factory):
-    """The smoke study, run once by the one-node scheduler: (its folder, the CLI's output, its stages.json as
-    first written). Its records are what the other ways of running it must reproduce."""
+    """The smoke study, run once by the one-node scheduler as a user runs it (its own process, progress lines on,
+    a 100-column terminal): (its folder, what it printed, stderr first, its stages.json as first written). Its
+    records are what the other ways of running it must reproduce."""
     from conftest import SHARED_DATA as shared_data
 
     if not shared_data.is_dir():
         pytest.skip(f"{shared_data} is absent")
     out = tmp_path_factory.mktemp("smoke-study") / "smoke"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BERTBENCH_PROGRESS", "0")
-        r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)])
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    return out, r.output, json.loads((out / "stages.json").read_text())
+    r = _bertbench(["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)], progress=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out, r.stderr + r.stdout, json.loads((out / "stages.json").read_text())
+
+
+def _bertbench(args: list[str], progress: bool = False, **env: str) -> subprocess.CompletedProcess:
+    """`bertbench ARGS` in a fresh Python, as from a shell; with `progress`, a line at every step, as when the
+    output is redirected (test_quiet checks that each such line is bertbench's own)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {
+        "PYTHONPATH": str(ROOT), "COLUMNS": "100", **env,
+        **({"BERTBENCH_PROGRESS_SECONDS": "0"} if progress else {"BERTBENCH_PROGRESS": "0"})}
+    return subprocess.run([sys.executable, "-m", "bertbench.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+
+
+def assert_our_lines_only(output: str, out: Path) -> None:
+    """Every line printed is one of bertbench's (tests/test_quiet.py's allow-list), and the results table sits in
+    it whole, exactly as bertbench renders these records in 100 columns."""
+    from rich.console import Console
+
+    from bertbench.report.model import collect
+    from bertbench.report.render.terminal import print_short
+    from bertbench.results import load_records
+    from tests.test_quiet import foreign_lines
+
+    table = io.StringIO()
+    print_short(collect(load_records([out / "results"])), out / "smoke.md", Console(file=table, width=100))
+    assert not foreign_lines(output, table.getvalue().splitlines())
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_smoke_study_prints_our_lines_only(smoke_study):
+    """Stages in this process (one worker); the two-worker run below checks the spawned workers' lines."""
+    out, output, _ = smoke_study
+    assert "pretrain step 12/12" in output  # progress was on
+    assert_our_lines_only(output, out)
 
 
 @pytest.mark.integration
@@ -188,10 +222,12 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     assert re.fullmatch(r"error: stage finetune \S+ rte died \(SIGKILL\)[^\n]*; finished stages are kept — rerun the "
                         r"same command to continue\n", killed.stderr), killed.stderr
     assert "[pretrain ltr]" in killed.stdout  # ran alone first, and finished
-    r = runner.invoke(app, argv)
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    assert "[pretrain ltr] done before" in r.output
-    assert "2 stages at a time" in r.output
+    r = _bertbench(argv, progress=True)  # the rest, in spawned workers (a fresh Python each): their lines too
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "[pretrain ltr] done before" in r.stdout
+    assert "2 stages at a time" in r.stdout
+    assert "rte seed 1 lr" in r.stdout  # a worker's progress reached this terminal
+    assert_our_lines_only(r.stderr + r.stdout, parallel)
     stages = json.loads((parallel / "stages.json").read_text())
     assert {"corpus", "pretrain mlm_nsp", "finetune ltr step-8 rte", "wall"} <= set(stages)
     from bertbench.studies.run import NOT_STAGES

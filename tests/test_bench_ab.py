@@ -1,0 +1,35 @@
+"""scripts/bench_ab.py, the before/after check on one host: its side process runs against a checkout (this one),
+and the committed result's table in docs/performance.md regenerates byte for byte."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+RESULT = ROOT / "leaderboards" / "bench" / "pretrain-mini-cpu-ab-65d04f6.json"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("bench_ab", ROOT / "scripts" / "bench_ab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_side_process_times_both_fp32_sides_of_a_checkout():
+    out = _script().run_side(ROOT, "tiny", steps=1, warmup=0, threads=1)
+    assert set(out["sides"]) == {"bertbench_fp32", "transformers_fp32"}
+    assert all(side["step_ms"] > 0 and side["tokens_per_s"] > 0 for side in out["sides"].values())
+
+
+def test_the_committed_table_regenerates(tmp_path):
+    doc = tmp_path / "performance.md"
+    shutil.copy(ROOT / "docs" / "performance.md", doc)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ab.py"), "--render", str(RESULT.relative_to(ROOT)),
+                        "--embed", str(doc)], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert doc.read_text(encoding="utf-8") == (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "| 65d04f6 (old) |" in r.stdout
