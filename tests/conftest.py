@@ -9,6 +9,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Two test workers on two cores, each with torch's two threads and subprocesses of their own: more threads than
+# cores. GNU OpenMP's threads spin while they wait, so each oversubscribed process burns the others' time (two RTE
+# fine-tunings side by side took 73 s each, 18 s alone); passive threads sleep instead (28 s each), the same
+# threads summing in the same order, the same numbers. Subprocesses inherit it; set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("BERTBENCH_DATA_DIR", ROOT.parent / "shared" / "data"))

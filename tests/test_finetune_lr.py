@@ -50,12 +50,13 @@ def test_the_recorded_rate_is_the_size_default_unless_given(tmp_path, model, fla
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_tiny_on_rte_with_default_settings_does_not_predict_one_class_on_every_seed(shared_data, tmp_path):
-    """The whole RTE training set, the task's epochs and batch, the default rate; two of its seeds (~90 s)."""
+def test_tiny_on_rte_with_default_settings_does_not_predict_one_class(shared_data, tmp_path):
+    """The whole RTE training set, the task's epochs and batch, the default rate, seed 1 (at the paper's rate
+    every seed predicted one class)."""
     out = tmp_path / "rte"
-    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--seeds", "1,2",
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--seeds", "1",
                             "--data-dir", str(shared_data), "--out", str(out)])
     assert r.exit_code == 0, r.output + repr(r.exception)
-    records = load_records([out])
-    assert len(records) == 2 and {rec.data["finetune"]["lr"] for rec in records} == {3.0e-4}
-    assert not all(rec.data["extra"]["degenerate"] for rec in records), r.output
+    (record,) = load_records([out])
+    assert record.data["finetune"]["lr"] == 3.0e-4
+    assert not record.data["extra"]["degenerate"], r.output

@@ -136,7 +136,7 @@ def _run_lightning(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
 def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Path, signals):
     """(Trainer, PretrainModule, DataLoader) as `training.pretrain_run` builds them for a run of this shape: the one
     place that follows that module's private helpers (the lead adapts it if they change)."""
-    import lightning as L
+    from bertbench.training.lightning_import import lightning as L
     from torch.utils.data import DataLoader, Dataset
 
     from bertbench.config import PretrainConfig

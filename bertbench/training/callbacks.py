@@ -20,9 +20,9 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Optional
 
-import lightning as L
 import torch
 
+from bertbench.training.lightning_import import lightning as L  # first: see there
 from bertbench.config import PretrainConfig
 from bertbench.errors import BertbenchError
 from bertbench.runtime.faults import fault_point

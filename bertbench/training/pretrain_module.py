@@ -16,9 +16,9 @@ import math
 import time
 from typing import Any, Iterator, Optional
 
-import lightning as L
 import torch
 
+from bertbench.training.lightning_import import lightning as L  # first: see there
 from bertbench.config import OptimConfig
 from bertbench.model.bert import BertForPreTraining
 from bertbench.training.batches import LOSS_TOKENS, STEP_LOSS_TOKENS

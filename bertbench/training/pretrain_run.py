@@ -458,7 +458,7 @@ def _get(d: dict, dotted: str) -> Any:
 def _pretrain_locked(
     cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals, extra_callbacks: tuple = ()
 ) -> dict:
-    import lightning as L
+    from bertbench.training.lightning_import import lightning as L
 
     from bertbench.training.stop_signals import Interrupted
 
@@ -654,7 +654,7 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
 
 
 def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, progress_bar: bool, callbacks: list):
-    import lightning as L
+    from bertbench.training.lightning_import import lightning as L
 
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import lightning as L
-from lightning.pytorch.callbacks import RichProgressBar
-
 from bertbench.runtime.progress import Ticker, progress_line
+from bertbench.training.lightning_import import lightning as L  # first: see there
+
+RichProgressBar = L.pytorch.callbacks.RichProgressBar
 
 
 class ProgressLines(L.Callback):
