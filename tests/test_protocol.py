@@ -199,3 +199,30 @@ def test_a_pre_registered_studys_stopped_invocation_is_logged_by_the_run(tmp_pat
                                  lambda message: None, {}, 0.0, {}, False)
     (entry,) = read_log(out / "results" / LOG_FILE)
     assert entry["event"] == "stopped" and entry["why"] == "mrpc: no training file"
+
+
+def test_the_design_is_registered_a_changed_one_needs_an_amendment_and_the_prose_is_not_design(tmp_path):
+    """The registration fixes the design, not only claims and seeds: more pre-training steps, another fine-tuning
+    length or another recipe in the same folder is refused (only `amends` takes it, logged); a new title is not
+    a change of design. A preset cannot write the fingerprint itself."""
+    from bertbench.studies.protocol import register
+
+    out = tmp_path / "out"
+    first = register(out, load_preset(str(_preset(tmp_path))))
+    assert first.design.startswith("sha256:")
+    retitled = load_preset(str(_preset(tmp_path / "t", lambda raw: raw.update(title="another title")
+                                       if (tmp_path / "t").mkdir() is None else None)))
+    assert register(out, retitled).sha256 == first.sha256
+    for i, edit in enumerate([lambda raw: raw["pretrain"].update(max_steps=raw["pretrain"]["max_steps"] + 1),
+                              lambda raw: raw["finetune"].update(max_seq_len=64),
+                              lambda raw: raw.update(recipe="tiny-debug")]):
+        folder = tmp_path / f"d{i}"
+        folder.mkdir()
+        changed = load_preset(str(_preset(folder, edit)))
+        assert changed.preregistration.design != first.design
+        with pytest.raises(BertbenchError, match=f"design; .*amends: {first.sha256}"):
+            register(out, changed)
+    bad = _preset(tmp_path / "x", lambda raw: raw["preregistration"].update(design="sha256:0")
+                  if (tmp_path / "x").mkdir() is None else None)
+    with pytest.raises(BertbenchError, match="no 'design' key"):
+        load_preset(str(bad))

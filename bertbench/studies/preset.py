@@ -121,15 +121,33 @@ def load_preset(name_or_path: str) -> RunPreset:
         if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:
             raise BertbenchError(f"{p}: preregistration: no 'seeds' key: the seeds are the preset's own "
                                  "(pretrain_seeds, finetune.seeds), and the pre-registration records them from there")
+        if isinstance(preset.preregistration, dict) and "design" in preset.preregistration:
+            raise BertbenchError(f"{p}: preregistration: no 'design' key: the design is the preset itself, and the "
+                                 "pre-registration records its fingerprint from there")
         prereg = parse_preregistration(preset.preregistration, f"{p}: preregistration", load_claims(), preset=preset.name)
         seeds = {v.name: pretrain_seeds(preset, v) for v in preset.variants if not v.random_init}
         preset.preregistration = dataclasses.replace(
-            prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds})
+            prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds}, design=design_fingerprint(raw))
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     if preset.devices < 1:
         raise BertbenchError(f"{p}: devices {preset.devices}: expected an integer ≥ 1")
     return preset
+
+
+# What a pre-registration fixes beside its claims and seeds is the design the preset states, with its recipe and
+# the fine-tuning block it starts from merged in: steps, variants, tasks, fine-tuning settings, workers. A study
+# cannot keep its registration while any of them changes (studies.protocol.register: only by `amends`, logged).
+# The preset's prose and the registration block itself are not design.
+NOT_DESIGN = ("title", "description", "preregistration")
+
+
+def design_fingerprint(raw: dict) -> str:
+    import hashlib
+    import json
+
+    design = {k: v for k, v in raw.items() if k not in NOT_DESIGN}
+    return "sha256:" + hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
 def _finetune_block(raw: dict, p: Path, chain: list[str]) -> dict:

@@ -298,8 +298,8 @@ def write_preregistration(path: Path, prereg):
             return dataclasses.replace(prereg, registered_at=when)
         old = hashlib.sha256(text(written).encode("utf-8")).hexdigest()
         if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
-            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds or "
-                                 "extension; a pre-registration cannot change once a study has started, unless the "
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds, "
+                                 "extension or design; a pre-registration cannot change once a study has started, unless the "
                                  f"new one says which it amends (amends: {old}), and the change is then logged on its "
                                  "page (or restore the preset)")
     registered = dataclasses.replace(prereg, registered_at=now_iso())

@@ -20,7 +20,7 @@ from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
-_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends"}
+_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends", "design"}
 LOG_FILE = "preregistration-log.yaml"  # beside it: each stopped, partial or amended run, in order (`append_log`)
 REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
@@ -60,6 +60,9 @@ class Preregistration:
     where: str = "preregistration"
     registered_at: str = ""  # when `bertbench run` wrote it (the written file's; a preset's own block has none)
     amends: str = ""  # the sha256 of the registration this one replaces (studies.protocol.register), if any
+    # the preset's design as registered (studies.preset.design_fingerprint: steps, variants, tasks, fine-tuning
+    # settings); empty in registrations written before it was registered
+    design: str = ""
     log: tuple = ()  # the entries of its LOG_FILE (read with the written file; not part of what is registered)
 
     def as_dict(self) -> dict:
@@ -69,7 +72,8 @@ class Preregistration:
         return {"preset": self.preset, "claims": claims,
                 "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
                            for s in self.scores],
-                "seeds": self.seeds, "extension": self.extension, **({"amends": self.amends} if self.amends else {})}
+                "seeds": self.seeds, "extension": self.extension, **({"design": self.design} if self.design else {}),
+                **({"amends": self.amends} if self.amends else {})}
 
     @property
     def sha256(self) -> str:
@@ -121,7 +125,7 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
     scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
     return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
                            str(raw.get("preset") or preset), where, str(raw.get(REGISTERED_AT) or ""),
-                           str(raw.get("amends") or ""))
+                           str(raw.get("amends") or ""), design=str(raw.get("design") or ""))
 
 
 def _score(raw: Any, where: str) -> HeadlineScore:
