@@ -143,7 +143,6 @@ def show(result: dict, source: Path | None, embed: Path | None) -> None:
     text = markdown(result, source)
     print(text)
     if embed:
-        sys.path.insert(0, str(ROOT))
         from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
         doc = replace_marked_block(embed.read_text(encoding="utf-8"), "<!-- bertbench bench: begin pretrain-ab -->",
@@ -152,11 +151,11 @@ def show(result: dict, source: Path | None, embed: Path | None) -> None:
 
 
 def run_machine() -> dict:
-    sys.path.insert(0, str(ROOT))
     from bertbench.benchmarks import common
 
     return common.machine()
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # this checkout's bertbench for the result's machine line and --embed
     main()

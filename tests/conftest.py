@@ -95,17 +95,18 @@ class _FileDurations:
 
     def pytest_runtest_logreport(self, report):
         # on xdist's controller too: every worker's reports pass through it
-        self.seconds[_file_of(report.nodeid)] = self.seconds.get(_file_of(report.nodeid), 0.0) + report.duration
+        path = _file_of(report.nodeid)
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
 
     def pytest_sessionfinish(self, session):
         import json
 
-        if hasattr(session.config, "workerinput") or not self.seconds:
-            return  # a worker: the controller writes the file
+        if not self.seconds:
+            return
         ranked = dict(sorted(((f, round(s, 1)) for f, s in self.seconds.items()), key=lambda kv: -kv[1]))
         DURATIONS.write_text(json.dumps(ranked, indent=1) + "\n")
 
 
 def pytest_configure(config):
-    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):  # the controller writes the file
         config.pluginmanager.register(_FileDurations(), "bertbench-file-durations")

@@ -49,12 +49,12 @@ NOISE = ("GPU available", "TPU available", "Automatic Mixed Precision", "litlogg
          "max_epochs", "Warning", "warn(", "Epoch 0/")
 
 
-def _bertbench(args, env_extra=None, progress=False):
+def _bertbench(args, env_extra=None, progress=False, timeout=300):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | (env_extra or {})
     # progress on: a line at every step (the cadence is tested below); off: no progress lines at all
     env |= {"BERTBENCH_PROGRESS_SECONDS": "0"} if progress else {"BERTBENCH_PROGRESS": "0"}
     return subprocess.run([sys.executable, "-m", "bertbench.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+                          timeout=timeout)
 
 
 def foreign_lines(output: str, ours_block: list[str] = ()) -> list[str]:

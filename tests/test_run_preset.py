@@ -134,14 +134,12 @@ def smoke_study(tmp_path_factory):
     return out, r.stderr + r.stdout, json.loads((out / "stages.json").read_text())
 
 
-def _bertbench(args: list[str], progress: bool = False, **env: str) -> subprocess.CompletedProcess:
-    """`bertbench ARGS` in a fresh Python, as from a shell; with `progress`, a line at every step, as when the
-    output is redirected (test_quiet checks that each such line is bertbench's own)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {
-        "PYTHONPATH": str(ROOT), "COLUMNS": "100", **env,
-        **({"BERTBENCH_PROGRESS_SECONDS": "0"} if progress else {"BERTBENCH_PROGRESS": "0"})}
-    return subprocess.run([sys.executable, "-m", "bertbench.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=900)
+def _bertbench(args: list[str], progress: bool = False) -> subprocess.CompletedProcess:
+    """`bertbench ARGS` in a fresh Python from this checkout, in a 100-column terminal (test_quiet's helper: with
+    `progress`, a line at every step, as when the output is redirected)."""
+    from tests.test_quiet import _bertbench as bertbench_process
+
+    return bertbench_process(args, {"PYTHONPATH": str(ROOT), "COLUMNS": "100"}, progress, timeout=900)
 
 
 def assert_our_lines_only(output: str, out: Path) -> None:
