@@ -21,6 +21,7 @@ __all__ = [
     "MetricSpec",
     "accuracy",
     "compute",
+    "entity_counts",
     "f1",
     "get_metric",
     "mcc",
@@ -35,6 +36,7 @@ __all__ = [
     "spearman",
     "squad_em",
     "squad_f1",
+    "squad_v1_per_question",
     "squad_v1_scores",
     "squad_v2_em",
     "squad_v2_f1",
@@ -156,6 +158,22 @@ def _seqeval(name: str, predictions: Sequence[Sequence[str]], references: Sequen
     return 100.0 * float(fn(y_true, y_pred, zero_division=0))
 
 
+def entity_counts(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> list[tuple[int, int, int]]:
+    """Per sentence, in order: (true positives, predicted entities, gold entities), entities as seqeval's default
+    (conlleval-compatible) mode reads them. Summed over sentences they give `seqeval_f1` exactly (micro F1 =
+    2·tp / (predicted + gold)), so the report can resample sentences (report.multibootstrap)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    _check_pair(predictions, references)
+    out = []
+    for i, (pred, ref) in enumerate(zip(predictions, references)):
+        if len(pred) != len(ref):
+            raise BertbenchError(f"Sentence {i}: {len(pred)} predicted tags for {len(ref)} reference tags.")
+        p, g = set(get_entities(list(pred))), set(get_entities(list(ref)))
+        out.append((len(p & g), len(p), len(g)))
+    return out
+
+
 def seqeval_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
     """Entity-level micro F1 in seqeval's default (conlleval-compatible) mode: the CoNLL number."""
     return _seqeval("f1_score", predictions, references)
@@ -226,18 +244,27 @@ def squad_v1_scores(
 
     Predictions for question ids that are not in `references` are ignored, as the official script does.
     """
+    per_question = squad_v1_per_question(predictions, references)
+    n = len(per_question)
+    return {"exact_match": 100.0 * sum(em for em, _ in per_question.values()) / n,
+            "f1": 100.0 * sum(f1 for _, f1 in per_question.values()) / n}
+
+
+def squad_v1_per_question(
+    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]
+) -> dict[str, tuple[float, float]]:
+    """{question id: (exact match, F1)}, each in [0, 1] and the max over the gold answers, in the references'
+    order: what `squad_v1_scores` averages, and what the report resamples questions from."""
     _check_qids(predictions, references)
-    em_total = f1_total = 0.0
+    out = {}
     for qid, golds in references.items():
         if not golds:
             raise BertbenchError(
                 f"SQuAD v1.1 question {qid!r} has no gold answer (v1.1 has no unanswerable questions)."
             )
         pred = predictions[qid]
-        em_total += max(_exact(pred, g) for g in golds)
-        f1_total += max(_token_f1(pred, g, v2=False) for g in golds)
-    n = len(references)
-    return {"exact_match": 100.0 * em_total / n, "f1": 100.0 * f1_total / n}
+        out[qid] = (float(max(_exact(pred, g) for g in golds)), max(_token_f1(pred, g, v2=False) for g in golds))
+    return out
 
 
 def _find_best_thresh(

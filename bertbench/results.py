@@ -67,7 +67,10 @@ Rules a writer must know:
   `example_correct` (classification: "0"/"1" per evaluation example in eval order, so accuracy is
   100 × its mean), `example_predictions` and `example_gold` (classification: one digit per example;
   regression: values to six significant digits, space-separated; both in eval order: the report's multi-bootstrap
-  recomputes F1, MCC and correlations on resampled examples from them), `near_constant` (true: at least
+  recomputes F1, MCC and correlations on resampled examples from them), `example_stats` (a metric's per-example
+  sufficient statistics where predictions alone are not enough, in eval order: `seqeval_f1`, CoNLL's
+  "tp,predicted,gold" entity counts per sentence; `squad_em` and `squad_f1`, SQuAD v1.1's score per question in
+  [0, 1]; space-separated), `near_constant` (true: at least
   95% of the predictions are one label or one value; flagged like `degenerate`). Records written before
   these keys existed lack them, and the report says which sources of noise their intervals cover.
 - `pretrain_seed` (top level, optional): the pre-training seed of the checkpoint; absent or null is one

@@ -50,6 +50,12 @@ def test_every_task_type_end_to_end_on_fixtures(tmp_path):
     assert len(preds) == by_task["squad_v1"].data["split"]["eval_size"]
     conll = (by_task["conll2003"].path.parent / by_task["conll2003"].data["predictions_file"]).read_text()
     assert len(conll.splitlines()[0].split()) == 3  # word, gold, predicted
+    # per-example statistics the report resamples dev examples on: one per sentence / question, reproducing the metric
+    from bertbench.report.model import per_example_stats
+
+    for task, metric in (("conll2003", "seqeval_f1"), ("squad_v1", "squad_f1"), ("squad_v1", "squad_em")):
+        stats = per_example_stats(by_task[task].data, metric)
+        assert stats is not None and len(stats) == by_task[task].data["split"]["eval_size"], (task, metric)
 
 
 def test_pretrained_checkpoint_source_carries_its_summary(tmp_path):

@@ -149,6 +149,8 @@ def per_example_stats(record: Record, metric: str):
     reproduce the record's own metric (then they are not what was scored)."""
     import numpy as np
 
+    if metric in SUFF_METRICS and SUFF_METRICS[metric].per_example is None:
+        return stored_example_stats(record, metric)
     regression = record["task_type"] == "regression"
     found = example_predictions(record)
     if metric not in SUFF_METRICS or (metric in _VALUE_METRICS) != regression:
@@ -162,6 +164,30 @@ def per_example_stats(record: Record, metric: str):
     scored = float(SUFF_METRICS[metric].from_sums(stats.sum(0), np.float64(len(stats))))
     tolerance = 0.01 if regression else 1e-6  # values are stored to six significant digits
     return stats if abs(scored - float(record["metrics"][metric])) <= tolerance else None
+
+
+def stored_example_stats(record: Record, metric: str):
+    """The per-example statistics a record stores for `metric` (`extra.example_stats`, results.py), as the
+    multi-bootstrap sums them: CoNLL's (tp, predicted, gold) per sentence → (tp, fp, fn); SQuAD's score per question
+    → (score,). None where the record has none, or where they do not reproduce its metric."""
+    import numpy as np
+
+    raw = ((record.get("extra") or {}).get("example_stats") or {}).get(metric)
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        rows = np.asarray([[float(x) for x in item.split(",")] for item in raw.split()], dtype=np.float64)
+    except ValueError:
+        return None
+    if metric == "seqeval_f1":
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            return None
+        tp, pred, gold = rows.T
+        rows = np.stack([tp, pred - tp, gold - tp], axis=-1)
+    elif rows.ndim != 2 or rows.shape[1] != 1:
+        return None
+    scored = float(SUFF_METRICS[metric].from_sums(rows.sum(0), np.float64(len(rows))))
+    return rows if abs(scored - float(record["metrics"][metric])) <= 1e-3 else None  # scores kept to 6 digits
 
 
 def component_for(records: Sequence[Record], metric: str, name: str) -> Optional[Component]:

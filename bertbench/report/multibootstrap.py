@@ -81,7 +81,9 @@ class SuffMetric:
     """A metric as a function of sums of per-example statistics (so a bootstrap draw is a weighted sum)."""
 
     name: str
-    per_example: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (preds (R, E), gold (E,)) -> (R, E, K)
+    # (preds (R, E), gold (E,)) -> (R, E, K); None where a record stores the statistics themselves
+    # (`extra.example_stats`: CoNLL's entity counts per sentence, SQuAD's scores per question)
+    per_example: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]]
     from_sums: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (sums (..., K), n (...)) -> metric (...)
 
 
@@ -107,6 +109,11 @@ SUFF_METRICS: Mapping[str, SuffMetric] = {
     "mcc": SuffMetric("mcc", lambda p, g: _confusion(p, g, [(1, 1), (0, 0), (1, 0), (0, 1)]), _mcc),
     "pearson": SuffMetric("pearson", lambda p, g: _moments(p, g, rank=False), _correlation),
     "spearman": SuffMetric("spearman", lambda p, g: _moments(p, g, rank=True), _correlation),
+    # entity F1 over sentences: (true positives, false positives, false negatives) per sentence, summed (micro F1)
+    "seqeval_f1": SuffMetric("seqeval_f1", None, _f1),
+    # SQuAD v1.1: each question's exact match or F1 in [0, 1] (the max over its gold answers), averaged
+    "squad_em": SuffMetric("squad_em", None, _accuracy),
+    "squad_f1": SuffMetric("squad_f1", None, _accuracy),
 }
 
 

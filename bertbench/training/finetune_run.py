@@ -180,12 +180,13 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
                 if k in scores:
                     metrics[k] = scores[k]
             files["null_odds.json"] = json.dumps(dec.null_odds, indent=1, sort_keys=True) + "\n"
+            extra = {}  # SQuAD v2.0 keeps no per-question scores yet: its intervals resample seeds only
         else:
             metrics = M.compute(task.metrics, dec.predictions, refs)
+            extra = {"example_stats": squad_example_stats(M.squad_v1_per_question(dec.predictions, refs))}
         degenerate = len(set(dec.predictions.values())) <= 1
-        from bertbench.metrics import near_constant
-
-        return Scored(metrics, files, degenerate, {"near_constant": near_constant(list(dec.predictions.values()))})
+        extra["near_constant"] = M.near_constant(list(dec.predictions.values()))
+        return Scored(metrics, files, degenerate, extra)
     if t == "token_classification":
         from bertbench.data.features import decode_tokens
 
@@ -197,8 +198,17 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
             lines.extend(f"{w} {g} {q}" for w, g, q in zip(ex.words, ex.tags, p))
             lines.append("")
         degenerate = all(tag == "O" for seq in pred_tags for tag in seq)
-        return Scored(metrics, {"predictions.conll": "\n".join(lines) + "\n"}, degenerate)
+        counts = " ".join(f"{tp},{p},{g}" for tp, p, g in M.entity_counts(pred_tags, gold))
+        return Scored(metrics, {"predictions.conll": "\n".join(lines) + "\n"}, degenerate,
+                      {"example_stats": {"seqeval_f1": counts}})
     raise BertbenchError(f"task {task.name}: no scoring for type {t!r}")
+
+
+def squad_example_stats(per_question: dict[str, tuple[float, float]]) -> dict[str, str]:
+    """SQuAD v1.1's per-question exact match and F1 (in [0, 1], six significant digits, eval order): what the
+    report's multi-bootstrap resamples questions from."""
+    return {"squad_em": " ".join(f"{em:.6g}" for em, _ in per_question.values()),
+            "squad_f1": " ".join(f"{f1:.6g}" for _, f1 in per_question.values())}
 
 
 def per_example_extra(task_type: str, preds: list, gold: list) -> dict[str, Any]:
