@@ -15,6 +15,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # threads summing in the same order, the same numbers. Subprocesses inherit it; set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# ... and never into the project's registrations folder, module fixtures included (each test also gets its own)
+os.environ.setdefault("BERTBENCH_REGISTRATIONS", os.path.join(__import__("tempfile").mkdtemp(), "registrations"))
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("BERTBENCH_DATA_DIR", ROOT.parent / "shared" / "data"))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -46,6 +49,15 @@ def _isolated_cache(tmp_path_factory):
     """Tokenised-corpus caches of the tests go to a temporary folder, not ~/.cache/bertbench."""
     if "BERTBENCH_CACHE_DIR" not in os.environ:
         os.environ["BERTBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bertbench-cache"))
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _own_registrations(tmp_path, monkeypatch):
+    """A pre-registered study's run writes its registration into the project's registrations folder
+    (studies.protocol.registrations_dir): each test gets a folder of its own, so that no test writes into the
+    project and no test's registration of a study name is another's committed one. Subprocesses inherit it."""
+    monkeypatch.setenv("BERTBENCH_REGISTRATIONS", str(tmp_path / "registrations"))
     yield
 
 

@@ -262,3 +262,27 @@ def test_plan_takes_a_claim_line_and_a_claims_yaml_beside_the_records(tmp_path, 
     named = plan_claim(data, "NSP helps RTE", effect=6.0, beside=load_claims_file(tmp_path / "claims.yaml"),
                        threads=stage_threads([CPU_HOUR]))
     assert every.output.rstrip("\n").split("\n") == named
+
+
+def test_plan_sizes_a_family_of_m_claims_at_alpha_over_m():
+    """A pre-registered family of m claims is judged under Holm, whose first step tests at α/m: the plan sizes each
+    claim at that level. One design, costed both ways: its MDE at α/2 is the t quantiles' at 1 − 0.025/2, which
+    (computed here with scipy from the MDE at α and the same df) is larger; the search then needs more seeds."""
+    from scipy import stats
+
+    alone = runner.invoke(app, ["plan", str(RECORDS / "claims"), "--claim", "t5-qnli-nsp", "--design", "6x1"])
+    pair = runner.invoke(app, ["plan", str(RECORDS / "claims"), "--claim", "t5-qnli-nsp", "--design", "6x1",
+                               "--family", "2"])
+    assert alone.exit_code == 0 and pair.exit_code == 0, alone.output + pair.output
+    assert "α = 0.05/2 = 0.025 two-sided (Holm over a family of 2" in pair.output
+    pattern = r"upper bound \(the design to run\): 6 pre-training × 1 fine-tuning seeds a side: MDE ([\d.]+)"
+    m1, m2 = (float(re.search(pattern, r.output).group(1)) for r in (alone, pair))
+    # MDE = (t(1 − α/2) + t(0.8))·SE at the design's df: recover SE·(quantiles) ratio with the df the plan used
+    ratios = {df: (stats.t.ppf(1 - 0.0125, df) + stats.t.ppf(0.8, df)) / (stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df))
+              for df in (2, 3, 5, 10, 30, 1000)}
+    assert m2 > m1 and min(ratios.values()) - 0.01 <= m2 / m1 <= max(ratios.values()) + 0.01
+    searched = [_designs(r.output)[0] for r in (
+        runner.invoke(app, ["plan", str(RECORDS / "claims"), "--claim", "t5-qnli-nsp", "--max-seeds", "20"]),
+        runner.invoke(app, ["plan", str(RECORDS / "claims"), "--claim", "t5-qnli-nsp", "--max-seeds", "20",
+                            "--family", "2"]))]
+    assert searched[1][0] * searched[1][1] > searched[0][0] * searched[0][1] or searched[1][0] > searched[0][0]

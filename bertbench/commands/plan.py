@@ -25,6 +25,9 @@ def plan(
     embed: Annotated[Optional[Path], typer.Option("--embed", help="Also write the plan into this file (e.g. a docs "
                      "page) between '<!-- bertbench plan: begin NAME -->' and '<!-- bertbench plan: end NAME -->', "
                      "NAME = CLAIM@RESULTS_DIR's name, with the command that made it.")] = None,
+    family: Annotated[Optional[int], typer.Option("--family", min=1, help="The number of claims Holm will adjust "
+                      "this one with (a pre-registered family's size): each is sized at α/m, Holm's first step. "
+                      "Default: the claims of a claims.yaml beside the records, else 1.")] = None,
     tasks_dir: TasksDirOption = None,
 ) -> None:
     """How many pre-training × fine-tuning seeds a claim needs to detect an effect at 80% power, and what they
@@ -45,7 +48,8 @@ def plan(
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
     data, threads = collect(records), stage_threads(results)
     lines = [line for name in ([claim] if claim is not None else [c.text for c in beside])
-             for line in plan_claim(data, name, effect, max_seeds, threads=threads, beside=beside, design=shape)]
+             for line in plan_claim(data, name, effect, max_seeds, threads=threads, beside=beside, design=shape,
+                                    family=family or (len(beside) if claim is None and beside else 1))]
     for line in lines:
         typer.echo(line)
     if embed is not None:

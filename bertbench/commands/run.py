@@ -28,6 +28,7 @@ def run(
     cpus_per_task: Annotated[Optional[int], typer.Option("--cpus-per-task", min=1, help="With --launcher: CPUs per task.")] = None,
     print_sbatch: Annotated[Optional[Path], typer.Option("--print-sbatch", help="With --launcher slurm: write the sbatch scripts of a fresh study to this folder; submit nothing.")] = None,
     embed: Annotated[Optional[Path], typer.Option("--embed", help="With --print-sbatch: put the scripts between this page's markers.")] = None,
+    withdraw: Annotated[Optional[str], typer.Option("--withdraw", metavar="REASON", help="Withdraw this pre-registered study before it runs: the reason goes into its registration's log (leaderboards/registrations/<study>/), and run refuses it from then on.")] = None,
 ) -> None:
     """Tokenizer → pre-train each variant → fine-tune each on every task with data → report. Re-running
     skips finished stages (by config hash) and resumes an interrupted pre-training."""
@@ -42,6 +43,11 @@ def run(
     from bertbench.studies.run import NOT_STAGES, run_preset
 
     spec = load_preset(preset)
+    if withdraw is not None:
+        from bertbench.studies.protocol import withdraw as withdraw_study
+
+        typer.echo(f"withdrew {spec.name}: logged in {withdraw_study(spec.name, withdraw)}")
+        return
     from bertbench.studies.protocol import check_protocol
 
     check_protocol(spec)  # a pre-registered study's protocol, before anything runs (and in --validate)

@@ -480,6 +480,8 @@ def evaluate_study(data: ReportData, stated: Sequence[Claim] = (), preregistrati
     if preregistration is None:
         return evaluate(data, paper, stated)
     registered = [c for c in paper.claims if c.id in preregistration.paper_claims] + list(preregistration.user_claims)
+    if preregistration.after_results:  # a family changed after results is no pre-registered family: all exploratory
+        registered = []
     return evaluate(data, paper, [*preregistration.user_claims, *stated], registered)
 
 

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
 from bertbench.report.multibootstrap import (
+    CONFIDENCE,
     VarianceComponents,
     average_components,
     design_df,
@@ -27,7 +28,7 @@ from bertbench.report.multibootstrap import (
     plan_designs,
     pretrain_upper_bound,
 )
-from bertbench.report.claims import PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
+from bertbench.report.claims import ALPHA, PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
 from bertbench.report.tables.paired import DEV_KINDS, Side
 from bertbench.results import StageThreads, stage_threads
 
@@ -78,18 +79,20 @@ def _fmt_vc(vc: VarianceComponents, side: Side) -> str:
 
 def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effect: float,
                  costs: tuple[tuple[float, float], tuple[float, float]], max_seeds: int, pretrain_default: float,
-                 examples: Optional[float], min_pretrain_seeds: int, design: Optional[tuple[int, int]] = None) -> str:
+                 examples: Optional[float], min_pretrain_seeds: int, design: Optional[tuple[int, int]] = None,
+                 confidence: float = CONFIDENCE) -> str:
     cost_pretrain, cost_finetune = (costs[0][0], costs[1][0]), (costs[0][1], costs[1][1])
     if design is not None:
         p, f = design
         se = math.sqrt(difference_variance(a, b, p, f, pretrain_default, examples))
-        mde = minimum_detectable_effect(se, design_df(a, b, p, f, pretrain_default, examples))
+        mde = minimum_detectable_effect(se, design_df(a, b, p, f, pretrain_default, examples), confidence)
         cost = p * sum(cost_pretrain) + p * f * sum(cost_finetune)
         return (f"- {label}: {p} pre-training × {f} fine-tuning seeds a side: MDE {mde:.2f} "
                 f"({'detects' if mde <= effect else 'does not detect'} {effect:.1f}), {cost / 60:.0f} CPU-minutes "
                 "from scratch.")
     designs = plan_designs(a, b, effect, cost_pretrain=cost_pretrain, cost_finetune=cost_finetune, max_seeds=max_seeds,
-                           pretrain_default=pretrain_default, examples=examples, min_pretrain_seeds=min_pretrain_seeds)
+                           pretrain_default=pretrain_default, examples=examples, min_pretrain_seeds=min_pretrain_seeds,
+                           confidence=confidence)
     if not designs:
         return f"- {label}: no design up to {max_seeds} × {max_seeds} seeds a side detects {effect:.1f}."
     d = designs[0]
@@ -103,14 +106,18 @@ UPPER_LEVEL = 0.80  # the one-sided level of the pessimistic pre-training varian
 
 def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
                claims: Optional[Claims] = None, threads: Optional[StageThreads] = None, beside: Sequence = (),
-               design: Optional[tuple[int, int]] = None) -> list[str]:
+               design: Optional[tuple[int, int]] = None, family: int = 1) -> list[str]:
     """The plan's lines for one claim: a paper claim's id (bertbench/reference/claims.yaml), a claim line in the
     report's grammar ('A − B on TASK > T'), or the name or line of a claim in a claims.yaml beside the records
     (`beside`); once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them,
-    change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search."""
+    change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search. `family`: the
+    number of claims Holm will adjust it with (a pre-registered family's size); its first step tests at α/m, so each
+    claim is sized at that level, not at α."""
     claims = claims or load_claims(paper=data.paper)
     if effect is not None and effect <= 0:
         raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
+    if family < 1:
+        raise BertbenchError(f"plan: --family {family}: the number of claims in the Holm family, at least 1")
     if max_seeds < CONFIRMATORY_PRETRAIN_SEEDS:
         raise BertbenchError(f"plan: --max-seeds {max_seeds}: a confirmatory design needs at least "
                              f"{CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side that pre-trains")
@@ -134,7 +141,7 @@ def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, 
             continue
         _refuse_flagged(data, claim.id or claim.text, outcome.diff)
         lines += _plan_lines(data, claim, outcome.diff, _distance(data, claim, effect), max_seeds,
-                             threads or StageThreads(), design)
+                             threads or StageThreads(), design, family)
     return lines
 
 
@@ -204,8 +211,9 @@ def pessimistic(vc: VarianceComponents) -> VarianceComponents:
 
 
 def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds: int, threads: StageThreads,
-                design: Optional[tuple[int, int]]) -> list[str]:
+                design: Optional[tuple[int, int]], family: int = 1) -> list[str]:
     sa, sb = diff.a, diff.b
+    alpha = ALPHA / family
     pretrains = not (sa.variant.random_init and sb.variant.random_init)
     if design is not None and pretrains and design[0] < CONFIRMATORY_PRETRAIN_SEEDS:
         raise BertbenchError(f"plan: --design {design[0]}x{design[1]}: a confirmatory design needs at least "
@@ -227,7 +235,8 @@ def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds
         f"{sa.variant.label} − {sb.variant.label} on "
         + (f"the mean of {on}." if averaged else f"{on}."),
         f"Claim: {claim.test_text}. Distance to detect from its bound: {target:.1f} ({source}); 80% power at "
-        "α = 0.05 two-sided.",
+        + (f"α = {ALPHA:g}/{family} = {alpha:.3g} two-sided (Holm over a family of {family}: its first step's level)."
+           if family > 1 else f"α = {ALPHA:g} two-sided."),
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
         f"a: {_fmt_vc(vca, sa)}; b: {_fmt_vc(vcb, sb)}.",
         f"Dev examples' variance of a − b, paired (the same examples): "
@@ -244,7 +253,7 @@ def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds
         lines.append(f"A confirmatory design has at least {CONFIRMATORY_PRETRAIN_SEEDS} pre-training seeds a side: "
                      "with one, a verdict is about those checkpoints, not the procedure that made them; with two, "
                      "their variance has one degree of freedom.")
-    kw = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p)
+    kw = dict(max_seeds=max_seeds, examples=examples, min_pretrain_seeds=min_p, confidence=1 - alpha)
     if vca.pretrain is None or vcb.pretrain is None:
         same = (vca.finetune + vcb.finetune) / 2
         designs = [("assuming no pre-training variance (a lower bound)", vca, vcb, 0.0),

@@ -89,7 +89,7 @@ def make_report(
     if out is not None:
         _check_replaceable(out, force)
     from bertbench.report.claims import claims_beside, load_claims, parse_claim
-    from bertbench.report.tables.preregistration import load_preregistration
+    from bertbench.report.tables.preregistration import check_stamps, load_preregistration
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
     preregistration = load_preregistration(results, load_claims())
@@ -97,6 +97,7 @@ def make_report(
     records = load_records(results, _known_task_versions(warn, tasks_dir))
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
+    preregistration = check_stamps(records, preregistration)  # a record of another registration is refused
     data = collect(records)
     figures = None
     if plots is not None:
@@ -158,7 +159,7 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     from bertbench.report.claims import load_claims
     from bertbench.report.model import collect
     from bertbench.report.render.markdown import embed_table
-    from bertbench.report.tables.preregistration import load_preregistration
+    from bertbench.report.tables.preregistration import check_stamps, load_preregistration
     from bertbench.report.tables.studies import read_study_page, studies_table
     from bertbench.results import load_records
     from bertbench.runtime.files import atomic_write_text
@@ -170,8 +171,11 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     found = sorted((p for p in pages.glob("*.md") if (root / p.stem).is_dir()), key=lambda p: p.stem)
     if not found:
         raise BertbenchError(f"--studies {pages}: no page NAME.md with its records in {root}/NAME")
-    studies = [(read_study_page(p), collect(load_records([root / p.stem])), os.path.relpath(p, embed.parent),
-                load_preregistration([root / p.stem], load_claims())) for p in found]
+    studies = []
+    for p in found:
+        records = load_records([root / p.stem])
+        studies.append((read_study_page(p), collect(records), os.path.relpath(p, embed.parent),
+                        check_stamps(records, load_preregistration([root / p.stem], load_claims()))))
     command = f"bertbench report {root} --studies {pages} --embed {embed}"
     atomic_write_text(embed, embed_table(embed.read_text(encoding="utf-8"), studies_table(studies), "studies",
                                          command, str(embed)))

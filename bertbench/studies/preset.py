@@ -127,7 +127,8 @@ def load_preset(name_or_path: str) -> RunPreset:
         prereg = parse_preregistration(preset.preregistration, f"{p}: preregistration", load_claims(), preset=preset.name)
         seeds = {v.name: pretrain_seeds(preset, v) for v in preset.variants if not v.random_init}
         preset.preregistration = dataclasses.replace(
-            prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds}, design=design_fingerprint(raw))
+            prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds}, design=design_fingerprint(raw),
+            decides=decisive_terms(preset, prereg, p))
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     if preset.devices < 1:
@@ -148,6 +149,35 @@ def design_fingerprint(raw: dict) -> str:
 
     design = {k: v for k, v in raw.items() if k not in NOT_DESIGN}
     return "sha256:" + hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
+    """What decides a pre-registered verdict beside the design, as it stands now: each paper claim's definition
+    (its sides, scores, test and threshold, approach, checkpoint: reference/claims.yaml), each task's version and a
+    hash of its definition (includes resolved; task files may change without a new version), and the report's
+    family-wise α and bootstrap draws. The registration's hash covers it, so none of these can change under one
+    registration without an amendment (studies.protocol.register)."""
+    import hashlib
+    import json
+
+    from bertbench.report.claims import ALPHA, load_claims
+    from bertbench.report.multibootstrap import RESAMPLES, RNG_SEED
+    from bertbench.tasks import resolve_task_names, task_registry
+
+    claims = {c.id: c for c in load_claims().claims}
+    defined = {cid: {"a": c.a, "b": c.b, "scores": [list(s) for s in c.scores], "test": c.comparator,
+                     "threshold": c.threshold, "approach": c.approach, "checkpoint": c.checkpoint}
+               for cid in prereg.paper_claims for c in [claims[cid]]}
+    ft = preset.finetune
+    names = [*ft.tasks, *ft.feature_based_tasks, *ft.figure5_tasks, *(t for v in preset.variants for t in v.tasks or [])]
+    specs = task_registry().tasks
+    tasks = {}
+    for name in sorted({t for n in dict.fromkeys(names) for t in resolve_task_names(n)}):
+        spec = dataclasses.asdict(specs[name])
+        spec.pop("path", None)  # where it was read, not what it is
+        text = json.dumps(spec, sort_keys=True, default=str).encode("utf-8")
+        tasks[name] = f"v{spec.get('version')} sha256:{hashlib.sha256(text).hexdigest()[:16]}"
+    return {"claims": defined, "tasks": tasks, "report": {"alpha": ALPHA, "bootstrap": RESAMPLES, "rng_seed": RNG_SEED}}
 
 
 def _finetune_block(raw: dict, p: Path, chain: list[str]) -> dict:

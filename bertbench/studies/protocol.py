@@ -33,6 +33,27 @@ from bertbench.paths import PROJECT_ROOT
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 
 COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
+# A pre-registered study's registration and log as the project keeps them (leaderboards/registrations/<study>/),
+# written by `run` itself beside the run folder's copy, committed with the project: a run checks a registration
+# against this, never only against a copy in its output folder, which can be deleted or never made.
+# $BERTBENCH_REGISTRATIONS points elsewhere (the tests do, so that they never write into the project).
+REGISTRATIONS_VARIABLE = "BERTBENCH_REGISTRATIONS"
+WITHDRAWN = "withdrawn"  # a log event: the study will not run (why, when); `run` refuses it from then on
+
+
+def registrations_dir() -> Path:
+    import os
+
+    return Path(os.environ.get(REGISTRATIONS_VARIABLE) or PROJECT_ROOT / "leaderboards" / "registrations")
+
+
+def committed_registration(name: str, records: Path = COMMITTED_RECORDS) -> Optional[Path]:
+    """The project's registration of the study `name`: its registrations folder's, else its committed records'."""
+    for path in (registrations_dir() / name / "preregistration.yaml",
+                 Path(records) / name / "results" / "preregistration.yaml"):
+        if path.is_file():
+            return path
+    return None
 
 
 @dataclass(frozen=True)
@@ -226,6 +247,14 @@ def register(out: Path, preset: RunPreset):
 
     results = Path(out) / "results"
     path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
+    committed = committed_registration(preset.name)
+    if committed is not None:
+        _refuse_withdrawn(committed.parent / LOG_FILE, preset.name)
+        if not path.is_file():  # a new or emptied run folder starts from the project's registration and its log
+            _copy_registration(committed.parent, results)
+            append_log(results / LOG_FILE, {"event": "started in a folder without the earlier run's files",
+                                            "at": now_iso(), "sha256": read_stamp(path)["sha256"],
+                                            **progress(Path(out), preset)})
     if path.is_file():
         written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
         far = progress(Path(out), preset)
@@ -236,10 +265,53 @@ def register(out: Path, preset: RunPreset):
         if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
             append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
                                             "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
-    return write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
+    written = write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
+    _copy_registration(results, registrations_dir() / preset.name)  # the project's copy: the one later runs check
+    return written
 
 
-def log_stop(out: Path, why: str) -> None:
+def _copy_registration(src: Path, dst: Path) -> None:
+    """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
+    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
+    from bertbench.runtime.files import atomic_write_text
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in (PREREGISTRATION_FILE, LOG_FILE):
+        if (src / name).is_file() and (src / name).resolve() != (dst / name).resolve():
+            atomic_write_text(dst / name, (src / name).read_text(encoding="utf-8"))
+
+
+def _refuse_withdrawn(log: Path, name: str) -> None:
+    from bertbench.report.tables.preregistration import read_log
+
+    gone = [e for e in read_log(log) if e.get("event") == WITHDRAWN]
+    if gone:
+        raise BertbenchError(f"{log}: the study {name} was withdrawn at {gone[-1]['at']} ({gone[-1].get('why', '')}); "
+                             "a withdrawn pre-registration does not run: pre-register a new study under another name")
+
+
+def withdraw(name: str, why: str) -> Path:
+    """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
+    silently dropped: its page lists the entry). Returns the log's path."""
+    from bertbench.report.tables.preregistration import LOG_FILE
+    from bertbench.runtime.provenance import now_iso
+
+    committed = committed_registration(name)
+    if committed is None:
+        raise BertbenchError(f"{name}: no registration of this study in {registrations_dir()} or its committed "
+                             "records: nothing to withdraw")
+    if not why.strip():
+        raise BertbenchError("--withdraw: give the reason (it is logged and shown on the study's page)")
+    _refuse_withdrawn(committed.parent / LOG_FILE, name)
+    if committed.parent != registrations_dir() / name:
+        _copy_registration(committed.parent, registrations_dir() / name)
+    log = registrations_dir() / name / LOG_FILE
+    append_log(log, {"event": WITHDRAWN, "why": why.strip(), "at": now_iso(),
+                     "sha256": read_stamp(registrations_dir() / name / "preregistration.yaml")["sha256"]})
+    return log
+
+
+def log_stop(out: Path, why: str, name: str = "") -> None:
     """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
     from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
     from bertbench.runtime.provenance import now_iso
@@ -247,9 +319,11 @@ def log_stop(out: Path, why: str) -> None:
     results = Path(out) / "results"
     if not (results / PREREGISTRATION_FILE).is_file():
         return
-    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(),
-                                    "sha256": read_stamp(results / PREREGISTRATION_FILE)["sha256"],
+    stamp = read_stamp(results / PREREGISTRATION_FILE)
+    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(), "sha256": stamp["sha256"],
                                     **progress(Path(out))})
+    if name:  # the project's copy of the log, which later runs check (never only the run folder's)
+        _copy_registration(results, registrations_dir() / name)
 
 
 def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
@@ -329,6 +403,7 @@ def read_stamp(path: Path) -> dict[str, str]:
     return parse_preregistration(raw, str(path), load_claims()).stamp()
 
 
-__all__ = ["COMMITTED_RECORDS", "UsedSeeds", "append_log", "check_fresh_seeds", "check_measurable",
+__all__ = ["COMMITTED_RECORDS", "REGISTRATIONS_VARIABLE", "UsedSeeds", "WITHDRAWN", "append_log",
+           "committed_registration", "registrations_dir", "withdraw", "check_fresh_seeds", "check_measurable",
            "check_pretrain_seeds", "check_protocol", "committed_seeds", "log_stop", "progress", "read_stamp", "register",
            "write_preregistration"]

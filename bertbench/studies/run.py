@@ -96,7 +96,7 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     threads: dict[str, list[int]] = {}
     placed: dict[str, str] = {}
     run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed,
-                             device_kind.kind if device_kind is not None else "cuda")
+                             device_kind.kind if device_kind is not None else "cuda", study=preset.name)
     if threads:  # none when every stage was done before
         times[THREADS_KEY] = threads
     if placed:
@@ -107,8 +107,25 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     from bertbench.runtime.files import atomic_write_json
 
     keep_earlier_stages(out)
-    atomic_write_json(out / "stages.json", times)
+    runs = earlier_runs(out)
+    atomic_write_json(out / "stages.json", {**times, **({RUNS_KEY: runs} if runs else {})})
     return times
+
+
+def earlier_runs(out: Path) -> list[dict[str, Any]]:
+    """Every earlier invocation of the study in this folder, in order: its stages file and how it ended (its wall
+    key: 'wall', or 'wall (interrupted: why)'), so that stages.json shows a study that spans several runs whole."""
+    import json
+
+    found = []
+    for path in sorted(out.glob("stages.*-*.json"), key=lambda p: p.stat().st_mtime):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        walls = {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("wall")}
+        found.append({"file": path.name, **walls})
+    return found
 
 
 def keep_earlier_stages(out: Path) -> None:
@@ -132,7 +149,8 @@ HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation r
 LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm or local, where the stages were jobs
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: its job's id, nodes, start and seconds} (launcher)
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
-NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY, LAUNCHER_KEY, JOBS_KEY)
+RUNS_KEY = "runs"  # in stages.json, not a stage: the study's earlier invocations in this folder (earlier_runs)
+NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY, LAUNCHER_KEY, JOBS_KEY, RUNS_KEY)
 
 
 def host_facts() -> dict[str, Any]:
@@ -177,7 +195,7 @@ def tokenise_corpus(base, tokenizer: str) -> None:
 def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo: Callable[[str], None],
                              times: dict[str, Any], t_start: float, threads: dict[str, list[int]],
                              fixed_threads: bool, devices: int = 1, placed: Optional[dict[str, str]] = None,
-                             device_kind: str = "cuda") -> None:
+                             device_kind: str = "cuda", study: str = "") -> None:
     """run_stages; if it stops (a failed or killed stage, Ctrl-C, or a SIGTERM to a side-by-side run, which the
     scheduler turns into an exit), the finished stages' times go to `stages.interrupted-<n>.json` before the
     error goes on, so that a study resumed over several invocations keeps every invocation's times (a finished
@@ -193,7 +211,7 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
                            THREADS_KEY: threads, **({DEVICES_KEY: placed} if placed else {})})
         from bertbench.studies.protocol import log_stop
 
-        log_stop(out, why)  # a pre-registered study's page lists its stopped runs
+        log_stop(out, why, study)  # a pre-registered study's page lists its stopped runs
         raise
 
 

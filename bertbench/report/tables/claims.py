@@ -41,6 +41,7 @@ HEADER = ("Claim", "Stated in", "a − b", "Score", "Paper a − b", "Ours a −
           "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
 FAMILY_WORDS = {PRE_REGISTERED: "pre-registered", EXPLORATORY: "exploratory", PAPERS: "the paper's claims",
                 YOURS: "yours (--claim, claims.yaml)"}
+AMENDED_AFTER_RESULTS = "amended after results"  # a registration changed once records existed (check_stamps)
 CARRIES = 0.5  # one task carrying more than this share of a multi-task a − b is flagged
 
 
@@ -78,11 +79,13 @@ def _carried(o: Outcome) -> str:
     return "".join(f"; ⚑ {task} carries {share:.0%} of it" for task, share in big)
 
 
-def verdict_text(o: Outcome, paper: PaperNumbers, registered: bool) -> str:
+def verdict_text(o: Outcome, paper: PaperNumbers, registered: bool, after_results: bool = False) -> str:
     text = o.verdict + (f" ({o.why})" if o.why else "") + _excluded(paper, o) + _carried(o)
     if o.one_pretrain_seed and o.verdict != NOT_RUN:
         text += "; 1 pre-training seed: about these checkpoints"
-    return text + (f" · {o.family}" if registered else "")
+    if not registered:
+        return text
+    return text + f" · {o.family}" + (f", {AMENDED_AFTER_RESULTS}" if after_results else "")
 
 
 def _score(data: ReportData, o: Outcome) -> str:
@@ -108,7 +111,7 @@ def claims_table(data: ReportData, outcomes: Optional[Sequence[Outcome]] = None,
                      value, interval, fmt_covers(o.diff.estimate) if o.diff else MISSING,
                      fmt_runs(o.diff) if o.diff else MISSING, o.claim.test_text, o.claim.threshold_from,
                      f"{o.mde:.1f}" if o.mde is not None else MISSING, fmt_p(o.p), fmt_p(o.p_holm),
-                     verdict_text(o, data.paper, registered)))
+                     verdict_text(o, data.paper, registered, registered and preregistration.after_results)))
     notes = _notes(outcomes, paper, preregistration)
     return Table("claims", "Claims, judged on our records", HEADER, tuple(rows), notes)
 
@@ -130,7 +133,12 @@ def _family_note(outcomes: Sequence[Outcome], preregistration) -> str:
         unrun = sum(o.p is None for o in members)
         parts.append(f"{FAMILY_WORDS[family]}: {len(members)} member(s)" + (f" ({said})" if said else "")
                      + (f", {unrun} of them without a comparison, counted with p = 1" if unrun else ""))
-    if preregistration is not None:
+    if preregistration is not None and preregistration.after_results:
+        head = (f"{AMENDED_AFTER_RESULTS.capitalize()}: the pre-registration ({preregistration.where}) changed after the "
+                "first fine-tuning had finished (its log lists the amendment), so only what was fixed before the first "
+                "record would count as pre-registered, and every comparison here is judged as exploratory, Holm-"
+                "adjusted in one family. ")
+    elif preregistration is not None:
         source = f"the preset {preregistration.preset}'s" if preregistration.preset else "the"
         head = (f"Holm families (pre-registration: {source} preregistration.yaml, written before the study ran): the "
                 "claims it states, the paper's by id and yours alike, are adjusted together; every other comparison "

@@ -10,7 +10,7 @@ beats the constant predictor by at least ADMISSION_MARGIN points (`Evidence.admi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -20,7 +20,7 @@ from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
 
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
-_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends", "design"}
+_KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends", "design", "decides"}
 LOG_FILE = "preregistration-log.yaml"  # beside it: each stopped, partial or amended run, in order (`append_log`)
 REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
@@ -63,7 +63,14 @@ class Preregistration:
     # the preset's design as registered (studies.preset.design_fingerprint: steps, variants, tasks, fine-tuning
     # settings); empty in registrations written before it was registered
     design: str = ""
+    # what else decides a verdict, as registered (studies.protocol.decisive_terms): each claim's definition (test,
+    # threshold, task, metric), the task files' versions and hashes, the report's α and bootstrap draws; empty in
+    # registrations written before it was registered
+    decides: Any = None
     log: tuple = ()  # the entries of its LOG_FILE (read with the written file; not part of what is registered)
+    # set by the report (check_stamps): records of an earlier registration, or an amendment logged after the first
+    # fine-tuning finished: the family changed after results, and is judged as exploratory
+    after_results: bool = False
 
     def as_dict(self) -> dict:
         """What `bertbench run` writes: the block as parsed, in a stable form (a re-run compares it)."""
@@ -73,7 +80,7 @@ class Preregistration:
                 "scores": [{"name": s.name, "rule": s.rule, "tasks": [dataclasses.asdict(e) for e in s.tasks]}
                            for s in self.scores],
                 "seeds": self.seeds, "extension": self.extension, **({"design": self.design} if self.design else {}),
-                **({"amends": self.amends} if self.amends else {})}
+                **({"decides": self.decides} if self.decides else {}), **({"amends": self.amends} if self.amends else {})}
 
     @property
     def sha256(self) -> str:
@@ -125,7 +132,8 @@ def parse_preregistration(raw: Any, where: str, claims: Claims, preset: str = ""
     scores = tuple(_score(s, f"{where}: scores[{i}]") for i, s in enumerate(raw.get("scores") or [], 1))
     return Preregistration(tuple(paper), tuple(user), scores, raw.get("seeds"), str(raw.get("extension") or ""),
                            str(raw.get("preset") or preset), where, str(raw.get(REGISTERED_AT) or ""),
-                           str(raw.get("amends") or ""), design=str(raw.get("design") or ""))
+                           str(raw.get("amends") or ""), design=str(raw.get("design") or ""),
+                           decides=raw.get("decides") or None)
 
 
 def _score(raw: Any, where: str) -> HeadlineScore:
@@ -172,6 +180,33 @@ def load_preregistration(results: Iterable[Path], claims: Claims) -> Optional[Pr
     return found[0] if found else None
 
 
+def amended_from(prereg: Preregistration) -> dict[str, dict]:
+    """{the sha256 of each registration this one amended (its log's 'amended' entries): that entry}."""
+    return {str(e["amends"]): e for e in prereg.log if str(e.get("event", "")).startswith("amended") and e.get("amends")}
+
+
+def check_stamps(records: Sequence, prereg: Optional[Preregistration]) -> Optional[Preregistration]:
+    """The family's registration checked against the stamp each record carries (`record.preregistration`): a record
+    of another registration is refused in one line; records of a registration this one amended, or an amendment
+    logged after the first fine-tuning had finished, mark the family as changed after results (`after_results`).
+    Records without a stamp (written before records carried one) are the registration's own."""
+    if prereg is None:
+        return None
+    earlier = amended_from(prereg)
+    after = any((e.get("finished") or {}).get("fine-tunings", 0) > 0 for e in earlier.values())
+    for rec in records:
+        stamp = rec.data.get("preregistration") or {}
+        sha = stamp.get("sha256") if isinstance(stamp, dict) else None
+        if not sha or sha == prereg.sha256:
+            continue
+        if sha not in earlier:
+            raise BertbenchError(f"{rec.path}: a record of the pre-registration {sha[:12]}, not of this study's "
+                                 f"{prereg.sha256[:12]} ({prereg.where}); one report judges one registered family: "
+                                 "report that record's study apart")
+        after = True
+    return dataclasses.replace(prereg, after_results=after) if after else prereg
+
+
 def read_log(path: Path) -> list[dict]:
     """A study's pre-registration log (LOG_FILE): its entries in order; [] where there is none."""
     import yaml
@@ -207,4 +242,4 @@ def log_note(prereg) -> str:
 
 
 __all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
-           "REGISTERED_AT", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
+           "REGISTERED_AT", "amended_from", "check_stamps", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
