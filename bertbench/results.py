@@ -21,8 +21,8 @@ One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout 
 One writer, one reader, for each output of a run: a result record is `ResultRecord`, written only by
 `write_record` (grid points that lost a selection too, as `*.grid.json`) and read only by `read_record`
 (`load_records` reads through it); a pre-training summary is `PretrainSummary`, written only by
-`write_summary` and read only by `read_summary`. Each refuses an older format in one line naming the tag
-that reads it (FORMATS_TAG). Neither file holds an absolute path (`portable_path`). A new top-level key is a
+`write_summary` and read only by `read_summary`. Each refuses an older format in one line naming the commit
+that reads it (FORMATS_COMMIT). Neither file holds an absolute path (`portable_path`). A new top-level key is a
 field of `ResultRecord` and an entry of `_TOP` or `_TOP_OPTIONAL` (a test checks that the two agree).
 
 Rules a writer must know:
@@ -45,7 +45,7 @@ Rules a writer must know:
   `cross_segment_match` (0-100, two-segment objectives, records from December 2026 on): the attention a
   segment-B token puts on its twin in segment A, in the head that does most (bertbench.model.diagnostics).
 - Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
-  and named the paper-masking scores `*_std`; it is read by the tag FORMATS_TAG only (an error names it).
+  and named the paper-masking scores `*_std`; it is read by the commit FORMATS_COMMIT only (an error names it).
 - `pretrain_seed` (optional, top level): the seed of the pre-training behind the model, an integer, or null
   (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
 - `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
@@ -94,7 +94,7 @@ from bertbench.errors import BertbenchError, did_you_mean
 SCHEMA_VERSION = 2
 # The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
 # an older file is refused with this name, to read it with that commit.
-FORMATS_TAG = "formats-v1"
+FORMATS_COMMIT = "37ba1e8"  # the last commit that reads the version-1 formats (a tag would not travel with main)
 RECORD_SUFFIX = ".record.json"
 GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported
 EVAL_KINDS = ("dev", "devsplit", "test")
@@ -169,7 +169,7 @@ class LoadedRecord:
 @dataclass
 class ResultRecord:
     """One result record as `bertbench finetune` makes it. `write_record` is its one writer; `read_record` its
-    one reader, which refuses an older form in one line naming FORMATS_TAG.
+    one reader, which refuses an older form in one line naming FORMATS_COMMIT.
     `pretrain_seed` (optional): the seed of the pre-training behind the model; None (written as absent) means
     unknown, one pre-training seed."""
 
@@ -362,7 +362,7 @@ def validate_record(
     obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
 ) -> Record:
     """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`.
-    An older version is one line naming the tag that still reads it (FORMATS_TAG)."""
+    An older version is one line naming the commit that still reads it (FORMATS_COMMIT)."""
     if not isinstance(obj, dict):
         raise BertbenchError(f"{where}: a result record must be a JSON object, got {type(obj).__name__}")
     version = obj.get("schema_version")
@@ -372,7 +372,7 @@ def validate_record(
         newer = _is(version, _INT) and version > SCHEMA_VERSION
         older = _is(version, _INT) and version < SCHEMA_VERSION
         hint = ("written by a newer bertbench; upgrade bertbench" if newer else
-                f"an older format: read it with `git checkout {FORMATS_TAG}`" if older else "not a version this bertbench reads")
+                f"an older format: read it with `git checkout {FORMATS_COMMIT}`" if older else "not a version this bertbench reads")
         raise BertbenchError(
             f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
         )
@@ -544,7 +544,7 @@ class PretrainSummary:
     """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
     model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
     held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader refuses an
-    older form (`nsp`, `*_std` held-out keys) naming FORMATS_TAG, and leaves out a key it does not know.
+    older form (`nsp`, `*_std` held-out keys) naming FORMATS_COMMIT, and leaves out a key it does not know.
     None: unknown."""
 
     objective: str
@@ -633,7 +633,7 @@ def read_summary(path: Path) -> PretrainSummary:
     heldout = obj.get("heldout") if isinstance(obj.get("heldout"), dict) else {}
     if "nsp" in obj or any(key.endswith("_std") for key in heldout):
         raise BertbenchError(f"{path}: a pre-training summary in an older format (`nsp`, or held-out keys named "
-                             f"`*_std`); read it with `git checkout {FORMATS_TAG}`")
+                             f"`*_std`); read it with `git checkout {FORMATS_COMMIT}`")
     if obj["objective"] not in OBJECTIVES:
         raise BertbenchError(f"{path}: objective {obj['objective']!r} is not one of {', '.join(OBJECTIVES)}")
     known = {f.name for f in dataclasses.fields(PretrainSummary)}
@@ -708,7 +708,7 @@ def stage_threads(folders: Sequence[Path]) -> StageThreads:
 
 
 __all__ = [
-    "EVAL_KINDS", "FORMATS_TAG", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
+    "EVAL_KINDS", "FORMATS_COMMIT", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
     "STAGES_FILE", "StageThreads", "THREADS_KEY", "stage_threads",
     "ResultRecord", "portable_path", "read_summary", "write_summary",
     "SCHEMA_VERSION", "load_records", "mask_procedure",

@@ -194,7 +194,7 @@ def test_compare_renders_an_ab_table_from_saved_results(quality_result, tmp_path
     del older["config"]["pretrain"]
     (tmp_path / "older.json").write_text(json.dumps(older))
     r = runner.invoke(app, ["bench", "quality", "--compare", str(tmp_path / "older.json")])
-    assert r.exit_code != 0 and "older.json: no config.pretrain" in r.output.replace("\n", "") and "formats-v1" in r.output
+    assert r.exit_code != 0 and "older.json: no config.pretrain" in r.output.replace("\n", "") and "git checkout 37ba1e8" in r.output
     assert "Traceback" not in r.output
 
 

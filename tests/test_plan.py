@@ -117,7 +117,7 @@ def _blocks(text: str):
     return pattern.findall(text)
 
 
-@pytest.mark.parametrize("page", ["docs/plan.md"])
+@pytest.mark.parametrize("page", ["docs/plan.md", "docs/studies/claims-3.md"])
 def test_the_docs_quote_what_plan_prints(page, monkeypatch):
     monkeypatch.chdir(ROOT)
     text = (ROOT / page).read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ from conftest import absolute_paths
 
 from bertbench.errors import BertbenchError
 from bertbench.results import (
-    FORMATS_TAG,
+    FORMATS_COMMIT,
     RECORD_SUFFIX,
     SCHEMA_VERSION,
     load_records,
@@ -112,7 +112,7 @@ def test_every_problem_is_reported_at_once(rec):
     assert "'seed'" in str(err.value) and "'mcc'" in str(err.value)
 
 
-@pytest.mark.parametrize("version, hint", [(3, "newer bertbench"), (0, FORMATS_TAG), ("1", "not a version")])
+@pytest.mark.parametrize("version, hint", [(3, "newer bertbench"), (0, FORMATS_COMMIT), ("1", "not a version")])
 def test_unknown_schema_version(tmp_path, rec, version, hint):
     rec["schema_version"] = version
     path = _write_raw(tmp_path / "r.record.json", rec)
@@ -203,17 +203,17 @@ def test_variant_label(pretraining, label):
 # --- older formats: one line naming the tag that still reads them ------------------------------------------
 
 
-def test_a_version_1_record_is_one_error_naming_the_tag(tmp_path, rec):
-    """Version 1 (objective mlm|clm plus nsp, held-out `*_std` keys) is read by the tag formats-v1 only."""
+def test_a_version_1_record_is_one_error_naming_the_commit(tmp_path, rec):
+    """Version 1 (objective mlm|clm plus nsp, held-out `*_std` keys) is read by the commit FORMATS_COMMIT only (a tag does not travel with a clone)."""
     rec["schema_version"] = 1
     rec["model"]["pretraining"].update(objective="mlm", nsp=True)
     path = _write_raw(tmp_path / "r.record.json", rec)
     with pytest.raises(BertbenchError) as err:
         read_record(path)
     message = str(err.value)
-    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_TAG}" in message
-    assert FORMATS_TAG == "formats-v1"
-    with pytest.raises(BertbenchError, match=FORMATS_TAG):  # and so in a folder of them
+    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_COMMIT}" in message
+    assert FORMATS_COMMIT == "37ba1e8"
+    with pytest.raises(BertbenchError, match=FORMATS_COMMIT):  # and so in a folder of them
         load_records([tmp_path])
 
 
@@ -225,7 +225,7 @@ def test_a_summary_in_an_older_form_is_one_error_naming_the_tag(tmp_path, older)
     with pytest.raises(BertbenchError) as err:
         read_summary(path)
     message = str(err.value)
-    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_TAG}" in message
+    assert "\n" not in message and message.startswith(f"{path}: ") and f"git checkout {FORMATS_COMMIT}" in message
 
 
 def test_mask_procedure_order_is_table8s():

@@ -350,10 +350,10 @@ def quality(
             except (OSError, ValueError) as err:
                 raise BertbenchError(f"{f}: not a readable bench quality JSON ({err})") from None
             if not isinstance(result, dict) or not isinstance((result.get("config") or {}).get("pretrain"), dict):
-                from bertbench.results import FORMATS_TAG
+                from bertbench.results import FORMATS_COMMIT
 
                 raise BertbenchError(f"{f}: no config.pretrain (a bench quality result in an older format; "
-                                     f"read it with `git checkout {FORMATS_TAG}`)")
+                                     f"read it with `git checkout {FORMATS_COMMIT}`)")
             loaded.append((f.stem, result))
         table = bench_quality.ab_markdown(loaded)
         if plot is not None:

@@ -106,13 +106,15 @@ UPPER_LEVEL = 0.80  # the one-sided level of the pessimistic pre-training varian
 
 def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, max_seeds: int = 10,
                claims: Optional[Claims] = None, threads: Optional[StageThreads] = None, beside: Sequence = (),
-               design: Optional[tuple[int, int]] = None, family: int = 1) -> list[str]:
+               design: Optional[tuple[int, int]] = None, family: int = 1,
+               pretrain_sd: Optional[float] = None) -> list[str]:
     """The plan's lines for one claim: a paper claim's id (bertbench/reference/claims.yaml), a claim line in the
     report's grammar ('A − B on TASK > T'), or the name or line of a claim in a claims.yaml beside the records
     (`beside`); once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them,
     change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search. `family`: the
     number of claims Holm will adjust it with (a pre-registered family's size); its first step tests at α/m, so each
-    claim is sized at that level, not at α."""
+    claim is sized at that level, not at α. `pretrain_sd`: where a side has one pre-training seed, a pre-training
+    SD to assume as well (stated by the user, and said to be), beside the two bounds the plan always gives."""
     claims = claims or load_claims(paper=data.paper)
     if effect is not None and effect <= 0:
         raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
@@ -141,7 +143,7 @@ def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, 
             continue
         _refuse_flagged(data, claim.id or claim.text, outcome.diff)
         lines += _plan_lines(data, claim, outcome.diff, _distance(data, claim, effect), max_seeds,
-                             threads or StageThreads(), design, family)
+                             threads or StageThreads(), design, family, pretrain_sd)
     return lines
 
 
@@ -211,7 +213,7 @@ def pessimistic(vc: VarianceComponents) -> VarianceComponents:
 
 
 def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds: int, threads: StageThreads,
-                design: Optional[tuple[int, int]], family: int = 1) -> list[str]:
+                design: Optional[tuple[int, int]], family: int = 1, pretrain_sd: Optional[float] = None) -> list[str]:
     sa, sb = diff.a, diff.b
     alpha = ALPHA / family
     pretrains = not (sa.variant.random_init and sb.variant.random_init)
@@ -258,6 +260,9 @@ def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds
         same = (vca.finetune + vcb.finetune) / 2
         designs = [("assuming no pre-training variance (a lower bound)", vca, vcb, 0.0),
                    (f"assuming pre-training variance = the fine-tuning seeds' ({same:.2f})", vca, vcb, same)]
+        if pretrain_sd is not None:
+            designs.append((f"assuming a pre-training SD of {pretrain_sd:g} points (variance {pretrain_sd ** 2:.2f}; "
+                            "stated, not measured)", vca, vcb, pretrain_sd ** 2))
     else:
         bounds = "; ".join(f"{name} {_fmt_upper(vc, up, s)}" for name, vc, up, s in
                            (("a", vca, upa, sa), ("b", vcb, upb, sb)))
