@@ -64,8 +64,7 @@ Rules a writer must know:
 - `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
   relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
-  `example_correct` (classification: "0"/"1" per evaluation example in eval order, so accuracy is
-  100 × its mean), `example_predictions` and `example_gold` (classification: one digit per example;
+  `example_predictions` and `example_gold` (classification: one digit per example;
   regression: values to six significant digits, space-separated; both in eval order: the report's multi-bootstrap
   recomputes F1, MCC and correlations on resampled examples from them), `example_stats` (a metric's per-example
   sufficient statistics where predictions alone are not enough, in eval order: `seqeval_f1`, CoNLL's

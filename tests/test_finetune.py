@@ -201,7 +201,7 @@ def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
         else:
             preds, gold = [int(c) for c in extra["example_predictions"]], [int(c) for c in extra["example_gold"]]
             metrics = ("accuracy",)
-            assert extra["example_correct"] == "".join("1" if p == g else "0" for p, g in zip(preds, gold))
+            assert "example_correct" not in extra  # read by no report (committed records keep it; reading works)
         assert len(preds) == len(gold) == data["split"]["eval_size"], task
         for metric in metrics:
             got = float(metric_on_examples(metric, [preds], gold)[0])

@@ -135,3 +135,50 @@ def test_a_study_withdrawn_before_it_runs_is_logged_and_refused(tmp_path):
     with pytest.raises(BertbenchError, match="the study fresh was withdrawn at .* a withdrawn pre-registration does "
                                              "not run"):
         register(tmp_path / "elsewhere", load_preset(str(path)))
+
+
+def test_a_claim_judged_on_best_of_several_settings_cells_says_so():
+    """Fine-tuning settings changed and rerun into the same folder: each cell is the best of two protocols on dev
+    (‡), and a verdict on such cells carries the mark; on one protocol's records it does not."""
+    import copy
+
+    from bertbench.results import LoadedRecord
+
+    def other_lr(recs):
+        out = []
+        for r in recs:
+            data = copy.deepcopy(r.data)
+            data["finetune"]["lr"] = 1e-4
+            out.append(LoadedRecord(r.path.with_name("lr1e-4." + r.path.name), data))
+        return out
+
+    one = variant("qnli_devsplit", "mlm+nsp", GOOD, GOLD) + variant("qnli_devsplit", "mlm", FAIR, GOLD)
+    two = one + other_lr(variant("qnli_devsplit", "mlm+nsp", FAIR, GOLD) + variant("qnli_devsplit", "mlm", GOOD, GOLD))
+
+    def verdict(records):
+        data = collect(records)
+        table = claims_table(data, evaluate_study(data))
+        [row] = [row for row in table.rows if row[0].startswith("Removing NSP does not help on QNLI")]
+        return row[-1]
+
+    assert "‡" not in verdict(one)
+    assert "‡ judged on each cell's best of 2 fine-tuning settings on dev (optimistic)" in verdict(two)
+
+
+def test_stages_json_lists_every_earlier_run_of_a_study_that_spans_several(tmp_path):
+    """A study stopped and resumed: each stopped run's times stay in stages.interrupted-<n>.json, and the run that
+    finishes names them all in stages.json's `runs`, in the order they ran, with how each ended."""
+    import json
+    import os
+
+    from bertbench.studies.run import NOT_STAGES, RUNS_KEY, earlier_runs
+
+    for n, (name, wall) in enumerate([("stages.interrupted-1.json", "wall (interrupted: SIGTERM)"),
+                                      ("stages.interrupted-2.json", "wall (interrupted: a time limit)")]):
+        path = tmp_path / name
+        path.write_text(json.dumps({"pretrain mlm_nsp seed301": 100.0, wall: 1000.0 + n}))
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    runs = earlier_runs(tmp_path)
+    assert runs == [{"file": "stages.interrupted-1.json", "wall (interrupted: SIGTERM)": 1000.0},
+                    {"file": "stages.interrupted-2.json", "wall (interrupted: a time limit)": 1001.0}]
+    assert RUNS_KEY in NOT_STAGES  # listed, never costed as a stage

@@ -7,6 +7,7 @@ and read the diff before committing.
 from __future__ import annotations
 
 import copy
+import statistics
 import json
 import math
 import os
@@ -198,6 +199,10 @@ def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):
     assert {key[1]: r["P"] for key, r in csv.items()} == {"rte": 2, "sst2": 2}
     assert csv[(first[0].data["model"]["size"] + " MLM+NSP", "rte")]["mean"] == pytest.approx((61.0 + 70.0) / 2)
     assert {r["P"] for r in long_rows(collect(first)) if r["kind"] == "ours"} == {1}
+    # one basis per column: std is over the pre-training seeds' means, as mean and ci95 are; runs_* over every run
+    rte = csv[(first[0].data["model"]["size"] + " MLM+NSP", "rte")]
+    assert rte["std"] == pytest.approx(statistics.stdev([61.0, 70.0]))
+    assert rte["runs_std"] == pytest.approx(statistics.stdev([60.0, 62.0, 70.0])) and rte["runs_min"] == 60.0
 
 
 def test_a_variant_of_several_pretraining_seeds_shows_every_seed_in_provenance_and_protocol(fixture_records):
@@ -331,12 +336,13 @@ def test_long_rows_hold_ours_and_the_papers(fixture_records):
     rows = long_rows(collect(fixture_records))
     ours = [r for r in rows if r["kind"] == "ours" and r["task"] == "cola" and r["metric"] == "mcc"
             and r["column"] == "mini MLM+NSP"]
-    assert len(ours) == 1 and ours[0]["median"] == 12.3 and ours[0]["model_fingerprint"] == "sha256:aaaa0001"
+    assert len(ours) == 1 and ours[0]["value"] == ours[0]["runs_median"] == 12.3
+    assert ours[0]["model_fingerprint"] == "sha256:aaaa0001"
     assert ours[0]["ci95_low"] is None  # one seed: no interval in the CSV either
     (rte,) = [r for r in rows if r["kind"] == "ours" and r["task"] == "rte" and r["column"] == "mini random init"]
     assert rte["ci95_low"] < rte["mean"] < rte["ci95_high"] and rte["degenerate"] is False
     assert rte["P"] == 0 and ours[0]["P"] == 1  # random init pre-trains nothing; records without pretrain_seed: 1
-    assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["median"] == 52.1
+    assert any(r["kind"] == "paper" and r["column"] == "BERT-Base" and r["task"] == "cola" and r["value"] == 52.1
                for r in rows)
 
 

@@ -96,9 +96,10 @@ def test_heldout_grid_end_to_end_on_fixtures(tmp_path):
         assert select_lr(scores, near_constant=ranked_last) == sel["selected_lr"]  # the recorded choice follows the rule
         assert rec.data["split"]["train_size"] + sel["heldout_size"] > rec.data["split"]["train_size"] > 0
         assert len(rec.data["extra"]["train_loss_by_epoch"]) >= 1
-        correct = rec.data["extra"]["example_correct"]  # per dev example, for the report's bootstrap
+        extra = rec.data["extra"]  # per dev example, for the report's bootstrap
+        correct = [p == g for p, g in zip(extra["example_predictions"], extra["example_gold"])]
         assert len(correct) == rec.data["split"]["eval_size"]
-        assert rec.data["metrics"]["accuracy"] == pytest.approx(100 * correct.count("1") / len(correct))
+        assert rec.data["metrics"]["accuracy"] == pytest.approx(100 * sum(correct) / len(correct))
     losers = list((out / "grid").rglob("*.grid.json"))
     assert len(losers) == 2 * (len(records[0].data["finetune"]["selection"]["grid"]) - 1)
 

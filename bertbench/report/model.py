@@ -576,6 +576,8 @@ class GlueRow:
     eval_kinds: tuple[str, ...]  # the eval kinds of our rows averaged
     ours: Mapping[str, float]  # variant label -> our average
     full: bool  # every score of Table 1's average is covered
+    # variant label -> ' ⊘' / ' ≈' where a task it averages has a degenerate / near-constant seed (as that cell shows)
+    marks: Mapping[str, str] = field(default_factory=dict)
 
 
 def glue_rows(data: ReportData) -> list[GlueRow]:
@@ -584,17 +586,22 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
     scores = paper.glue_scores
     n_tasks = len({group for _, _, group in scores})
     coverage: dict[tuple, dict[str, tuple[float, set[str]]]] = defaultdict(dict)
+    marks: dict[str, str] = {}
     for variant in data.variants:
         got = {}
         kinds: set[str] = set()
+        cells = []
         for ptask, pmetric, _ in scores:
             stats, row = stats_for(data, variant, ptask, pmetric, DEFAULT_APPROACH, ("dev", "test"))
             if stats is not None:
                 got[(ptask, pmetric)] = stats.mean
                 kinds.add(row.eval_kind)
+                cells.append(data.cell(variant, row).records)
         if got:
             key = tuple(s for s in scores if (s[0], s[1]) in got)
             coverage[key][variant.label] = (math.fsum(got.values()) / len(got), kinds)
+            marks[variant.label] = ((" ⊘" if any(is_degenerate(c) for c in cells) else "")
+                                    + (" ≈" if any(is_near_constant(c) for c in cells) else ""))
     out = []
     for covered in sorted(coverage, key=lambda c: (-len(c), c)):
         groups = {g for _, _, g in covered}
@@ -606,6 +613,7 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
             eval_kinds=tuple(sorted({k for _, ks in coverage[covered].values() for k in ks})),
             ours={label: value for label, (value, _) in coverage[covered].items()},
             full=full,
+            marks={label: marks[label] for label in coverage[covered]},
         ))
     return out
 
@@ -659,6 +667,10 @@ def fmt_count(n: Optional[float]) -> str:
     return f"{n:.0f}"
 
 
+def _std(values: Sequence[float]) -> Optional[float]:
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
 def long_rows(data: ReportData) -> list[dict[str, Any]]:
     """One row per (variant, row, metric) of ours and per paper number shown: the CSV/JSON content."""
     out: list[dict[str, Any]] = []
@@ -677,12 +689,14 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                     "eval_kind": row.eval_kind, "approach": row.approach, "metric": metric,
                     "primary": metric == row.metric, "n": stats.n,
                     # pre-training seeds behind the cell: 0 for random init, 1 for one checkpoint (or records
-                    # without pretrain_seed); with several, mean and ci95 are over their means (a P-cell)
+                    # without pretrain_seed); with several, value, mean, std and ci95 are over their means (a
+                    # P-cell), the runs_* columns over every run: two bases, each column named for its own
                     "P": 0 if variant.random_init else max(1, len(stats.pretrain_means)),
-                    "median": stats.median, "mean": stats.mean,
-                    "std": stats.std, "ci95_low": stats.interval.low if stats.interval else None,
+                    "value": stats.mean, "mean": stats.mean, "std": _std(stats.pretrain_means or stats.values),
+                    "ci95_low": stats.interval.low if stats.interval else None,
                     "ci95_high": stats.interval.high if stats.interval else None,
-                    "degenerate": is_degenerate(cell.records), "min": stats.values[0], "max": stats.values[-1],
+                    "runs_median": stats.median, "runs_std": stats.std, "runs_min": stats.values[0],
+                    "runs_max": stats.values[-1], "degenerate": is_degenerate(cell.records),
                     "seeds": " ".join(map(str, stats.seeds)), "settings": cell.n_settings, "setting": cell.setting,
                     "model_fingerprint": variant.fingerprint,
                     "data_fingerprint": (variant.pretraining or {}).get("data_fingerprint"),
@@ -696,8 +710,9 @@ def long_rows(data: ReportData) -> list[dict[str, Any]]:
                 out.append({
                     "kind": "paper", "column": name, "task": n.task, "task_version": None, "eval_kind": None,
                     "approach": DEFAULT_APPROACH, "metric": n.metric, "primary": None, "n": None, "P": None,
-                    "median": n.value,
-                    "mean": None, "std": None, "ci95_low": None, "ci95_high": None, "degenerate": None, "min": None, "max": None, "seeds": None, "settings": None,
+                    "value": n.value, "mean": None, "std": None, "ci95_low": None, "ci95_high": None,
+                    "runs_median": None, "runs_std": None, "runs_min": None, "runs_max": None, "degenerate": None,
+                    "seeds": None, "settings": None,
                     "setting": None, "model_fingerprint": None, "data_fingerprint": None,
                     "paper_split": n.split, "source": n.source,
                 })

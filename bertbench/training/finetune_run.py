@@ -221,8 +221,7 @@ def per_example_extra(task_type: str, preds: list, gold: list) -> dict[str, Any]
                  "example_gold": " ".join(f"{g:.6g}" for g in gold)}
         extra["near_constant"] = near_constant([f"{p:.2f}" for p in preds])  # one value at the scale's 0.01
         return extra
-    extra = {"example_correct": "".join("1" if p == g else "0" for p, g in zip(preds, gold)),
-             "near_constant": near_constant(preds)}
+    extra: dict[str, Any] = {"near_constant": near_constant(preds)}
     if max(max(preds, default=0), max(gold, default=0)) < 10:  # one digit a label (every task here has < 10)
         extra["example_predictions"] = "".join(str(p) for p in preds)
         extra["example_gold"] = "".join(str(g) for g in gold)

@@ -104,7 +104,8 @@ def short_table(data: ReportData) -> ShortTable:
     columns = [(_header(data, row, len(versions[row.task]) > 1),
                 (*_ours(data, row), *(_paper(data, col, row) for col in paper_cols))) for row in data.rows]
     for glue in glue_rows(data):
-        ours = (f"{glue.ours[v.label]:.1f}" if v.label in glue.ours else MISSING for v in data.variants)
+        ours = (f"{glue.ours[v.label]:.1f}{glue.marks.get(v.label, '')}" if v.label in glue.ours else MISSING
+                for v in data.variants)
         theirs = []
         for _, systems, sources in paper_cols:
             number = glue_paper_number(data.paper, systems, sources, glue)

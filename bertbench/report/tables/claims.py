@@ -81,6 +81,9 @@ def _carried(o: Outcome) -> str:
 
 def verdict_text(o: Outcome, paper: PaperNumbers, registered: bool, after_results: bool = False) -> str:
     text = o.verdict + (f" ({o.why})" if o.why else "") + _excluded(paper, o) + _carried(o)
+    if o.diff is not None and o.diff.best_of > 1:  # never a decision on optimistic cells without saying so
+        text += (f"; ‡ judged on each cell's best of {o.diff.best_of} fine-tuning settings on dev (optimistic): "
+                 "report one protocol's records for a verdict on it")
     if o.one_pretrain_seed and o.verdict != NOT_RUN:
         text += "; 1 pre-training seed: about these checkpoints"
     if not registered:

@@ -91,7 +91,8 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
     paper = data.paper
     rows, notes = [], []
     for glue in glue_rows(data):
-        ours = [f"{glue.ours[v.label]:.1f}" if v.label in glue.ours else MISSING for v in data.variants]
+        ours = [f"{glue.ours[v.label]:.1f}{glue.marks.get(v.label, '')}" if v.label in glue.ours else MISSING
+                for v in data.variants]
         rows.append((glue.label, MISSING, glue.metric, "↑", "/".join(glue.eval_kinds), *ours,
                      *(_glue_paper_cell(paper, systems, sources, glue) for _, systems, sources in columns)))
     if rows:

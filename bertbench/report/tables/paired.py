@@ -38,6 +38,8 @@ class Side:
     degenerate: bool  # some seed of some row predicted one class for every example
     near_constant: bool = False  # some seed of some row predicted one label (value) for >= 95% of examples
     constant: bool = False  # every seed of every row predicted one class (one value) for every example
+    # the most fine-tuning settings (protocols) a row's cell held: above 1, the cell is the best of them on dev (‡)
+    best_of: int = 1
 
     @property
     def runs(self) -> Runs:
@@ -63,6 +65,11 @@ class Difference:
         return self.a.near_constant or self.b.near_constant
 
     @property
+    def best_of(self) -> int:
+        """The most fine-tuning settings a side's cell chose its best from on dev (1: one protocol, no choice)."""
+        return max(self.a.best_of, self.b.best_of)
+
+    @property
     def unmeasured(self) -> Optional[str]:
         """Why no difference was measured although both sides ran, or None: two constant predictors (every seed
         of both sides degenerate; issue 40's RTE "+0.0 [+0.0, +0.0]"). Shown as – with its flag, never as a
@@ -86,12 +93,13 @@ DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split w
 def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Optional[str]]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
     """`variant`'s runs on each (task, metric) (`model.metric_for`), every seed of each; None if one is missing."""
-    rows, comps, degenerate, near, constant = [], [], False, False, True
+    rows, comps, degenerate, near, constant, best_of = [], [], False, False, True, 1
     for ptask, pmetric in scores:
         metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
         if metric is None:
             return None
         records = data.cell(variant, row).records
+        best_of = max(best_of, data.cell(variant, row).n_settings)
         comp = component_for(records, metric, row.task)
         if comp is None:
             return None
@@ -100,7 +108,7 @@ def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Optiona
         degenerate = degenerate or is_degenerate(records)
         near = near or is_near_constant(records)
         constant = constant and all_degenerate(records)
-    return Side(variant, tuple(rows), tuple(comps), degenerate, near, constant)
+    return Side(variant, tuple(rows), tuple(comps), degenerate, near, constant, best_of)
 
 
 def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
@@ -110,7 +118,7 @@ def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
     if comp is None:
         return None
     return Side(variant, (row,), (comp,), is_degenerate(cell.records), is_near_constant(cell.records),
-                all_degenerate(cell.records))
+                all_degenerate(cell.records), cell.n_settings)
 
 
 def gain_side(first: Side, last: Side) -> Optional[Side]:
@@ -125,7 +133,8 @@ def gain_side(first: Side, last: Side) -> Optional[Side]:
         gains = tuple(v - at_first[r] for r, v in zip(cl.runs, cl.values) if r in at_first)
         comps.append(Component(cl.task, runs, gains))
     return Side(last.variant, last.rows, tuple(comps), first.degenerate or last.degenerate,
-                first.near_constant or last.near_constant, first.constant and last.constant)
+                first.near_constant or last.near_constant, first.constant and last.constant,
+                max(first.best_of, last.best_of))
 
 
 def checkpoints(variant: Variant) -> tuple[tuple[Optional[int], str], ...]:
@@ -156,8 +165,9 @@ def _units(s: Side) -> int:
 COVERS_SHORT = {PRETRAIN: "P", FINETUNE: "F", EXAMPLES: "E"}
 COVERS_NOTE = ("Covers: the sources of noise the interval resamples: P pre-training seeds, F fine-tuning seeds, "
                "E dev examples; a source shown in brackets is paired (one draw for both sides). A record without "
-               "per-example predictions (F1 and MCC in records written before they were kept, STS-B, SQuAD, "
-               "CoNLL) is resampled over seeds only. With one pre-training seed per variant (records without "
+               "per-example statistics (F1 and MCC in records written before they were kept, STS-B's before its values "
+               "were, SQuAD v2.0, and SQuAD v1.1 and CoNLL-2003 records written before they kept each question's "
+               "scores and each sentence's entity counts) is resampled over seeds only. With one pre-training seed per variant (records without "
                "`pretrain_seed`), pre-training noise is not covered: a verdict is about these checkpoints, not "
                "about the procedure.")
 
