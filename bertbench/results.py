@@ -190,7 +190,7 @@ class ResultRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     pretrain_seed: Optional[int] = None
     # A pre-registered study's run: {"sha256": of its pre-registration, "registered_at": when it was written}
-    # (bertbench.report.tables.preregistration); None (absent) outside one.
+    # (bertbench.report.registration); None (absent) outside one.
     preregistration: Optional[dict[str, str]] = None
     schema_version: int = SCHEMA_VERSION
 

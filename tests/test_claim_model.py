@@ -23,8 +23,8 @@ from bertbench.report.claims import (
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
 from bertbench.report.tables.claims import claims_table
-from bertbench.report.tables.preregistration import PREREGISTRATION_FILE, parse_preregistration
-from bertbench.studies.protocol import write_preregistration
+from bertbench.report.registration import PREREGISTRATION_FILE, parse_preregistration
+from bertbench.report.registration import write_preregistration
 from bertbench.results import record_filename, write_record
 
 from record_factory import FAIR, GOLD, GOOD, POOR, variant

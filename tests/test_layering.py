@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("benchmarks: `bertbench bench`", ("bertbench.benchmarks",)),
     ("report statistics (pure)", ("bertbench.report.stats", "bertbench.report.multibootstrap")),
     ("report data model and result tables", ("bertbench.report", "bertbench.report.model")),
-    ("report tables built on the model", ("bertbench.report.tables", "bertbench.report.claims")),
+    ("report tables built on the model, the registration's file",
+     ("bertbench.report.tables", "bertbench.report.claims", "bertbench.report.registration")),
     ("the whole report", ("bertbench.report.build",)),
     ("report renderers: markdown, terminal, plots", ("bertbench.report.render",)),
     ("the run's report (`bertbench report` as a function) and the seed plan", ("bertbench.report.run", "bertbench.report.plan")),
@@ -216,7 +217,7 @@ def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path):
         "bertbench.errors (base: errors, paths, the process and its files) imports bertbench.report.model "
         "(report data model and result tables)",
         "bertbench.report.model (report data model and result tables) imports bertbench.report.tables.claims "
-        "(report tables built on the model)",
+        "(report tables built on the model, the registration's file)",
     ]
 
 

@@ -97,8 +97,8 @@ def test_each_record_of_a_pre_registered_run_carries_the_pre_registrations_hash_
     the time) and hands it to each fine-tuning stage, whose records carry it; a re-run keeps the first time."""
     import hashlib
 
-    from bertbench.report.tables.preregistration import PREREGISTRATION_FILE
-    from bertbench.studies.protocol import write_preregistration
+    from bertbench.report.registration import PREREGISTRATION_FILE
+    from bertbench.report.registration import write_preregistration
     from bertbench.results import PREREGISTRATION_ENV, provenance, validate_record
     from bertbench.studies import plan as study_plan
     from record_factory import record
@@ -138,7 +138,7 @@ def test_a_stopped_or_partial_run_is_logged_before_an_amendment_is_accepted_and_
     says which one it amends, after the log has the partial run) each leave an entry; the report's family note, on
     the study's page, lists them."""
     from bertbench.report.claims import load_claims
-    from bertbench.report.tables.preregistration import LOG_FILE, load_preregistration, log_note, read_log
+    from bertbench.report.registration import LOG_FILE, load_preregistration, log_note, read_log
     from bertbench.studies.protocol import log_stop, register
 
     out = tmp_path / "out"
@@ -187,7 +187,7 @@ def _fail(message: str) -> None:
 
 def test_a_pre_registered_studys_stopped_invocation_is_logged_by_the_run(tmp_path):
     """run_stages_keeping_times, the path every stopped `run` takes, logs the stop where a pre-registration exists."""
-    from bertbench.report.tables.preregistration import LOG_FILE, read_log
+    from bertbench.report.registration import LOG_FILE, read_log
     from bertbench.studies.protocol import register
     from bertbench.studies.run import run_stages_keeping_times
     from bertbench.studies.scheduler import Stage

@@ -18,7 +18,7 @@ from bertbench.errors import BertbenchError
 from bertbench.report.claims import EXPLORATORY, evaluate_study, load_claims
 from bertbench.report.model import collect
 from bertbench.report.tables.claims import claims_table
-from bertbench.report.tables.preregistration import (
+from bertbench.report.registration import (
     LOG_FILE,
     PREREGISTRATION_FILE,
     check_stamps,

@@ -42,7 +42,7 @@ class Report:
 def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None,
                  user_claims: Sequence = (), preregistration=None) -> Report:
     """The report; `user_claims` (report.claims.Claim: claims.yaml's beside the records, `--claim`'s) join the
-    paper's in the claims table, and a `preregistration` (report.tables.preregistration) judges its claims as one
+    paper's in the claims table, and a `preregistration` (report.registration) judges its claims as one
     family, the rest as exploratory."""
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "

@@ -474,7 +474,7 @@ def evaluate(data: ReportData, paper: Optional[Claims] = None, stated: Sequence[
 
 def evaluate_study(data: ReportData, stated: Sequence[Claim] = (), preregistration=None,
                    paper: Optional[Claims] = None) -> list[Outcome]:
-    """`evaluate` as the report runs it: the paper's claims, a `preregistration`'s (report.tables.preregistration:
+    """`evaluate` as the report runs it: the paper's claims, a `preregistration`'s (report.registration:
     its paper claim ids and its own lines, one family) and those `stated` for the records (claims.yaml, --claim)."""
     paper = paper or load_claims(paper=data.paper)
     if preregistration is None:

@@ -89,7 +89,7 @@ def make_report(
     if out is not None:
         _check_replaceable(out, force)
     from bertbench.report.claims import claims_beside, load_claims, parse_claim
-    from bertbench.report.tables.preregistration import check_stamps, load_preregistration
+    from bertbench.report.registration import check_stamps, load_preregistration
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
     preregistration = load_preregistration(results, load_claims())
@@ -159,7 +159,7 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     from bertbench.report.claims import load_claims
     from bertbench.report.model import collect
     from bertbench.report.render.markdown import embed_table
-    from bertbench.report.tables.preregistration import check_stamps, load_preregistration
+    from bertbench.report.registration import check_stamps, load_preregistration
     from bertbench.report.tables.studies import read_study_page, studies_table
     from bertbench.results import load_records
     from bertbench.runtime.files import atomic_write_text

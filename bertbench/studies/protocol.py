@@ -15,7 +15,7 @@ they say, so what it runs must be able to decide what it states, with evidence n
   (leaderboards/records/<its name>/) are its own, not an earlier study's.
 Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
 
-A pre-registered study's results/ also keep a log (report.tables.preregistration.LOG_FILE), which its page lists:
+A pre-registered study's results/ also keep a log (report.registration.LOG_FILE), which its page lists:
 a run that stops (`log_stop`), a run that starts over a folder an earlier one left part-way, and a change of the
 pre-registration, which is accepted only when the new block says which registration it `amends`, after the
 partial run is logged (`register`). A study cannot then be stopped, re-registered and run again without its page
@@ -30,6 +30,15 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.paths import PROJECT_ROOT
+from bertbench.report.registration import (
+    LOG_FILE,
+    PREREGISTRATION_FILE,
+    append_log,
+    parse_preregistration,
+    read_log,
+    read_stamp,
+    write_preregistration,
+)
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 
 COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
@@ -240,7 +249,6 @@ def register(out: Path, preset: RunPreset):
     registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
     registration as written (write_preregistration)."""
     from bertbench.report.claims import load_claims
-    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE, parse_preregistration
     from bertbench.runtime.provenance import now_iso
 
     import yaml
@@ -272,7 +280,6 @@ def register(out: Path, preset: RunPreset):
 
 def _copy_registration(src: Path, dst: Path) -> None:
     """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
-    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
     from bertbench.runtime.files import atomic_write_text
 
     dst.mkdir(parents=True, exist_ok=True)
@@ -282,7 +289,6 @@ def _copy_registration(src: Path, dst: Path) -> None:
 
 
 def _refuse_withdrawn(log: Path, name: str) -> None:
-    from bertbench.report.tables.preregistration import read_log
 
     gone = [e for e in read_log(log) if e.get("event") == WITHDRAWN]
     if gone:
@@ -293,7 +299,6 @@ def _refuse_withdrawn(log: Path, name: str) -> None:
 def withdraw(name: str, why: str) -> Path:
     """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
     silently dropped: its page lists the entry). Returns the log's path."""
-    from bertbench.report.tables.preregistration import LOG_FILE
     from bertbench.runtime.provenance import now_iso
 
     committed = committed_registration(name)
@@ -313,7 +318,6 @@ def withdraw(name: str, why: str) -> Path:
 
 def log_stop(out: Path, why: str, name: str = "") -> None:
     """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
-    from bertbench.report.tables.preregistration import LOG_FILE, PREREGISTRATION_FILE
     from bertbench.runtime.provenance import now_iso
 
     results = Path(out) / "results"
@@ -349,61 +353,6 @@ def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
     return out_
 
 
-# --- writing the registration and its log (the report reads them: report.tables.preregistration) --------------
-
-
-def write_preregistration(path: Path, prereg):
-    """Written before a study's first stage, with the time it is written; an existing file that registers something
-    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
-    (with its time: the first run's, on a re-run)."""
-    import dataclasses
-    import hashlib
-
-    import yaml
-
-    from bertbench.report.tables.preregistration import REGISTERED_AT, text
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.runtime.provenance import now_iso
-
-    if path.is_file():
-        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
-        if text(written) == text(prereg.as_dict()):
-            return dataclasses.replace(prereg, registered_at=when)
-        old = hashlib.sha256(text(written).encode("utf-8")).hexdigest()
-        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
-            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds, "
-                                 "extension or design; a pre-registration cannot change once a study has started, unless the "
-                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
-                                 "page (or restore the preset)")
-    registered = dataclasses.replace(prereg, registered_at=now_iso())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
-    return registered
-
-
-def append_log(path: Path, entry: dict) -> None:
-    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
-    import yaml
-
-    from bertbench.report.tables.preregistration import read_log
-    from bertbench.runtime.files import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
-
-
-def read_stamp(path: Path) -> dict[str, str]:
-    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
-    import yaml
-
-    from bertbench.report.claims import load_claims
-    from bertbench.report.tables.preregistration import parse_preregistration
-
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return parse_preregistration(raw, str(path), load_claims()).stamp()
-
-
-__all__ = ["COMMITTED_RECORDS", "REGISTRATIONS_VARIABLE", "UsedSeeds", "WITHDRAWN", "append_log",
-           "committed_registration", "registrations_dir", "withdraw", "check_fresh_seeds", "check_measurable",
-           "check_pretrain_seeds", "check_protocol", "committed_seeds", "log_stop", "progress", "read_stamp", "register",
-           "write_preregistration"]
+__all__ = ["COMMITTED_RECORDS", "REGISTRATIONS_VARIABLE", "UsedSeeds", "WITHDRAWN", "check_fresh_seeds",
+           "check_measurable", "check_pretrain_seeds", "check_protocol", "committed_registration", "committed_seeds",
+           "log_stop", "progress", "register", "registrations_dir", "withdraw"]

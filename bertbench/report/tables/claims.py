@@ -35,7 +35,7 @@ from bertbench.report.claims import (
 from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import POWER, RESAMPLES, RNG_SEED
 from bertbench.report.tables.paired import COVERS_NOTE, fmt_covers, fmt_difference, fmt_runs
-from bertbench.report.tables.preregistration import log_note
+from bertbench.report.registration import log_note
 
 HEADER = ("Claim", "Stated in", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Covers", "Runs a/b",
           "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
@@ -101,7 +101,7 @@ def _score(data: ReportData, o: Outcome) -> str:
 def claims_table(data: ReportData, outcomes: Optional[Sequence[Outcome]] = None, paper: Optional[Claims] = None,
                  preregistration=None) -> Table:
     """Every claim's comparisons (`outcomes`, or the paper's claims judged by `report.claims.evaluate`), with
-    `preregistration` (report.tables.preregistration) when its claims were judged as one family."""
+    `preregistration` (report.registration) when its claims were judged as one family."""
     paper = paper or load_claims(paper=data.paper)
     outcomes = evaluate(data, paper) if outcomes is None else list(outcomes)
     registered = preregistration is not None

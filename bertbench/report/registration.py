@@ -1,8 +1,9 @@
-"""A study's pre-registration, as the report reads it: the claims it is judged on, stated before it ran.
+"""A study's pre-registration file and its log, in one place (as results.py is for records): the format, its
+parse, write, log and stamp. The claims it states are what the study is judged on, stated before it ran.
 
 `bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
-stage, with its time, and logs stopped, partial or amended runs beside it (LOG_FILE; studies.protocol). The
-report finds the file under the folders it is given: the claims it states (the paper's by id, claim lines) are
+stage, with its time (`write_preregistration`), and logs stopped, partial or amended runs beside it (LOG_FILE,
+`append_log`); studies.protocol decides when, and checks the protocol. The report finds the file under the folders it is given: the claims it states (the paper's by id, claim lines) are
 Holm-adjusted together, every other comparison as exploratory, apart (report.claims.evaluate_study). A headline
 score (`scores:`) names the tasks a claim averages and why each was admitted: a published model of the same size
 beats the constant predictor by at least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
@@ -241,5 +242,56 @@ def log_note(prereg) -> str:
             f"pre-registration was accepted): " + "; ".join(log_line(e) for e in prereg.log) + ".")
 
 
+# --- writing the registration and its log (`bertbench run`, studies.protocol) ----------------------------------
+
+
+def write_preregistration(path: Path, prereg):
+    """Written before a study's first stage, with the time it is written; an existing file that registers something
+    else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
+    (with its time: the first run's, on a re-run)."""
+    import dataclasses
+    import hashlib
+
+    import yaml
+
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
+
+    if path.is_file():
+        written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
+        if text(written) == text(prereg.as_dict()):
+            return dataclasses.replace(prereg, registered_at=when)
+        old = hashlib.sha256(text(written).encode("utf-8")).hexdigest()
+        if prereg.amends != old:  # an amendment names what it replaces (studies.protocol.register logs it first)
+            raise BertbenchError(f"{path}: this study was pre-registered with other claims, scores, seeds, "
+                                 "extension or design; a pre-registration cannot change once a study has started, unless the "
+                                 f"new one says which it amends (amends: {old}), and the change is then logged on its "
+                                 "page (or restore the preset)")
+    registered = dataclasses.replace(prereg, registered_at=now_iso())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text({**prereg.as_dict(), REGISTERED_AT: registered.registered_at}))
+    return registered
+
+
+def append_log(path: Path, entry: dict) -> None:
+    """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
+    import yaml
+
+    from bertbench.runtime.files import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
+
+
+def read_stamp(path: Path) -> dict[str, str]:
+    """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
+    import yaml
+
+    from bertbench.report.claims import load_claims
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_preregistration(raw, str(path), load_claims()).stamp()
+
+
 __all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
-           "REGISTERED_AT", "amended_from", "check_stamps", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
+           "REGISTERED_AT", "amended_from", "append_log", "read_stamp", "write_preregistration", "check_stamps", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
