@@ -24,7 +24,7 @@ from bertbench.reference.claims import CLAIMS_PATH, check_claims
 from bertbench.report.labels import objective_label
 from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant
 from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
-from bertbench.report.tables.paired import Difference, Side, difference, gain_side, side
+from bertbench.report.comparison import Difference, Side, difference, gain_side, side
 
 CLAIMS_FILE = "claims.yaml"  # read from each RESULTS_DIR given to `bertbench report`
 ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own

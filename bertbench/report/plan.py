@@ -29,7 +29,7 @@ from bertbench.report.multibootstrap import (
     pretrain_upper_bound,
 )
 from bertbench.report.claims import ALPHA, PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
-from bertbench.report.tables.paired import DEV_KINDS, Side
+from bertbench.report.comparison import DEV_KINDS, Side
 from bertbench.results import StageThreads, stage_threads
 
 

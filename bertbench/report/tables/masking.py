@@ -14,7 +14,8 @@ from bertbench.config import PAPER_MASK_RATIO
 from bertbench.report.labels import masking_suffix, objective_label
 from bertbench.report.model import MISSING, ReportData, Table, Variant, glue_rows
 from bertbench.report.multibootstrap import multi_bootstrap
-from bertbench.report.tables.paired import COVERS_NOTE, difference, fmt_covers, fmt_difference, fmt_runs, side
+from bertbench.report.comparison import difference, side
+from bertbench.report.tables.paired import COVERS_NOTE, fmt_covers, fmt_difference, fmt_runs
 
 OBJECTIVE = "MLM+NSP"
 
