@@ -37,6 +37,7 @@ class Report:
     tables: tuple[Table, ...]
     figures: Optional[Figures] = None
     questions: tuple[str, ...] = ()  # keys of the tables that answer the study's own question (shown beside its main table)
+    outcomes: tuple = ()  # the claims' judged comparisons (report.claims.Outcome) the claims table prints
 
 
 def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None,
@@ -50,15 +51,11 @@ def build_report(data: ReportData, *, title: str = "bertbench report", figures: 
     figure5 = (figure5_table(data),) if series(data) else ()
     masking = (masking_ratio_table(data),) if ratio_series(data) else ()
     seeds = pretraining_seeds_table(data)
-    tables = (main_table(data), differences_table(data), _claims_table(data, user_claims, preregistration),
+    paper = load_claims(paper=data.paper)
+    outcomes = tuple(evaluate_study(data, user_claims, preregistration, paper))
+    tables = (main_table(data), differences_table(data), claims_table(data, outcomes, paper, preregistration),
               table5(data), table6(data),
               table8(data), *masking, *figure5, *((seeds,) if seeds else ()), protocol_table(data), provenance_table(data))
     # a study that sweeps the masking ratio, or pre-trains two or more sizes, asks that question
     questions = (("masking_ratio",) if masking else ()) + (("table6",) if len({v.size for v in size_variants(data)}) > 1 else ())
-    return Report(title, summary, tables, figures, questions)
-
-
-def _claims_table(data: ReportData, user_claims: Sequence, preregistration) -> Table:
-    """Every claim, the paper's and those stated for these records, in its Holm family."""
-    paper = load_claims(paper=data.paper)
-    return claims_table(data, evaluate_study(data, user_claims, preregistration, paper), paper, preregistration)
+    return Report(title, summary, tables, figures, questions, outcomes)

@@ -3,8 +3,9 @@ tables. The Typer command (commands/report.py) and `run --preset`'s report stage
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
 
@@ -75,21 +76,46 @@ def make_report(
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
     `claims`: the user's own claims (report.claims), judged beside those of a claims.yaml in `results`.
     `tasks_dir`: folders of the user's own tasks, beside tasks/ (`paths.task_folders`)."""
-    from rich.console import Console
-
-    from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
     from bertbench.report.build import build_report
-    from bertbench.report.model import collect, long_rows
-    from bertbench.report.render.markdown import render_markdown
-    from bertbench.report.render.terminal import render_rich
-    from bertbench.results import RECORD_SUFFIX, load_records
 
     if out is not None and out.name == "README.md":
         raise BertbenchError(f"{out}: README.md is the folder's generated index; name the report something else")
     if out is not None:
         _check_replaceable(out, force)
+    found = gather(results, claims, tasks_dir, warn)
+    figures = None
+    if plots is not None:
+        from bertbench.report.render.plots import make_figures
+
+        figures = make_figures(found.data, plots, link_base=out.parent if out is not None else plots)
+        echo(f"wrote plots to {plots}")
+    rep = build_report(found.data, title=out.stem if out is not None else "bertbench report", figures=figures,
+                       user_claims=found.user_claims, preregistration=found.preregistration)
+    if out is not None:
+        _write_markdown(rep, out, index, echo, warn)
+    if embed is not None:
+        _embed_report(rep, embed, out.stem if out is not None else "report", echo)
+    if csv is not None or json_out is not None:
+        _write_long_rows(found.data, csv, json_out, echo)
+    _print_terminal(found, rep, out, wide, echo)  # files first: a closed pipe must not cost the report
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What a report is made from: the records' data, the family's registration (checked against every record's
+    stamp), and the claims stated for the records (a claims.yaml beside them, then `--claim`)."""
+
+    data: Any
+    preregistration: Any
+    user_claims: tuple
+
+
+def gather(results: list[Path], claims: Sequence[str] = (), tasks_dir: Optional[str] = None,
+           warn: Callable[[str], None] = print) -> Gathered:
     from bertbench.report.claims import claims_beside, load_claims, parse_claim
+    from bertbench.report.model import collect
     from bertbench.report.registration import check_stamps, load_preregistration
+    from bertbench.results import RECORD_SUFFIX, load_records
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
     preregistration = load_preregistration(results, load_claims())
@@ -98,57 +124,69 @@ def make_report(
     if not records:
         raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
     preregistration = check_stamps(records, preregistration)  # a record of another registration is refused
-    data = collect(records)
-    figures = None
-    if plots is not None:
-        from bertbench.report.render.plots import make_figures
+    return Gathered(collect(records), preregistration, tuple(user_claims))
 
-        figures = make_figures(data, plots, link_base=out.parent if out is not None else plots)
-        echo(f"wrote plots to {plots}")
-    rep = build_report(data, title=out.stem if out is not None else "bertbench report", figures=figures,
-                       user_claims=user_claims, preregistration=preregistration)
 
-    if out is not None:
-        atomic_write_text(out, render_markdown(rep))
-        written_index = _write_index(out.parent, warn) if index else None
-        echo(f"wrote {out}" + (f" and {written_index}" if written_index else ""))
-    if embed is not None:
-        from bertbench.report.render.markdown import embed_block
+def _write_markdown(rep, out: Path, index: bool, echo: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    from bertbench.report.render.markdown import render_markdown
+    from bertbench.runtime.files import atomic_write_text
 
-        if not embed.is_file():
-            raise BertbenchError(f"{embed}: no such file to embed the table in")
-        name = out.stem if out is not None else "report"
-        atomic_write_text(embed, embed_block(embed.read_text(encoding="utf-8"), rep, name, str(embed)))
-        echo(f"updated the '{name}' table in {embed}")
-    if csv is not None or json_out is not None:
-        import pandas as pd
+    atomic_write_text(out, render_markdown(rep))
+    written_index = _write_index(out.parent, warn) if index else None
+    echo(f"wrote {out}" + (f" and {written_index}" if written_index else ""))
 
-        integers = {"task_version": "Int64", "n": "Int64", "P": "Int64", "settings": "Int64"}  # paper rows: none
-        frame = pd.DataFrame(long_rows(data)).astype(integers)
-        if csv is not None:
-            atomic_write_text(csv, frame.to_csv(index=False, lineterminator="\n"))
-            echo(f"wrote {csv}")
-        if json_out is not None:
-            atomic_write_bytes(json_out, (frame.to_json(orient="records", indent=2) + "\n").encode("utf-8"))
-            echo(f"wrote {json_out}")
-    # files first: a closed pipe must not cost the report
+
+def _embed_report(rep, embed: Path, name: str, echo: Callable[[str], None]) -> None:
+    from bertbench.report.render.markdown import embed_block
+    from bertbench.runtime.files import atomic_write_text
+
+    if not embed.is_file():
+        raise BertbenchError(f"{embed}: no such file to embed the table in")
+    atomic_write_text(embed, embed_block(embed.read_text(encoding="utf-8"), rep, name, str(embed)))
+    echo(f"updated the '{name}' table in {embed}")
+
+
+def _write_long_rows(data, csv: Optional[Path], json_out: Optional[Path], echo: Callable[[str], None]) -> None:
+    import pandas as pd
+
+    from bertbench.report.model import long_rows
+    from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
+
+    integers = {"task_version": "Int64", "n": "Int64", "P": "Int64", "settings": "Int64"}  # paper rows: none
+    frame = pd.DataFrame(long_rows(data)).astype(integers)
+    if csv is not None:
+        atomic_write_text(csv, frame.to_csv(index=False, lineterminator="\n"))
+        echo(f"wrote {csv}")
+    if json_out is not None:
+        atomic_write_bytes(json_out, (frame.to_json(orient="records", indent=2) + "\n").encode("utf-8"))
+        echo(f"wrote {json_out}")
+
+
+def _print_terminal(found: Gathered, rep, out: Optional[Path], wide: bool, echo: Callable[[str], None]) -> None:
+    """The terminal: every table (--wide), or the short table and the verdicts of the claims stated for these
+    records, a line each, printed from the judged outcomes (the markdown has the claims table)."""
     if wide:
+        from rich.console import Console
+
+        from bertbench.report.render.terminal import render_rich
+
         console = Console()
         if not console.is_terminal:  # piped or captured: wide enough that the main table is not folded
             console = Console(width=220)
         for table in render_rich(rep):
             console.print(table)
-    else:
-        from bertbench.report.render.terminal import print_short
+        return
+    from bertbench.report.render.terminal import print_short
 
-        print_short(data, out)
-        if user_claims or (preregistration and preregistration.user_claims):  # the verdicts asked for, a line each (the markdown has the table)
-            from bertbench.report.tables.claims import claim_lines
+    print_short(found.data, out)
+    prereg = found.preregistration
+    if found.user_claims or (prereg and prereg.user_claims):
+        from bertbench.report.tables.claims import claim_lines
 
-            [table] = [t for t in rep.tables if t.key == "claims"]
-            echo(f"\n{table.title} (those stated for these records):")
-            for line in claim_lines(table):
-                echo(f"  {line}")
+        [table] = [t for t in rep.tables if t.key == "claims"]
+        echo(f"\n{table.title} (those stated for these records):")
+        for line in claim_lines(found.data, rep.outcomes, prereg):
+            echo(f"  {line}")
 
 
 def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str], None] = print) -> None:

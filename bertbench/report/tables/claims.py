@@ -198,21 +198,24 @@ def _contribution_note(o: Outcome) -> str:
                if flag else "."))
 
 
-def claim_lines(table: Table) -> list[str]:
+def claim_lines(data: ReportData, outcomes: Sequence[Outcome], preregistration=None) -> list[str]:
     """The claims stated for these records (not the paper's), one line per comparison, for the terminal (the
-    markdown has the table)."""
-    col = {name: i for i, name in enumerate(table.header)}
+    markdown has the table): printed from the outcomes, with the table's own cell formats."""
+    registered = preregistration is not None
     lines = []
-    for row in table.rows:
-        cell = {name: row[i] for name, i in col.items()}
-        if cell["Threshold from"] != YOURS:  # a paper claim: its threshold's source is the paper's words or ours
+    for o in outcomes:
+        if o.claim.threshold_from != YOURS:  # a paper claim: its threshold's source is the paper's words or ours
             continue
-        if cell["Ours a − b"] == MISSING and cell["95% interval"] == MISSING:  # not run: nothing was measured
-            lines.append(f"{cell['Claim']}: {cell['a − b']} on {cell['Score']}: {cell['Verdict']}")
+        who = f"{o.a.label} − {o.b.label}" if o.a is not None else f"{o.claim.a} − {o.claim.b}"
+        verdict = verdict_text(o, data.paper, registered, registered and preregistration.after_results)
+        value, interval = fmt_difference(o.diff)
+        if value == MISSING and interval == MISSING:  # not run: nothing was measured
+            lines.append(f"{o.claim.name or o.claim.text}: {who} on {_score(data, o)}: {verdict}")
             continue
-        measured = f"{cell['Ours a − b']} {cell['95% interval']} ({cell['Covers']}, runs {cell['Runs a/b']})"
-        lines.append(f"{cell['Claim']}: {cell['a − b']} on {cell['Score']} = {measured}; {cell['Test']}: "
-                     f"p {cell['p']}, p Holm {cell['p Holm']}, MDE {cell['MDE (80%)']}: {cell['Verdict']}")
+        measured = f"{value} {interval} ({fmt_covers(o.diff.estimate)}, runs {fmt_runs(o.diff)})"
+        mde = f"{o.mde:.1f}" if o.mde is not None else MISSING
+        lines.append(f"{o.claim.name or o.claim.text}: {who} on {_score(data, o)} = {measured}; {o.claim.test_text}: "
+                     f"p {fmt_p(o.p)}, p Holm {fmt_p(o.p_holm)}, MDE {mde}: {verdict}")
     return lines
 
 
