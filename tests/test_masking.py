@@ -10,7 +10,6 @@ import torch
 from bertbench.config import DataConfig
 from bertbench.data.masking import (
     IGNORE_INDEX,
-    TABLE8_PROCEDURES,
     CausalCollator,
     MaskingCollator,
     TokenTables,
@@ -184,6 +183,10 @@ def test_make_collator_follows_the_config(tok):
     assert make_collator(cfg, tok, "mlm+nsp").nsp  # NSP labels only for the objective that trains NSP
     assert c.params is cfg  # the data config itself: no copy of its masking fields to drift
     assert isinstance(make_collator(cfg, tok, "clm"), CausalCollator)
+
+
+# The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
+TABLE8_PROCEDURES = [(80, 10, 10), (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
 
 
 def test_mask_procedures_of_table_8_parse():

@@ -71,10 +71,10 @@ def test_pair_encoding_token_types(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "big"]) + "\n")
     tok = WordPieceTokenizer.from_vocab(vocab)
-    enc = tok.encode("hello worlds", "big world")
+    [enc] = tok.encode_batch(["hello worlds"], ["big world"])
     assert tok.convert_ids_to_tokens(enc.input_ids) == ["[CLS]", "hello", "world", "##s", "[SEP]", "big", "world", "[SEP]"]
     assert enc.token_type_ids == [0, 0, 0, 0, 0, 1, 1, 1]
-    short = tok.encode("hello worlds", "big world", max_length=6)
+    [short] = tok.encode_batch(["hello worlds"], ["big world"], max_length=6)
     assert len(short.input_ids) == 6
 
 

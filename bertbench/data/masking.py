@@ -40,8 +40,6 @@ from bertbench.config import (
 )
 from bertbench.data import IGNORE_INDEX
 
-# The six masking procedures of the paper's Table 8 (% [MASK] / same / random).
-TABLE8_PROCEDURES = [PAPER_MASK_PROCEDURE, (100, 0, 0), (80, 0, 20), (80, 20, 0), (0, 20, 80), (0, 0, 100)]
 
 
 @dataclass

@@ -311,12 +311,6 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def encode(
-        self, text: str, pair: Optional[str] = None, max_length: Optional[int] = None, truncation: str = "longest_first"
-    ) -> Encoding:
-        """[CLS] A [SEP] (B [SEP]) with token types; truncation 'longest_first' as BERT's run_classifier."""
-        return self.encode_batch([text], [pair] if pair is not None else None, max_length, truncation)[0]
-
     def encode_batch(
         self,
         texts: list[str],

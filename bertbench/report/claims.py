@@ -36,7 +36,6 @@ PAPER, PREREGISTRATION, FILE, COMMAND_LINE = "the paper", "pre-registration", CL
 ORIGINS = (PAPER, PREREGISTRATION, FILE, COMMAND_LINE)
 # Holm families: with a pre-registration, the registered claims and the rest; without, the paper's and yours.
 PRE_REGISTERED, EXPLORATORY, PAPERS, YOURS = "pre-registered", "exploratory", "the paper's", "yours"
-COMPARATORS = (">", "<", "within")
 FORM = "'A − B on TASK > T' (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\"; see docs/claims.md"
 # the words a claim may use for an objective, beside the report's own ("MLM+NSP", "MLM (no NSP)" ...)
 OBJECTIVE_WORDS = {**{o: objective_label({"objective": o}) for o in OBJECTIVES},
@@ -58,7 +57,7 @@ class Claim:
     a: str  # a variant name as stated ("mlm+nsp", "MLM+NSP", "tiny mlm", a column label)
     b: str
     scores: tuple[tuple[str, Optional[str]], ...]  # (task, metric or None for its primary); several: their mean
-    comparator: str  # one of COMPARATORS
+    comparator: str  # ">", "<" or "within"
     threshold: float
     origin: str = COMMAND_LINE
     source: str = "--claim"  # where, for the reader: "BERT paper Table 5", "yours (results/claims.yaml:3)"
@@ -495,7 +494,7 @@ def contributions(o: Outcome) -> tuple[tuple[str, float, float], ...]:
     return tuple((task, part, part / total if total else float("nan")) for task, part in parts)
 
 
-__all__ = ["ALPHA", "CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "COMPARATORS", "CONTRADICTED", "Claim", "Claims",
+__all__ = ["ALPHA", "CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "CONTRADICTED", "Claim", "Claims",
            "EXPLORATORY", "FILE", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "ORIGINS", "Outcome", "PAPER", "PAPERS",
            "PREREGISTRATION", "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "claim_sides", "claims_beside",
            "contributions", "direction_and_p", "evaluate", "evaluate_study", "judge", "load_claims", "load_claims_file",
