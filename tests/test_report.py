@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 from bertbench.errors import BertbenchError
 from bertbench.reference import PAPER_NUMBERS_PATH, SPLITS, load_paper_numbers
 from bertbench.report.build import build_report
-from bertbench.report.model import GENERATED_MARKER, collect, fmt_stats, long_rows, seed_stats
+from bertbench.report.long_rows import long_rows
+from bertbench.report.model import GENERATED_MARKER, collect, fmt_stats, seed_stats
 from bertbench.report.tables.ablations import table5
 from bertbench.report.tables.main import main_table
 from bertbench.report.render.markdown import render_markdown

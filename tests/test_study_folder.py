@@ -11,7 +11,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bertbench.cli import app
-from bertbench.report.model import collect, long_rows
+from bertbench.report.long_rows import long_rows
+from bertbench.report.model import collect
 from bertbench.report.render.terminal import print_short
 from bertbench.report.tables.protocol import protocol_table
 from bertbench.results import LoadedRecord, load_records, validate_record

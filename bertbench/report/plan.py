@@ -30,7 +30,7 @@ from bertbench.report.multibootstrap import (
 )
 from bertbench.report.claims import ALPHA, PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
 from bertbench.report.comparison import DEV_KINDS, Side
-from bertbench.results import StageThreads, stage_threads
+from bertbench.stages import StageThreads, stage_threads
 
 
 def _model_label(run_folder: Optional[str]) -> Optional[str]:

@@ -149,7 +149,7 @@ def _embed_report(rep, embed: Path, name: str, echo: Callable[[str], None]) -> N
 def _write_long_rows(data, csv: Optional[Path], json_out: Optional[Path], echo: Callable[[str], None]) -> None:
     import pandas as pd
 
-    from bertbench.report.model import long_rows
+    from bertbench.report.long_rows import long_rows
     from bertbench.runtime.files import atomic_write_bytes, atomic_write_text
 
     integers = {"task_version": "Int64", "n": "Int64", "P": "Int64", "settings": "Int64"}  # paper rows: none

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.results import THREADS_KEY
+from bertbench.stages import THREADS_KEY
 from bertbench.studies import keys
 from bertbench.studies.plan import Planner
 from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
