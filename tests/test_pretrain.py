@@ -329,7 +329,7 @@ def test_budget_must_be_positive(tmp_path, corpus, monkeypatch, value):
 def test_phases_under_a_budget_switch_on_the_clock(tmp_path, corpus, monkeypatch):
     """seq 16 for the first half of the minutes, then 32: the switch step is recorded, and the phases'
     batches really differ (16-token rows before it, up to 32 after)."""
-    from bertbench.training.pretrain_run import PhasedBatches
+    from bertbench.training.batches import PhasedBatches
 
     seen = []
     original = PhasedBatches.__getitem__
@@ -357,7 +357,7 @@ def test_phases_under_a_budget_switch_on_the_clock(tmp_path, corpus, monkeypatch
 
 
 def test_phased_batches_start_a_clock_phase_at_the_first_unfetched_step():
-    from bertbench.training.pretrain_run import PhasedBatches
+    from bertbench.training.batches import PhasedBatches
 
     b = PhasedBatches([0, None], [["a"] * 100, ["b"] * 100], grad_accum=1)
     assert [b[i] for i in range(3)] == ["a", "a", "a"]

@@ -109,30 +109,28 @@ def final_seq_len(cfg) -> int:
 
 
 def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
-    """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32."""
-    import torch
+    """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32, by the run's own
+    evaluator (training.heldout): our side through the model's loss and logits, the Hugging Face side through
+    its logits (`hf_counts`)."""
+    from bertbench.training.heldout import model_counts
+    from bertbench.training.heldout import score as heldout_score
+
+    result = heldout_score(model, heldout.batches, "32-true", hf_counts if hf else model_counts)
+    return {"mlm_accuracy": round(result.accuracy, 3), "mlm_loss": round(result.loss, 4)}
+
+
+def hf_counts(model, batch: dict[str, Any]):
+    """A transformers masked LM's counts on a batch of dense labels (training.heldout.Counts)."""
     import torch.nn.functional as F
 
-    was_training = model.training
-    model.eval()
-    correct = loss_sum = count = 0.0
-    with torch.no_grad():
-        for b in heldout.batches:
-            if hf:
-                logits = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                               attention_mask=b["attention_mask"]).logits
-                sel = b["lm_labels"] != IGNORE_INDEX
-                logits, targets = logits[sel], b["lm_labels"][sel]
-            else:
-                out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                            attention_mask=b["attention_mask"], lm_labels=b["lm_labels"])
-                logits, targets = out.lm_logits, out.lm_targets
-            logits = logits.float()
-            correct += float((logits.argmax(-1) == targets).sum())
-            loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
-            count += targets.numel()
-    model.train(was_training)
-    return {"mlm_accuracy": round(100.0 * correct / count, 3), "mlm_loss": round(loss_sum / count, 4)}
+    from bertbench.training.heldout import Counts
+
+    logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                   attention_mask=batch["attention_mask"]).logits
+    sel = batch["lm_labels"] != IGNORE_INDEX
+    logits, targets = logits[sel].float(), batch["lm_labels"][sel]
+    return Counts(float(F.cross_entropy(logits, targets, reduction="sum")), float((logits.argmax(-1) == targets).sum()),
+                  targets.numel())
 
 
 class Probe:
