@@ -64,7 +64,8 @@ def test_run_directory(tmp_path, corpus, monkeypatch, flags, objective, nsp):
         assert summary[key] is not None, key
     step = summary["step"]  # the step taken on CPU, and why: a 10-step run cannot pay back any compile
     assert step["shapes"] == "dynamic" and not step["compiled"] and not step["static"] and step["reason"]
-    assert step["measured"]["eager_step_seconds"] > 0 and json.loads((out / "step.json").read_text())["setting"] == "auto"
+    assert json.loads((out / "step.json").read_text())["setting"] == "auto"
+    assert step["measured"]["eager_step_seconds"] is None and step["measured"]["timed_steps"] == 0  # all warm-up
     held = summary["heldout"]
     if objective == "clm":
         assert held["clm_loss"] > 0 and summary["loss_tokens"] > 0.8 * summary["tokens_seen"]  # every position

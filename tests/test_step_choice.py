@@ -107,3 +107,18 @@ def test_a_short_run_records_its_compile_but_no_step_time(tmp_path, monkeypatch,
 
     assert step_times.measured("here", "tiny", "8x32 32-true") == {"compile_seconds": 3.0}
     assert step.summary()["measured"]["compiled_step_seconds"] is None
+
+
+def test_a_run_past_warm_up_records_the_median_of_its_later_steps(tmp_path, monkeypatch):
+    from bertbench.runtime.provenance import hardware
+    from bertbench.training import step_times
+    from tests.test_pretrain import TINY, pretrain, write_corpus
+
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    steps = WARMUP_STEPS + MIN_TIMED_STEPS + 1
+    pretrain(["--corpus", str(write_corpus(tmp_path / "docs")), "--max-steps", str(steps), "--objective", "mlm", *TINY,
+              "--compile", "off", "--set", "log_every=5", "--out", str(tmp_path / "run")], monkeypatch)
+    measured = json.loads((tmp_path / "run" / "summary.json").read_text())["step"]["measured"]
+    assert measured["timed_steps"] == steps - WARMUP_STEPS and measured["eager_step_seconds"] > 0
+    cached = step_times.measured(hardware(), "tiny", step_times.shape_key(8, 32, "32-true"))
+    assert cached == {"eager_step_seconds": measured["eager_step_seconds"]}
