@@ -122,3 +122,19 @@ def test_a_run_past_warm_up_records_the_median_of_its_later_steps(tmp_path, monk
     assert measured["timed_steps"] == steps - WARMUP_STEPS and measured["eager_step_seconds"] > 0
     cached = step_times.measured(hardware(), "tiny", step_times.shape_key(8, 32, "32-true"))
     assert cached == {"eager_step_seconds": measured["eager_step_seconds"]}
+
+
+def test_a_studys_pretraining_stage_trains_with_the_studys_step(tmp_path, monkeypatch):
+    from bertbench.studies import plan
+    from bertbench.training import pretrain_run
+
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    seen = []
+    monkeypatch.setattr(pretrain_run, "pretrain", lambda cfg, run_dir, resume: seen.append(cfg.compile))
+    study = tmp_path / "study"
+    for name in ("mlm_nsp", "ltr"):
+        run_dir = study / "pretrain" / f"{name}-0123"
+        run_dir.mkdir(parents=True)
+        plan._pretrain_stage(PretrainConfig(model_size="tiny", max_steps=8000), run_dir, "0123")
+    assert seen == ["off", "off"] and json.loads((study / "step.json").read_text())["compile"] == "off"
