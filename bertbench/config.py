@@ -525,56 +525,7 @@ class DdpConfig:
             raise BertbenchError(f"ddp.bucket_cap_mb {self.bucket_cap_mb}: expected a positive number of MB")
 
 
-COMPILE_CHOICES = ("auto", "on", "off")
-# `compile: auto` compiles when the run's planned eager training time exceeds COMPILE_PAYBACK × the compile's
-# time. Compiling saves a share of each step, not all of it (fusion of the elementwise ops around the GEMMs:
-# MosaicBERT and NVIDIA's BERT report ~1.3×, a quarter of the step), so a compile of C seconds is paid back
-# after ~4·C seconds of eager steps; a run shorter than that loses time to it.
-COMPILE_PAYBACK = 4.0
-# With no compile time measured yet for the device and model size, what a full-graph compile of forward and
-# backward plausibly takes: from ~20 s (a tiny model) to ~10 min (BERT-Large, cold caches). A run too short to pay
-# back the least compiles nothing; one long enough to pay back the most compiles (and so measures it).
-PLAUSIBLE_COMPILE_SECONDS = (20.0, 600.0)
-
-
-@dataclass
-class StepChoice:
-    """Which training step a run takes, decided once before it starts (like precision) and kept in summary.json."""
-
-    static: bool  # the static step: every shape fixed per phase, no host sync (a GPU's, and any compiled step's)
-    compiled: bool  # the step under torch.compile
-    reason: str  # why, in words, with the numbers that decided it
-    planned_eager_seconds: Optional[float] = None  # planned steps × the measured eager step time (or the budget)
-    compile_seconds: Optional[float] = None  # the compile time measured for this device and model size
-    payback: float = COMPILE_PAYBACK
-
-
-def step_choice(setting: str, device_type: str, planned_steps: int, budget_seconds: Optional[float] = None,
-                measured: Optional[dict] = None) -> StepChoice:
-    """`compile: on|off` as set; `auto` by the run's length. measured: what earlier runs on this device measured
-    (training.step_times): compile_seconds (this model size), eager_step_seconds and compiled_step_seconds (this
-    model, batch, length and precision); any may be missing. A budget is the planned time itself."""
-    m = measured or {}
-    eager, compiled_step, compile_s = m.get("eager_step_seconds"), m.get("compiled_step_seconds"), m.get("compile_seconds")
-    planned = budget_seconds or (planned_steps * eager if eager else None)
-    lo, hi = PLAUSIBLE_COMPILE_SECONDS
-    if setting != "auto":
-        on, why = setting == "on", f"compile: {setting}"
-    elif eager and compiled_step and compiled_step >= eager:
-        on, why = False, f"the compiled step was measured no faster here ({compiled_step:.4g} s vs eager {eager:.4g} s)"
-    elif planned is None:
-        on, why = False, "no eager step time measured yet for this device, model, batch and length: eager (this run measures it)"
-    elif compile_s is None:
-        on = planned > COMPILE_PAYBACK * hi
-        why = (f"no compile time measured yet for this device and model size; planned eager time {planned:.0f} s "
-               + (f"> {COMPILE_PAYBACK:g} × {hi:.0f} s, the slowest plausible compile: compiled (this run measures it)" if on else
-                  f"≤ {COMPILE_PAYBACK:g} × {lo:.0f} s: too short to pay back any plausible compile" if planned <= COMPILE_PAYBACK * lo else
-                  f"≤ {COMPILE_PAYBACK:g} × {hi:.0f} s: eager (`--compile on` once measures the compile)"))
-    else:
-        on = planned > COMPILE_PAYBACK * compile_s
-        why = f"planned eager time {planned:.4g} s {'>' if on else '≤'} {COMPILE_PAYBACK:g} × compile time {compile_s:.4g} s"
-    return StepChoice(device_type == "cuda" or on, on, why, None if planned is None else round(planned, 2),
-                      None if compile_s is None else round(compile_s, 2))
+COMPILE_CHOICES = ("auto", "on", "off")  # what they decide: training.step
 
 
 @dataclass
@@ -636,8 +587,9 @@ class PretrainConfig:
         None, f"DataLoader worker processes (default: {GPU_LOADER_WORKERS} on a GPU, where batches are collated while "
         "it trains; 0 on CPU, where collating takes the cores the step would use).", panel=HW_PANEL)
     compile: str = setting(
-        "auto", "torch.compile the training step: on, off, or auto (on when the run is long enough to pay back the "
-        "compile time measured on this device; summary.json's `step` says what was decided and why).", panel=HW_PANEL)
+        "auto", "torch.compile the training step: on, off, or auto (on a GPU: when the run pays back the compile time "
+        "measured here; on CPU: only where a compiled step was measured faster than the eager one here). "
+        "summary.json's `step` says what was decided and why.", panel=HW_PANEL)
 
     def with_data_dir(self, data_dir: Path) -> "PretrainConfig":
         """Expand `{data_dir}` in corpus and tokenizer paths (recipes are written against the data dir)."""

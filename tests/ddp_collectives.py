@@ -64,9 +64,8 @@ def install() -> None:
 
 def mark_steps() -> None:
     """Add a first callback to the run's own that marks each micro-batch's optimiser step."""
-    import lightning as L
-
     from bertbench.training import pretrain_run
+    from bertbench.training.lightning_compat import lightning as L
 
     class StepMark(L.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):

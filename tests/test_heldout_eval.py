@@ -1,4 +1,4 @@
-"""Held-out evaluation (pretrain_run.make_eval_fn) gives the same numbers whichever step the run trains with,
+"""Held-out evaluation (training.heldout.make_eval_fn) gives the same numbers whichever step the run trains with,
 and counts a batch by its labels: a padded batch's padding (and a masked LM's unused prediction slots) are no
 predictions. Small: a tiny model and eight held-out sequences of ragged lengths, no Lightning."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bertbench.data.masking import dense_labels, make_collator
 from bertbench.model.bert import BertForPreTraining
 from bertbench.model.tokenizer import WordPieceTokenizer
 from bertbench.training.batches import step_seed
-from bertbench.training.pretrain_run import make_eval_fn
+from bertbench.training.heldout import make_eval_fn
 
 VOCAB = Path(__file__).resolve().parent / "fixtures" / "corpus" / "vocab.txt"
 LENGTHS = [32, 9, 21, 14, 32, 30, 29, 31]  # two batches of 4, padded to their longest rows, one raggeder
@@ -58,9 +58,9 @@ def test_heldout_metrics_are_counted_by_labels_and_the_same_whichever_step_train
     data = SimpleNamespace(heldout=heldout(tok))
     cfg = PretrainConfig(objective=objective, batch_size=4, eval_batches=2, data=DataConfig(max_seq_len=32))
     results = {}
-    for compile_, device in (("off", "cpu"), ("on", "cpu"), ("auto", "cuda")):  # the steps a run may train with
-        results[compile_] = make_eval_fn(dataclasses.replace(cfg, compile=compile_), data, tok, device, "32-true")(model)
-    assert results["off"] == results["on"] == results["auto"]
+    for compile_ in ("off", "on"):  # the steps a run may train with: evaluation is told neither
+        results[compile_] = make_eval_fn(dataclasses.replace(cfg, compile=compile_), data, tok, "32-true")(model)
+    assert results["off"] == results["on"]
     collate = make_collator(cfg.data, tok, objective, seed=step_seed(cfg.seed, 0, stream=1))
     batches = []
     for i in range(2):
@@ -85,3 +85,27 @@ def test_heldout_metrics_are_counted_by_labels_and_the_same_whichever_step_train
         assert n < out.lm_targets.numel()  # there are ignored places to miscount
         loss_sum, count = loss_sum + float(out.lm_loss) * n, count + n
     assert loss_sum / count == pytest.approx(loss, rel=1e-5)
+
+
+def test_the_run_and_bench_quality_score_one_checkpoint_on_the_same_batches_alike(tmp_path, monkeypatch):
+    """One held-out evaluator (training.heldout): the final metrics a pre-training writes in its summary are what
+    `bench quality`'s probe reports for the checkpoint it saved, on the run's own held-out batches."""
+    from bertbench.benchmarks import quality
+    from bertbench.config import load_config
+    from bertbench.data.instances import build_pretraining_data
+    from bertbench.model.checkpoint import load_checkpoint
+    from bertbench.training.heldout import fixed_batches
+    from tests.test_pretrain import TINY, pretrain, write_corpus
+
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    pretrain(["--corpus", str(write_corpus(tmp_path / "docs")), "--max-steps", "3", "--objective", "mlm", *TINY,
+              "--compile", "off", "--out", str(run)], monkeypatch)
+    cfg = load_config(PretrainConfig, run / "config.yaml")
+    ckpt = load_checkpoint(run)
+    data = build_pretraining_data(cfg.data, ckpt.tokenizer, objective=cfg.objective, seed=cfg.seed)
+    batches = fixed_batches(cfg, data.heldout, ckpt.tokenizer)(cfg.data)
+    held = quality.HeldOut(batches=batches, positions=0, unigram_accuracy=0.0, unigram_loss=0.0, fingerprint="")
+    probe = quality.score(ckpt.model, held, hf=False)
+    run_eval = ckpt.summary.heldout
+    assert probe == {"mlm_accuracy": round(run_eval["mlm_accuracy"], 3), "mlm_loss": round(run_eval["mlm_loss"], 4)}

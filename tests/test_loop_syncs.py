@@ -64,11 +64,13 @@ STEPS, LOG_EVERY = 8, 4
 @pytest.fixture
 def counted_run(tmp_path, monkeypatch):
     """Runs `bertbench pretrain` under SyncCount; returns (the count, the progress lines it printed)."""
-    import lightning as L
     from typer.testing import CliRunner
+
+    from bertbench.training.lightning_compat import lightning as L
 
     from bertbench.cli import app
     from bertbench.training import pretrain_run
+    from bertbench.training.batches import PhasedBatches
     from bertbench.training.progress_lines import ProgressLines
 
     count, lines = SyncCount(), []
@@ -85,12 +87,12 @@ def counted_run(tmp_path, monkeypatch):
 
     own_callbacks = pretrain_run._all_callbacks
 
-    def callbacks(cfg, out_dir, tokenizer, identity, own, extra):
-        made, bar = own_callbacks(cfg, out_dir, tokenizer, identity, own, extra)
+    def callbacks(cfg, out_dir, tokenizer, identity, own, step, extra):
+        made, bar = own_callbacks(cfg, out_dir, tokenizer, identity, own, step, extra)
         assert bar  # the terminal's bar (below); the lines beside it, every step
-        return [StepMark(), *made, ProgressLines(0.0, cfg.max_steps, lines.append, own[1])], bar
+        return [StepMark(), *made, ProgressLines(0.0, cfg.max_steps, lines.append, own[1], step)], bar
 
-    own_item = pretrain_run.PhasedBatches.__getitem__
+    own_item = PhasedBatches.__getitem__
 
     def collate(self, micro_step):  # the loader's work: on a GPU, in its workers (on host tensors)
         count.paused += 1
@@ -100,7 +102,7 @@ def counted_run(tmp_path, monkeypatch):
             count.paused -= 1
 
     monkeypatch.setattr(pretrain_run, "_all_callbacks", callbacks)
-    monkeypatch.setattr(pretrain_run.PhasedBatches, "__getitem__", collate)
+    monkeypatch.setattr(PhasedBatches, "__getitem__", collate)
     monkeypatch.setattr(pretrain_run, "sys", types.SimpleNamespace(stdout=types.SimpleNamespace(isatty=lambda: True)))
     monkeypatch.setattr(torch, "compile", lambda fn, *a, **k: fn)  # --compile on's static step, eagerly (no C++ build)
     monkeypatch.setenv("BERTBENCH_PROGRESS", "1")
@@ -132,10 +134,9 @@ def test_lightnings_per_batch_sigterm_broadcast_is_off_and_an_early_sigterm_hand
     import signal
     from types import SimpleNamespace
 
-    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
-
-    from bertbench.training.callbacks import quiet_lightning_sigterm
+    from bertbench.training.lightning_compat import quiet_lightning_sigterm
     from bertbench.training.stop_signals import StopSignals
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop  # after bertbench's (lightning_compat)
 
     assert hasattr(_TrainingEpochLoop, "_broadcast_sigterm_tensor")  # still Lightning's name for it
     loop = SimpleNamespace(_broadcast_sigterm_tensor=lambda: pytest.fail("broadcast"))

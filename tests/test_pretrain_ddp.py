@@ -18,7 +18,6 @@ collectives per step: none between the run log's rows beyond DDP's gradient buck
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ddp_runs import max_rel, rows, weights
 from test_pretrain import write_corpus
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,6 @@ TINY = ["--model-size", "tiny", "--vocab-size", "200", "--max-seq-len", "32", "-
         "--accelerator", "cpu", "--lr", "3e-3", "--warmup-steps", "2", "--set", "log_every=1",
         "--set", "eval_batches=2", "--batch-size", "8"]
 NO_DROPOUT = ["--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0"]
-TIMING = {"tokens_per_s", "elapsed_s"}
 
 
 def run(args, tmp_path, fault: str = "", expect: int = 0, static: bool = False, collectives=None) -> str:
@@ -57,19 +56,6 @@ def run(args, tmp_path, fault: str = "", expect: int = 0, static: bool = False, 
 
 def ddp(n: int) -> list[str]:
     return ["--devices", str(n), "--strategy", "ddp"]
-
-
-def rows(out) -> list[dict[str, str]]:
-    with open(out / "metrics.csv", newline="") as fh:
-        return [{k: v for k, v in r.items() if k not in TIMING} for r in csv.DictReader(fh)]
-
-
-def weights(out) -> dict[str, torch.Tensor]:
-    return torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
-
-
-def max_rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    return max(((w.float() - b[k].float()).norm() / w.float().norm().clamp_min(1e-12)).item() for k, w in a.items())
 
 
 @pytest.fixture(scope="module")

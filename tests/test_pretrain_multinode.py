@@ -14,7 +14,6 @@ and the same weights to 1e-6 relative.
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import socket
@@ -24,6 +23,7 @@ import sys
 import pytest
 import torch
 
+from ddp_runs import max_rel, rows, weights
 from test_pretrain import write_corpus
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,6 @@ DROPOUT_ON = ["--model-size", "tiny", "--vocab-size", "200", "--max-seq-len", "3
               "--precision", "32", "--accelerator", "cpu", "--lr", "3e-3", "--warmup-steps", "2",
               "--eval-every", "4", "--checkpoint-every", "3", "--set", "log_every=1", "--set", "eval_batches=2"]
 COMMON = [*DROPOUT_ON, "--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0"]
-TIMING = {"tokens_per_s", "elapsed_s"}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -72,19 +71,6 @@ def two_nodes(args: list[str], tmp_path, fault: str = "", common: list[str] = CO
                        tmp_path, common)
              for rank in (0, 1)]
     return _finish(procs)
-
-
-def rows(out) -> list[dict[str, str]]:
-    with open(out / "metrics.csv", newline="") as fh:
-        return [{k: v for k, v in r.items() if k not in TIMING} for r in csv.DictReader(fh)]
-
-
-def weights(out) -> dict[str, torch.Tensor]:
-    return torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
-
-
-def max_rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    return max(((w.float() - b[k].float()).norm() / w.float().norm().clamp_min(1e-12)).item() for k, w in a.items())
 
 
 def test_two_nodes_match_one_process_and_resume_after_a_kill(tmp_path):

@@ -135,8 +135,7 @@ def test_progress_lines_keep_a_steady_cadence():
 
 def test_the_terminal_progress_bar_names_the_run_not_an_epoch_count():
     """Issue 25 item 7: Lightning's bar read 'Epoch 0/-2' (max_epochs -1 for a run counted in steps)."""
-    import lightning as L
-
+    from bertbench.training.lightning_compat import lightning as L
     from bertbench.training.progress_lines import StepProgressBar
 
     bar = StepProgressBar(leave=True)

@@ -136,20 +136,21 @@ def _run_lightning(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
 def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Path, signals):
     """(Trainer, PretrainModule, DataLoader) as `training.pretrain_run` builds them for a run of this shape: the one
     place that follows that module's private helpers (the lead adapts it if they change)."""
-    from bertbench.training.lightning_import import lightning as L
+    from bertbench.training.lightning_compat import lightning as L
     from torch.utils.data import DataLoader, Dataset
 
     from bertbench.config import PretrainConfig
     from bertbench.training import pretrain_run
     from bertbench.training.pretrain_module import PretrainModule
+    from bertbench.training.step import fixed_step
 
     cuda = inputs.device_type == "cuda"
     cfg = PretrainConfig(model_size=inputs.shape.model_size, batch_size=spec.batch_size, max_steps=m.last + 1,
                          precision="bf16-mixed", accelerator="gpu" if cuda else "cpu", devices="1", compile="off",
                          eval_every=0, checkpoint_every=0, num_workers=0)
     model = copy.deepcopy(inputs.initial)
-    module = PretrainModule(model, cfg.optim, cfg.max_steps, fused_optimizer=True, dropout_seed=cfg.seed, static=True,
-                            sync_every=cfg.log_every)
+    module = PretrainModule(model, cfg.optim, cfg.max_steps, fused_optimizer=True, dropout_seed=cfg.seed,
+                            step=fixed_step(static=True), sync_every=cfg.log_every)
     own = pretrain_run._callbacks(cfg, out_dir, None, signals, cfg.precision, 0)
 
     class Timed(L.Callback):

@@ -109,30 +109,28 @@ def final_seq_len(cfg) -> int:
 
 
 def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
-    """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32."""
-    import torch
+    """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32, by the run's own
+    evaluator (training.heldout): our side through the model's loss and logits, the Hugging Face side through
+    its logits (`hf_counts`)."""
+    from bertbench.training.heldout import model_counts
+    from bertbench.training.heldout import score as heldout_score
+
+    result = heldout_score(model, heldout.batches, "32-true", hf_counts if hf else model_counts)
+    return {"mlm_accuracy": round(result.accuracy, 3), "mlm_loss": round(result.loss, 4)}
+
+
+def hf_counts(model, batch: dict[str, Any]):
+    """A transformers masked LM's counts on a batch of dense labels (training.heldout.Counts)."""
     import torch.nn.functional as F
 
-    was_training = model.training
-    model.eval()
-    correct = loss_sum = count = 0.0
-    with torch.no_grad():
-        for b in heldout.batches:
-            if hf:
-                logits = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                               attention_mask=b["attention_mask"]).logits
-                sel = b["lm_labels"] != IGNORE_INDEX
-                logits, targets = logits[sel], b["lm_labels"][sel]
-            else:
-                out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                            attention_mask=b["attention_mask"], lm_labels=b["lm_labels"])
-                logits, targets = out.lm_logits, out.lm_targets
-            logits = logits.float()
-            correct += float((logits.argmax(-1) == targets).sum())
-            loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
-            count += targets.numel()
-    model.train(was_training)
-    return {"mlm_accuracy": round(100.0 * correct / count, 3), "mlm_loss": round(loss_sum / count, 4)}
+    from bertbench.training.heldout import Counts
+
+    logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                   attention_mask=batch["attention_mask"]).logits
+    sel = batch["lm_labels"] != IGNORE_INDEX
+    logits, targets = logits[sel].float(), batch["lm_labels"][sel]
+    return Counts(float(F.cross_entropy(logits, targets, reduction="sum")), float((logits.argmax(-1) == targets).sum()),
+                  targets.numel())
 
 
 class Probe:
@@ -293,14 +291,8 @@ def run(
     from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.pretrain_run import load_or_train_tokenizer
 
-    if not minutes > 0:
-        raise BertbenchError(f"--minutes {minutes}: expected a positive number")
-    unknown = [s for s in sides if s not in SIDES]
-    if unknown or not sides:
-        raise BertbenchError(f"--sides {','.join(sides)}: expected some of {', '.join(SIDES)}")
     shared_vocab = data_dir / "vocab" / "bert-base-uncased-vocab.txt"
-    if {"ours", "hf"} & set(sides) and not shared_vocab.is_file():
-        raise BertbenchError(f"{shared_vocab}: the shared bert-base-uncased vocabulary is missing (see --data-dir)")
+    _check_arguments(minutes, sides, shared_vocab)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bertbench-quality-"))
     t_start = time.perf_counter()
     result: dict[str, Any] = {"benchmark": "quality", "machine": common.machine(), "sides": {}, "heldout": {}}
@@ -310,11 +302,10 @@ def run(
     result["config"] = portable({
         "recipe": recipe, "minutes": minutes, "model_size": base.model_size, "seq_len": final_seq_len(base),
         "phases": [dataclasses.asdict(p) for p in base.phases], "batch_size": base.batch_size,
-        "corpus": base.data.corpus, "points": points, "max_documents": max_documents,
-        "pretrain": dataclasses.asdict(base),
+        "corpus": base.data.corpus, "points": points, "max_documents": max_documents, "pretrain": dataclasses.asdict(base),
     }, data_dir)
     shared_cfg = dataclasses.replace(base, tokenizer=str(shared_vocab))
-    heldouts: dict[str, HeldOut] = {}
+    shared = None  # (tokenizer, data, held-out set) of the shared vocabulary, once a side needs them
 
     def heldout_for(cfg, name: str):
         """The side's tokenizer (trained once here when the recipe trains one), data and held-out set."""
@@ -340,13 +331,10 @@ def run(
         if progress:
             progress(f"{side}: preparing data")
         if side in ("ours", "hf"):
-            if "shared" not in heldouts:
-                shared_cfg, tok, data, ho = heldout_for(shared_cfg, "shared")
-                heldouts["shared"] = ho
-                result["heldout"]["bert-base-uncased"] = _heldout_json(ho, data)
-                shared = (tok, data)
-            tok, data = shared
-            ho = heldouts["shared"]
+            if shared is None:
+                shared_cfg, *shared = heldout_for(shared_cfg, "shared")
+                result["heldout"]["bert-base-uncased"] = _heldout_json(shared[2], shared[1])
+            tok, data, ho = shared
             if side == "ours":
                 entry = run_ours(shared_cfg, ho, work / "ours", points, progress, side)
             else:
@@ -357,21 +345,39 @@ def run(
             result["heldout"]["own"] = _heldout_json(ho, data)
             entry = run_ours(own_cfg, ho, work / "ours-recipe", points, progress, side)
             entry["vocab"] = f"own ({tok.vocab_size} WordPiece, trained on the corpus)"
-        entry["threads"] = _threads()
-        entry["heldout_fingerprint"] = ho.fingerprint
-        entry["unigram_accuracy"] = round(ho.unigram_accuracy, 3)
-        entry["gain_over_unigram"] = round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)
-        result["sides"][side] = entry
+        result["sides"][side] = _against_unigram(entry, ho)
     s = result["sides"] = {name: result["sides"][name] for name in SIDES if name in result["sides"]}
     if "ours" in s and "hf" in s:
-        hf_gain = s["hf"]["gain_over_unigram"]
-        result["comparisons"] = {
-            "gain_ratio_ours_vs_hf": round(s["ours"]["gain_over_unigram"] / hf_gain, 3) if hf_gain > 0 else None,
-            "tokens_ratio_ours_vs_hf": round(s["ours"]["tokens_seen"] / max(1, s["hf"]["tokens_seen"]), 3),
-            "same_heldout_positions": s["ours"]["heldout_fingerprint"] == s["hf"]["heldout_fingerprint"],
-        }
+        result["comparisons"] = _comparisons(s["ours"], s["hf"])
     result["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     return result
+
+
+def _check_arguments(minutes: float, sides: list[str], shared_vocab: Path) -> None:
+    if not minutes > 0:
+        raise BertbenchError(f"--minutes {minutes}: expected a positive number")
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown or not sides:
+        raise BertbenchError(f"--sides {','.join(sides)}: expected some of {', '.join(SIDES)}")
+    if {"ours", "hf"} & set(sides) and not shared_vocab.is_file():
+        raise BertbenchError(f"{shared_vocab}: the shared bert-base-uncased vocabulary is missing (see --data-dir)")
+
+
+def _against_unigram(entry: dict[str, Any], ho: HeldOut) -> dict[str, Any]:
+    """A side's entry with its threads, its held-out set's fingerprint and its gain over the unigram baseline."""
+    return {**entry, "threads": _threads(), "heldout_fingerprint": ho.fingerprint,
+            "unigram_accuracy": round(ho.unigram_accuracy, 3),
+            "gain_over_unigram": round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)}
+
+
+def _comparisons(ours: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
+    """The shared-vocabulary pair compared: gain over the unigram baseline and tokens seen, as ratios."""
+    hf_gain = hf["gain_over_unigram"]
+    return {
+        "gain_ratio_ours_vs_hf": round(ours["gain_over_unigram"] / hf_gain, 3) if hf_gain > 0 else None,
+        "tokens_ratio_ours_vs_hf": round(ours["tokens_seen"] / max(1, hf["tokens_seen"]), 3),
+        "same_heldout_positions": ours["heldout_fingerprint"] == hf["heldout_fingerprint"],
+    }
 
 
 def _threads() -> int:

@@ -171,7 +171,10 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     from bertbench.paths import PROJECT_ROOT
     from bertbench.runtime.files import atomic_write_text
 
+    from bertbench.training.step import study_compile
+
     keys.write_key(run_dir / keys.STAGE_FILE, key)
+    cfg = study_compile(cfg, run_dir.parent.parent)  # the study's step (its folder's step.json), not the key's
     recipe = run_dir / "stage-config.yaml"  # the whole config, so the process trains exactly this stage's
     atomic_write_text(recipe, yaml.safe_dump(to_dict(cfg), sort_keys=False))
     code_root = str(PROJECT_ROOT)  # the folder this bertbench is imported from: the process runs the same code
@@ -247,9 +250,10 @@ def signal_name(signum: int) -> str:
 
 def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str) -> None:
     from bertbench.training.pretrain_run import pretrain
+    from bertbench.training.step import study_compile
 
     keys.write_key(run_dir / keys.STAGE_FILE, key)  # first: the folder is this stage's, finished or not
-    pretrain(cfg, run_dir, resume="auto")
+    pretrain(study_compile(cfg, run_dir.parent.parent), run_dir, resume="auto")  # the study's step, said once
 
 
 def _finetune_stage(req, marker: Path, key: str, stamp: Optional[dict[str, str]] = None,

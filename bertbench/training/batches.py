@@ -11,7 +11,7 @@ k, on any device count that divides G, draws the batches an uninterrupted run wo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -137,7 +137,7 @@ def collate_rows(collate, instances, step: int, rows: Sequence[int], indices) ->
 class StepSampler(Sampler[int]):
     """Yields step numbers start, start+1, …, end-1, but reports the length of the whole run (`end`).
 
-    Why `end` and not `end - start`: a resumed Lightning fit loop adds the batches it had fetched before
+    Why `end` and not `end - start` (lightning workaround: sampler-whole-run-length): a resumed Lightning fit loop adds the batches it had fetched before
     the stop (`batch_progress.current.ready`) to its fetch count and ends the epoch when that count reaches
     `len(loader)`. With the remainder as the length, a resume from step k < end/2 ended the epoch after
     end-2k batches and began a new one at `start` again (steps 0,1,2,3,**1** for k=1 of 5).
@@ -153,3 +153,35 @@ class StepSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.end
+
+
+class PhasedBatches:
+    """Dispatch a step to the dataset of its phase (seq 128 for 90% of steps, then 512, say).
+
+    Phases fixed in steps know their first steps up front. Phases on the clock begin at `begin_next`:
+    the next batch not yet fetched is the new phase's first (the loader fetches one batch ahead, so a
+    switch asked for after step s starts at s + 2), and `starts` — saved in the checkpoint — makes a
+    resumed run switch at the very same step."""
+
+    def __init__(self, starts: list[Optional[int]], datasets: list[Any], grad_accum: int):
+        self.starts, self.datasets, self.grad_accum = list(starts), datasets, grad_accum
+        self.fetched = 0  # optimiser steps whose batches were handed out
+
+    def __len__(self) -> int:
+        return 1 << 40
+
+    def phase_of(self, step: int) -> int:
+        return max(i for i, s in enumerate(self.starts) if s is not None and s <= step)
+
+    def begin_next(self) -> Optional[int]:
+        """Start the next phase at the first step not yet fetched; returns that step (None: no phase left)."""
+        k = next((i for i, s in enumerate(self.starts) if s is None), None)
+        if k is None:
+            return None
+        self.starts[k] = self.fetched
+        return self.fetched
+
+    def __getitem__(self, micro_step: int):
+        step = micro_step // self.grad_accum
+        self.fetched = max(self.fetched, step + 1)
+        return self.datasets[self.phase_of(step)][micro_step]

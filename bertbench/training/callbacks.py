@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import os
-import signal
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -22,7 +21,8 @@ from typing import Any, Optional
 
 import torch
 
-from bertbench.training.lightning_import import lightning as L  # first: see there
+from bertbench.training import lightning_compat
+from bertbench.training.lightning_compat import lightning as L
 from bertbench.config import PretrainConfig
 from bertbench.errors import BertbenchError
 from bertbench.runtime.faults import fault_point
@@ -225,7 +225,7 @@ class PeriodicCheckpoint(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         self.signals.defer()  # after Lightning's own handlers are in place (see stop_signals)
-        quiet_lightning_sigterm(trainer, self.signals)
+        lightning_compat.quiet_lightning_sigterm(trainer, self.signals)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         cfg = self.cfg
@@ -247,22 +247,6 @@ class PeriodicCheckpoint(L.Callback):
             self.signal_step = step
             trainer.should_stop = True
         fault_point("after_step", step)
-
-
-def quiet_lightning_sigterm(trainer, signals) -> None:
-    """Switch off Lightning's per-batch SIGTERM broadcast: with several processes its training loop broadcasts a
-    flag from rank 0 before every batch and reads it back (`_broadcast_sigterm_tensor`: a collective and a host
-    wait per step). It would broadcast nothing: `signals.defer()` has replaced the handler that sets the flag,
-    and PeriodicCheckpoint agrees on a signal at its rows instead. A SIGTERM Lightning's handler caught before
-    that (between the start of `fit` and its first batch) is handed over to `signals`, so it stops the run the
-    same way, at a row with a checkpoint, on every rank."""
-    connector = getattr(trainer, "_signal_connector", None)
-    if connector is not None and connector.received_sigterm:
-        connector.received_sigterm = False
-        signals.received = signals.received or signal.SIGTERM
-    loop = trainer.fit_loop.epoch_loop
-    if hasattr(loop, "_broadcast_sigterm_tensor"):
-        loop._broadcast_sigterm_tensor = lambda: None  # this trainer's loop only
 
 
 class Snapshots(L.Callback):

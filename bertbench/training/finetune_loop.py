@@ -137,6 +137,20 @@ def _length(feature: dict) -> int:
     return sum(len(s) for s in ids) if ids and isinstance(ids[0], list) else len(ids)
 
 
+def _schedule(opt, hp: FinetuneHParams, n: int) -> tuple[Any, int]:
+    """(the lr schedule, its total steps): `epochs` passes over `n` examples (capped at max_steps), linear warm-up
+    for warmup_fraction of them, then linear decay to 0."""
+    total = math.ceil(math.ceil(n / hp.batch_size) * hp.epochs)
+    if hp.max_steps is not None:
+        total = min(total, hp.max_steps)
+    total = max(1, total)
+    warmup = int(hp.warmup_fraction * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+    )
+    return sched, total
+
+
 def train(
     model,
     train_features: Sequence[dict],
@@ -165,15 +179,7 @@ def train(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(model, hp, device.type)
     n = len(train_features)
-    steps_per_epoch = math.ceil(n / hp.batch_size)
-    total = math.ceil(steps_per_epoch * hp.epochs)
-    if hp.max_steps is not None:
-        total = min(total, hp.max_steps)
-    total = max(1, total)
-    warmup = int(hp.warmup_fraction * total)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
-    )
+    sched, total = _schedule(opt, hp, n)
     rng = np.random.default_rng(seed)
     lengths = [_length(f) for f in train_features] if hp.group_by_length else None
     result = LoopResult(eval_outputs=None)

@@ -88,7 +88,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir)
         return ModelSource(portable_folder(spec, data_dir), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path),
                            None, None, facts)
-    pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
+    pre = ckpt.summary.pretraining_info()  # (read by results.read_summary, which refuses an older form in one line)
     seed = ckpt.run_config.get("seed") if isinstance(ckpt.run_config, dict) else None
     return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre,
                        seed if isinstance(seed, int) and not isinstance(seed, bool) else None)

@@ -10,7 +10,7 @@ Light on purpose: importing it must not pull in torch (the CLI imports it).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 

@@ -18,11 +18,12 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from bertbench.training.lightning_import import lightning as L  # first: see there
+from bertbench.training.lightning_compat import lightning as L
 from bertbench.config import OptimConfig
 from bertbench.model.bert import BertForPreTraining
 from bertbench.training.batches import LOSS_TOKENS, STEP_LOSS_TOKENS
 from bertbench.training.optim import make_adamw
+from bertbench.training.step import TrainingStep, fixed_step
 
 
 def linear_warmup_decay(progress: float, warmup: float) -> float:
@@ -43,8 +44,7 @@ class PretrainModule(L.LightningModule):
         eval_every: int = 0,
         fused_optimizer: bool = False,
         dropout_seed: int = 0,
-        static: bool = False,
-        compiled_forward=None,
+        step: Optional[TrainingStep] = None,
         sync_every: int = 1,
     ):
         """sync_every: with several processes, the budget's stop is agreed (a collective) every this many steps
@@ -52,11 +52,11 @@ class PretrainModule(L.LightningModule):
 
         fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
         whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
-        #21435). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip.
-        static, compiled_forward: the step the run's config chose (config.step_choice): the model's forward with
-        static=True or not, and that forward compiled (model.bert.compile_step) or None."""
+        #21435; lightning workaround: module-clips-fused-adamw). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip.
+        step: the step the run chose (training.step): the model's forward with static shapes or not, compiled or
+        not; it times the steps. None: the eager dynamic step."""
         super().__init__()
-        self.static, self.compiled_forward = static, compiled_forward
+        self.step = step or fixed_step(static=False)
         self.fused_optimizer = fused_optimizer
         self.model = freeze_unread(model)
         self.dropout_seed = dropout_seed
@@ -122,14 +122,14 @@ class PretrainModule(L.LightningModule):
 
     # -- steps ------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
-        out = (self.compiled_forward or self.model)(
+        out = (self.step.forward or self.model)(
             input_ids=batch["input_ids"],
             token_type_ids=batch.get("token_type_ids"),
             attention_mask=batch.get("attention_mask"),
             lm_labels=batch["lm_labels"],
             nsp_labels=batch.get("nsp_labels"),
             lm_positions=batch.get("lm_positions"),  # the masked LM's labels come in prediction slots
-            static=self.static,
+            static=self.step.static,
         )
         # Nothing here reads the device or talks to the other ranks: the losses stay on the device for the run
         # log's rows, and the weights below are host integers the loader counted (training.batches).
@@ -178,6 +178,7 @@ class PretrainModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self._session_start = time.perf_counter()  # wall time counts training, not set-up and imports
+        self.step.timer.started(self.training_seconds())
 
     def attach_phases(self, batches, bounds_seconds: list[float]) -> None:
         """Phases on the clock: when training seconds pass bounds_seconds[k], phase k + 1 begins."""
@@ -199,6 +200,7 @@ class PretrainModule(L.LightningModule):
         self._maybe_begin_phase()
         if (batch_idx + 1) % self.trainer.accumulate_grad_batches:
             return  # a step ends at its last micro-batch
+        self.step.timer.step_ended(self.last_step_end)  # after the callbacks: their evaluations are paused out
         spent = self.budget_spent()
         if self.trainer.world_size > 1:
             # Ranks' clocks differ by a little: all stop at the same step, or none. Agreed at the run log's

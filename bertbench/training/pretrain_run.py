@@ -21,8 +21,6 @@ from typing import Any, Optional
 
 from bertbench.config import (
     DATA_SPEED_ONLY,
-    PAPER_MASK_PROCEDURE,
-    PAPER_MASK_RATIO,
     DataConfig,
     ModelConfig,
     PretrainConfig,
@@ -36,7 +34,6 @@ from bertbench.config import (
 from bertbench.errors import BertbenchError
 from bertbench.runtime.faults import fault_point
 
-STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -119,119 +116,6 @@ def phase_seconds(cfg: PretrainConfig) -> list[float]:
         acc += p.fraction
         bounds.append(acc * cfg.budget_minutes * 60)
     return bounds
-
-
-class PhasedBatches:
-    """Dispatch a step to the dataset of its phase (seq 128 for 90% of steps, then 512, say).
-
-    Phases fixed in steps know their first steps up front. Phases on the clock begin at `begin_next`:
-    the next batch not yet fetched is the new phase's first (the loader fetches one batch ahead, so a
-    switch asked for after step s starts at s + 2), and `starts` — saved in the checkpoint — makes a
-    resumed run switch at the very same step."""
-
-    def __init__(self, starts: list[Optional[int]], datasets: list[Any], grad_accum: int):
-        self.starts, self.datasets, self.grad_accum = list(starts), datasets, grad_accum
-        self.fetched = 0  # optimiser steps whose batches were handed out
-
-    def __len__(self) -> int:
-        return 1 << 40
-
-    def phase_of(self, step: int) -> int:
-        return max(i for i, s in enumerate(self.starts) if s is not None and s <= step)
-
-    def begin_next(self) -> Optional[int]:
-        """Start the next phase at the first step not yet fetched; returns that step (None: no phase left)."""
-        k = next((i for i, s in enumerate(self.starts) if s is None), None)
-        if k is None:
-            return None
-        self.starts[k] = self.fetched
-        return self.fetched
-
-    def __getitem__(self, micro_step: int):
-        step = micro_step // self.grad_accum
-        self.fetched = max(self.fetched, step + 1)
-        return self.datasets[self.phase_of(step)][micro_step]
-
-
-def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precision: str):
-    """Held-out metrics on fixed batches (same masks every time, so points of the curve compare)."""
-    import torch
-
-    from bertbench.data import IGNORE_INDEX
-    from bertbench.data.masking import make_collator
-    from bertbench.model.diagnostics import cross_segment_match
-    from bertbench.training.batches import step_seed
-
-    heldout = data.heldout
-    if len(heldout) == 0:
-        return None
-    bs = min(cfg.batch_size, 32)
-    n_batches = max(1, min(cfg.eval_batches, (len(heldout) + bs - 1) // bs))
-    chunks = [[heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))] for i in range(n_batches)]  # noqa: E501
-    chunks = [c for c in chunks if c]
-
-    def fixed_batches(data_cfg: DataConfig):
-        collate = make_collator(data_cfg, tokenizer, cfg.objective, seed=step_seed(cfg.seed, 0, stream=1))
-        batches = []
-        for i, c in enumerate(chunks):
-            collate.set_epoch(i)
-            batches.append(collate(c))
-        return batches
-
-    own = fixed_batches(cfg.data)
-    standard = None
-    if is_masked(cfg.objective) and any(getattr(cfg.data, k) != v for k, v in STANDARD_MASKING.items()):
-        standard = fixed_batches(replace(cfg.data, **STANDARD_MASKING))
-    bf16 = precision.startswith("bf16")
-
-    def score(model, batches):
-        device = next(model.parameters()).device
-        loss_sum = correct = count = nsp_correct = nsp_count = 0.0
-        for b in batches:
-            b = {k: v.to(device) for k, v in b.items()}
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):  # the dynamic step, whichever trained
-                out = model(
-                    input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
-                    attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"], lm_positions=b.get("lm_positions"),
-                )
-            labelled = out.lm_targets != IGNORE_INDEX  # counted by its labels: padding and unused slots are none
-            n = int(labelled.sum())
-            loss_sum += float(out.lm_loss) * n
-            correct += float(((out.lm_logits.argmax(-1) == out.lm_targets) & labelled).sum())
-            count += n
-            if "nsp_labels" in b:
-                nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())
-                nsp_count += b["nsp_labels"].numel()
-        return loss_sum / max(1, count), 100.0 * correct / max(1, count), (100.0 * nsp_correct / nsp_count if nsp_count else None)
-
-    def evaluate(model) -> dict[str, float]:
-        loss, acc, nsp_acc = score(model, own)
-        if is_causal(cfg.objective):
-            return {"clm_loss": loss, "clm_accuracy": acc}
-        result = {"mlm_loss": loss, "mlm_accuracy": acc}
-        if standard is not None:
-            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"], _ = score(model, standard)
-        else:
-            result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = loss, acc
-        if nsp_acc is not None:
-            result["nsp_accuracy"] = nsp_acc
-        match = cross_segment_match(model.bert, own, tokenizer.special_ids)  # None on one-segment input
-        if match is not None:
-            result["cross_segment_match"] = match
-        return result
-
-    @torch.no_grad()
-    def run(model) -> dict[str, float]:
-        from bertbench.runtime.progress import Heartbeat, every_seconds, say
-
-        was_training = model.training
-        model.eval()
-        with Heartbeat(every_seconds(), say, "pretrain: held-out evaluation"):
-            result = evaluate(model)
-        model.train(was_training)
-        return result
-
-    return run
 
 
 # ----------------------------------------------------------------------------------------------
@@ -458,7 +342,7 @@ def _get(d: dict, dotted: str) -> Any:
 def _pretrain_locked(
     cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals, extra_callbacks: tuple = ()
 ) -> dict:
-    from bertbench.training.lightning_import import lightning as L
+    from bertbench.training.lightning_compat import lightning as L
 
     from bertbench.training.stop_signals import Interrupted
 
@@ -471,6 +355,7 @@ def _pretrain_locked(
     import warnings
 
     # Our loader resumes by construction (batch k is a function of k; StepSampler starts at the restored step).
+    # lightning workaround: mid-epoch-resume-warning
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     t_start = time.perf_counter()
@@ -479,12 +364,14 @@ def _pretrain_locked(
     datas = _build_data(cfg, plan, tokenizer)
     prep_seconds = time.perf_counter() - t_start
 
-    model, module, eval_fn, fused = _build_module(cfg, tokenizer, datas[-1], device_type, precision, out_dir, resuming)
+    model, module, eval_fn, fused, step = _build_module(cfg, tokenizer, datas[-1], device_type, precision, out_dir,
+                                                        resuming)
     guard, run_log, periodic = _callbacks(cfg, out_dir, stop_at_step, signals, precision, start_step)
     identity = lambda: run_identity(cfg, model, datas[-1], precision, out_dir)  # noqa: E731
-    callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), extra_callbacks)
+    callbacks, progress_bar = _all_callbacks(cfg, out_dir, tokenizer, identity, (guard, run_log, periodic), step,
+                                             extra_callbacks)
     trainer = _trainer(cfg, out_dir, precision, fused, progress_bar, callbacks)
-    loader = _loader(cfg, plan, datas, tokenizer, trainer, module, start_step, device_type)
+    loader = _loader(cfg, plan, datas, tokenizer, trainer, module, step, start_step, device_type)
     # weights_only=False: our own checkpoint holds the optimiser and RNG state (said here, so Lightning needn't)
     trainer.fit(module, train_dataloaders=loader, ckpt_path=str(last_ckpt) if last_ckpt.is_file() else None, weights_only=False)
     signals.immediate()  # from here (final eval, checkpoint/, summary) a signal stops at once: last.ckpt is intact
@@ -498,7 +385,7 @@ def _pretrain_locked(
     guard.check()
     if not trainer.is_global_zero:  # the other processes of a multi-process run: rank 0 evaluates and writes
         return {"worker_rank": trainer.global_rank}
-    summary = _final_summary(cfg, trainer, module, eval_fn, run_log, identity, prep_seconds, datas[-1])
+    summary = _final_summary(cfg, trainer, module, step, eval_fn, run_log, identity, prep_seconds, datas[-1])
     _write_outputs(cfg, out_dir, module, tokenizer, summary)
     return summary.to_json()
 
@@ -538,7 +425,8 @@ def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise BertbenchError(f"--accelerator {accelerator}: no CUDA GPU is available here; use auto or cpu")
     precision = resolve_precision(cfg.precision, device_type)
-    if precision == "16-mixed" and device_type == "cpu":  # Lightning would run bf16 and we would record 16-mixed
+    # lightning workaround: no-fp16-on-cpu (Lightning would run bf16 and we would record 16-mixed)
+    if precision == "16-mixed" and device_type == "cpu":
         raise BertbenchError(f"--precision {cfg.precision}: fp16 mixed precision needs a GPU; on CPU use bf16-mixed, 32 or auto")
     return device_type, precision
 
@@ -555,13 +443,15 @@ def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
 
 def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precision: str, out_dir: Path,
                   resuming: bool = False):
-    """(model, its Lightning module, the held-out eval function, fused AdamW?)."""
+    """(model, its Lightning module, the held-out eval function, fused AdamW?, the training step)."""
     from bertbench.model.bert import BertForPreTraining
+    from bertbench.training.heldout import make_eval_fn
     from bertbench.training.pretrain_module import PretrainModule
+    from bertbench.training.step import STEP_FILE, choose_step
 
     model = BertForPreTraining(model_config_for(cfg, tokenizer.vocab_size), nsp=trains_nsp(cfg.objective))
     step = choose_step(cfg, model, device_type, precision, out_dir / STEP_FILE, resuming)
-    eval_fn = make_eval_fn(cfg, data, tokenizer, device_type, precision)
+    eval_fn = make_eval_fn(cfg, data, tokenizer, precision)
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
     fused = precision != "16-mixed" and "fsdp" not in str(cfg.strategy).lower()
@@ -569,69 +459,12 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
         model, cfg.optim, cfg.max_steps,
         budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
         eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
-        static=step.choice.static, compiled_forward=step.forward,
-        sync_every=cfg.log_every,
+        step=step, sync_every=cfg.log_every,
     )
-    module.step_taken = step
-    return model, module, eval_fn, fused
+    return model, module, eval_fn, fused, step
 
 
-class TrainingStep:
-    """The step a run takes (config.step_choice), its compiled forward if any, and the times it measured."""
-
-    def __init__(self, choice, device: str, shape: str, forward=None):
-        self.choice, self.device, self.shape, self.forward = choice, device, shape, forward
-        self.compile_seconds: Optional[float] = None  # measured at the compiled step's first call
-
-    def summary(self, training_seconds: float, steps: int) -> dict[str, Any]:
-        """summary.json's `step`: what was decided and why, and what this run measured (kept for the next run's
-        decision: training.step_times)."""
-        step_s = (training_seconds - (self.compile_seconds or 0.0)) / steps if steps else None
-        kind = "compiled_step_seconds" if self.choice.compiled else "eager_step_seconds"
-        return {"shapes": "static" if self.choice.static else "dynamic", **asdict(self.choice),
-                "measured": {"device": self.device, "shape": self.shape,
-                             "compile_seconds": None if self.compile_seconds is None else round(self.compile_seconds, 4),
-                             kind: None if step_s is None else round(step_s, 4)}}
-
-
-STEP_FILE = "step.json"  # the run's step choice, kept so that a resumed run takes the step its first session took
-
-
-def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, kept: Path, resuming: bool) -> TrainingStep:
-    """Decide the training step once (config.step_choice) from what earlier runs measured on this device
-    (training.step_times), and keep it in `kept`: a resumed run with the same `compile` setting reads it back
-    rather than deciding again (newer measurements must not change the step halfway, or resume would not be
-    exact); a `compile` changed on resume (RESUMABLE_CHANGES) decides anew. Compile the step when chosen (at
-    its first call, which measures the compile)."""
-    import json
-
-    from bertbench.config import StepChoice, step_choice
-    from bertbench.model.bert import compile_step
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.runtime.progress import say
-    from bertbench.runtime.provenance import hardware
-    from bertbench.training import step_times
-
-    device, shape = hardware(), step_times.shape_key(cfg.batch_size, cfg.data.max_seq_len, precision)
-    measured = step_times.measured(device, cfg.model_size, shape)
-    budget = cfg.budget_minutes * 60 if cfg.budget_minutes else None
-    saved = json.loads(kept.read_text()) if resuming and kept.is_file() else {}
-    if saved.pop("setting", None) == cfg.compile:
-        choice = StepChoice(**saved)
-    else:
-        choice = step_choice(cfg.compile, device_type, cfg.max_steps, budget, measured)
-        atomic_write_text(kept, json.dumps({"setting": cfg.compile, **asdict(choice)}, indent=1) + "\n")
-    step = TrainingStep(choice, device, shape)
-    if step.choice.compiled:
-        def compiled(seconds: float) -> None:
-            step.compile_seconds = seconds
-            say(f"pretrain: compiled the training step in {seconds:.1f} s (its first call)")
-
-        step.forward = compile_step(model, compiled)
-    return step
-
-
-def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple,
+def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], own: tuple, step,
                    extra_callbacks: tuple) -> tuple[list, bool]:
     """(the run's callbacks in their order, whether Lightning shows a progress bar)."""
     from bertbench.runtime.progress import every_seconds, say
@@ -649,12 +482,12 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     elif every is not None:
         from bertbench.training.progress_lines import ProgressLines
 
-        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps, say, run_log))
+        callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps, say, run_log, step))
     return callbacks, progress_bar
 
 
 def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, progress_bar: bool, callbacks: list):
-    from bertbench.training.lightning_import import lightning as L
+    from bertbench.training.lightning_compat import lightning as L
 
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
     # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
@@ -669,7 +502,7 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
             use_distributed_sampler=False,  # our batches are already sharded per rank and keyed by step
             num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=str(out_dir),
         )
-    except (ValueError, TypeError, ImportError) as err:  # Lightning's checks of these values: a long traceback
+    except (ValueError, TypeError, ImportError) as err:  # lightning workaround: trainer-errors-one-line
         detail = " ".join(str(err).split())[:300]
         raise BertbenchError(f"--accelerator {cfg.accelerator} --devices {cfg.devices} --strategy {cfg.strategy}: "
                              f"Lightning cannot run this ({detail})") from None
@@ -689,19 +522,20 @@ def _strategy(cfg: PretrainConfig):
                        gradient_as_bucket_view=cfg.ddp.gradient_as_bucket_view)
 
 
-def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, start_step: int, device_type: str):
+def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, step, start_step: int,
+            device_type: str):
     """This rank's batches, keyed by step across the phases (the module learns where each phase starts)."""
     import torch
     from torch.utils.data import DataLoader
 
     from bertbench.config import loader_workers
     from bertbench.data.masking import make_collator
-    from bertbench.training.batches import StepBatchDataset, StepSampler
+    from bertbench.training.batches import PhasedBatches, StepBatchDataset, StepSampler
 
     rank, world = trainer.global_rank, trainer.world_size
     step_sets = [
         StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed,
-                                                static=module.static),
+                                                static=step.static),
                          bs, cfg.seed, rank, world, cfg.grad_accum)  # bs: the phase's global batch; this rank collates its rows
         for d, (_, dcfg, bs) in zip(datas, plan)
     ]
@@ -719,21 +553,16 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     )
 
 
-def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, identity: Callable[[], dict],
+def _final_summary(cfg: PretrainConfig, trainer, module, step, eval_fn, run_log, identity: Callable[[], dict],
                    prep_seconds: float, data):
     """The last held-out evaluation and what the run was and reached (summary.json, a results.PretrainSummary)."""
     from bertbench.results import PretrainSummary
     from bertbench.runtime.provenance import library_versions, now_iso
     from bertbench.training.pretrain_module import perplexity
 
-    from bertbench.training import step_times
-
     fault_point("final_eval")
     final_eval = eval_fn(module.model) if eval_fn else {}
-    taken = module.step_taken
-    step = taken.summary(module.training_seconds(), trainer.global_step)
-    step_times.record(taken.device, cfg.model_size, taken.shape, **{k: v for k, v in step["measured"].items()
-                                                                    if k.endswith("_seconds")})
+    step.record(cfg.model_size)  # for the next run's choice: a median after warm-up, or nothing
     if "mlm_loss_paper_masking" in final_eval:
         final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
@@ -752,7 +581,7 @@ def _final_summary(cfg: PretrainConfig, trainer, module, eval_fn, run_log, ident
         heldout=final_eval,
         data=data.stats,
         library_versions=library_versions(),
-        step=step,
+        step=step.summary(),
         date=now_iso(),
     )
 

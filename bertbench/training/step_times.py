@@ -1,4 +1,4 @@
-"""What `compile: auto` decides from (config.step_choice): step and compile times measured by earlier runs here.
+"""What `compile: auto` decides from (training.step.step_choice): step and compile times measured by earlier runs here.
 
 One small JSON file in the bertbench cache folder, `step_times.json`, readable and safe to delete (the next
 run measures again). It is keyed first by the device (`provenance.hardware()`: the GPU's name, or the CPU's
@@ -8,7 +8,8 @@ run; step times are kept per batch, length and precision under it:
     {"NVIDIA H100 80GB HBM3 ×1; host …": {"base": {"compile_seconds": 71.3,
         "steps": {"256x128 bf16-mixed": {"eager_step_seconds": 0.21, "compiled_step_seconds": 0.16}}}}}
 
-Each finished run records what it measured; the latest measurement replaces the one before.
+Each finished run records what it measured (training.step.TrainingStep.record: a step time is a median over
+the steps after warm-up, and a short run has none); the latest measurement replaces the one before.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ Lightning installs its own SIGTERM handler at the start of `fit` (it raises `SIG
 SystemExit with no code, after the current micro-batch: exit 0, no message) and turns Ctrl-C into
 `sys.exit(1)`; `defer()` is called from `on_train_start`, after Lightning's handlers are in place, and
 replaces them. Lightning's teardown restores the handlers it found, i.e. ours in immediate mode.
+# lightning workaround: own-signal-handlers (training.lightning_compat lists them all)
 """
 from __future__ import annotations
 
