@@ -575,7 +575,7 @@ class PretrainSummary:
     final_train_loss: Optional[float] = None
     data: Optional[dict[str, Any]] = None  # the data's statistics; `cache` is the cache folder's name only
     library_versions: Optional[dict[str, str]] = None
-    step: Optional[dict[str, Any]] = None  # the training step taken and why (pretrain_run.TrainingStep.summary)
+    step: Optional[dict[str, Any]] = None  # the training step taken and why (training.step.TrainingStep.summary)
     snapshot: bool = False  # a Figure 5 snapshot's summary (mid-run), not the run's
 
     def to_json(self) -> dict[str, Any]:
