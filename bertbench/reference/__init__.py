@@ -148,41 +148,12 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
         if target not in metrics:
             problems.append(f"metric_aliases.{alias}: {target!r} is not a declared metric")
 
-    numbers: list[PaperNumber] = []
-    seen: set[tuple] = set()
-    raw_numbers = data["numbers"] if isinstance(data["numbers"], list) else []
-    if not raw_numbers:
-        problems.append("numbers: expected a non-empty list")
-    for i, raw in enumerate(raw_numbers):
-        number = _parse_number(raw, f"numbers[{i}]", sources, tasks, metrics, problems)
-        if number is None:
-            continue
-        key = (number.source, number.system, number.task, number.metric, number.split,
-               tuple(sorted(number.config.items())))
-        if key in seen:
-            problems.append(f"numbers[{i}]: duplicate of an earlier entry {key[:5]}")
-        seen.add(key)
-        numbers.append(number)
-
+    numbers = _numbers(data, sources, tasks, metrics, problems)
     main_sources = tuple(data["main_table_sources"]) if isinstance(data["main_table_sources"], list) else ()
     for src in main_sources:
         if src not in sources:
             problems.append(f"main_table_sources: {src!r} is not a declared source")
-    columns: list[PaperColumn] = []
-    for i, col in enumerate(data["columns"] if isinstance(data["columns"], list) else []):
-        if (not isinstance(col, dict) or not {"name", "systems"} <= set(col) <= {"name", "systems", "size"}
-                or not isinstance(col["systems"], list)):
-            problems.append(f"columns[{i}]: expected {{name: ..., systems: [...]}} and optionally size: ...")
-            continue
-        systems = tuple(col["systems"])
-        if not any(n.system in systems and n.source in main_sources for n in numbers):
-            problems.append(f"columns[{i}]: no number of a main-table source has system {systems}")
-        if "size" in col:
-            try:
-                model_shape(col["size"])
-            except BertbenchError as e:
-                problems.append(f"columns[{i}]: {e}")
-        columns.append(PaperColumn(str(col["name"]), systems, col.get("size")))
+    columns = _columns(data, numbers, main_sources, problems)
     turc_source = data["turc_source"]
     if turc_source not in sources:
         problems.append(f"turc_source: {turc_source!r} is not a declared source")
@@ -191,16 +162,7 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
             problems.append(f"turc_sizes.{size}: no number for system {system!r}")
 
     glue = data["glue_score"] if isinstance(data["glue_score"], dict) else {}
-    glue_scores: list[tuple[str, str, str]] = []
-    for item in glue.get("scores") or []:
-        if not (isinstance(item, list) and len(item) == 3 and item[0] in tasks and item[1] in metrics):
-            problems.append(f"glue_score.scores: {item!r} is not [declared task, declared metric, GLUE task]")
-            continue
-        glue_scores.append((item[0], item[1], str(item[2])))
-    if glue.get("source") not in sources:
-        problems.append(f"glue_score.source: {glue.get('source')!r} is not a declared source")
-    if not glue_scores:
-        problems.append("glue_score.scores: expected a non-empty list")
+    glue_scores = _glue_scores(glue, sources, tasks, metrics, problems)
 
     return PaperNumbers(
         numbers=tuple(numbers),
@@ -216,6 +178,61 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
         glue_source=str(glue.get("source")),
         glue_scores=tuple(glue_scores),
     )
+
+
+def _numbers(data: dict, sources: dict, tasks: dict, metrics: dict, problems: list[str]) -> list[PaperNumber]:
+    """`numbers:`, each checked (`_parse_number`), no entry twice."""
+    numbers: list[PaperNumber] = []
+    seen: set[tuple] = set()
+    raw_numbers = data["numbers"] if isinstance(data["numbers"], list) else []
+    if not raw_numbers:
+        problems.append("numbers: expected a non-empty list")
+    for i, raw in enumerate(raw_numbers):
+        number = _parse_number(raw, f"numbers[{i}]", sources, tasks, metrics, problems)
+        if number is None:
+            continue
+        key = (number.source, number.system, number.task, number.metric, number.split,
+               tuple(sorted(number.config.items())))
+        if key in seen:
+            problems.append(f"numbers[{i}]: duplicate of an earlier entry {key[:5]}")
+        seen.add(key)
+        numbers.append(number)
+    return numbers
+
+
+def _columns(data: dict, numbers: list[PaperNumber], main_sources: tuple, problems: list[str]) -> list[PaperColumn]:
+    """`columns:`, each naming systems that a main-table source has numbers for, and a model size if any."""
+    columns: list[PaperColumn] = []
+    for i, col in enumerate(data["columns"] if isinstance(data["columns"], list) else []):
+        if (not isinstance(col, dict) or not {"name", "systems"} <= set(col) <= {"name", "systems", "size"}
+                or not isinstance(col["systems"], list)):
+            problems.append(f"columns[{i}]: expected {{name: ..., systems: [...]}} and optionally size: ...")
+            continue
+        systems = tuple(col["systems"])
+        if not any(n.system in systems and n.source in main_sources for n in numbers):
+            problems.append(f"columns[{i}]: no number of a main-table source has system {systems}")
+        if "size" in col:
+            try:
+                model_shape(col["size"])
+            except BertbenchError as e:
+                problems.append(f"columns[{i}]: {e}")
+        columns.append(PaperColumn(str(col["name"]), systems, col.get("size")))
+    return columns
+
+
+def _glue_scores(glue: dict, sources: dict, tasks: dict, metrics: dict, problems: list[str]) -> list[tuple[str, str, str]]:
+    """`glue_score.scores:` [declared task, declared metric, GLUE task] each, from a declared source."""
+    glue_scores: list[tuple[str, str, str]] = []
+    for item in glue.get("scores") or []:
+        if not (isinstance(item, list) and len(item) == 3 and item[0] in tasks and item[1] in metrics):
+            problems.append(f"glue_score.scores: {item!r} is not [declared task, declared metric, GLUE task]")
+            continue
+        glue_scores.append((item[0], item[1], str(item[2])))
+    if glue.get("source") not in sources:
+        problems.append(f"glue_score.source: {glue.get('source')!r} is not a declared source")
+    if not glue_scores:
+        problems.append("glue_score.scores: expected a non-empty list")
+    return glue_scores
 
 
 def _parse_number(
