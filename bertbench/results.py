@@ -251,6 +251,7 @@ _MODEL_OPTIONAL = {"external": (_DICT, False)}
 _EXTERNAL = {"format": (_STR, False), "name": (_STR, False), "name_or_path": (_STR, True),
              "architectures": (None, True), "transformers_version": (_STR, True), "shape": (_DICT, False),
              "weights_file": (_STR, True)}
+_EXTERNAL_OPTIONAL = {"model_type": (_STR, True), "tokenizer": (_STR, True)}  # architecture, tokenizer kind (issue 57)
 _EXTERNAL_SHAPE = {"layers": (_INT, False), "hidden": (_INT, False), "heads": (_INT, False),
                    "intermediate": (_INT, False), "vocab": (_INT, False), "max_position": (_INT, False)}
 _FINETUNE = {"lr": (_NUM, False), "epochs": (_NUM, True), "batch_size": (_INT, False), "max_seq_len": (_INT, False),
@@ -347,7 +348,7 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
 def _check_external(model: dict, problems: list[str]) -> None:
     """`model.external`: the folder's own facts, and no pre-training block beside them (it would be invented)."""
     external = model["external"]
-    _check_section(external, _EXTERNAL, "model.external.", problems, strict=True)
+    _check_section(external, _EXTERNAL, "model.external.", problems, strict=True, optional=_EXTERNAL_OPTIONAL)
     if isinstance(external.get("shape"), dict):
         _check_section(external["shape"], _EXTERNAL_SHAPE, "model.external.shape.", problems, strict=True)
     if model.get("pretraining") is not None:

@@ -43,9 +43,14 @@ class ModelSource:
     # a model bertbench did not pre-train: the folder's own facts (model.external.external_facts); its
     # `pretraining` is None, as nothing is known of how it was trained
     external: Optional[dict] = None
+    # a Hugging Face encoder that is not a BERT (model.hf_encoder.GenericEncoder): it builds the backbone itself
+    generic: Optional[Any] = None
 
     def backbone(self, seed: int):
         import torch
+
+        if self.generic is not None:
+            return self.generic.backbone(seed)
 
         from bertbench.model.checkpoint import fit_nsp_weights
         from bertbench.model.bert import BertForPreTraining
@@ -73,6 +78,10 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, an HF BERT folder, or random:<size>)")
     if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
         path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
+    from bertbench.model.hf_encoder import is_generic_folder
+
+    if is_generic_folder(path):  # RoBERTa, ELECTRA, DeBERTa, …: transformers' own model under our heads
+        return _generic_source(path, spec, tokenizer, data_dir)
     ckpt = load_checkpoint(path)
     if tokenizer:
         ckpt.tokenizer = WordPieceTokenizer.load(Path(tokenizer))
@@ -85,13 +94,28 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         from bertbench.model.external import external_facts
         from bertbench.paths import portable_folder
 
-        facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir)
+        facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir, tokenizer_kind="WordPiece")
         return ModelSource(portable_folder(spec, data_dir), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path),
                            None, None, facts)
     pre = ckpt.summary.pretraining_info()  # (read through results.read_summary: older forms migrated)
     seed = ckpt.run_config.get("seed") if isinstance(ckpt.run_config, dict) else None
     return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre,
                        seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+
+
+def _generic_source(path: Path, spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
+    """A non-BERT HF folder: its own model and fast tokenizer (model.hf_encoder), its own facts in the record."""
+    from bertbench.model.checkpoint import fingerprint_checkpoint
+    from bertbench.model.external import external_facts
+    from bertbench.model.hf_encoder import load_generic
+    from bertbench.paths import portable_folder
+
+    if tokenizer:
+        raise BertbenchError(f"--tokenizer {tokenizer}: a Hugging Face encoder uses the tokenizer saved in its folder ({spec})")
+    generic = load_generic(path)
+    facts = external_facts(path, spec, generic.config, None, data_dir, tokenizer_kind=generic.tokenizer.kind)
+    return ModelSource(portable_folder(spec, data_dir), generic.tokenizer, generic.config, None,
+                       fingerprint_checkpoint(path), None, None, facts, generic)
 
 
 # ----------------------------------------------------------------------------------------------
