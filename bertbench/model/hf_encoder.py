@@ -240,12 +240,20 @@ def load_generic(folder: Path) -> GenericEncoder:
     return GenericEncoder(model, tokenizer, _shape(hf_config, _usable_positions(model, hf_config)), hf_config.model_type)
 
 
+# What a fast tokenizer is built from: its own file, or the vocabulary files transformers converts. transformers 5
+# makes an empty tokenizer (the special tokens alone) for a folder holding none of them: it must not get that far.
+TOKENIZER_SOURCES = ("tokenizer.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model",
+                     "tokenizer.model")
+
+
 def _fast_tokenizer(transformers, folder: Path):
     missing = f"{folder}: no fast tokenizer (tokenizer.json) for this model; bertbench reads a fast tokenizer's " \
-              "offsets and word ids (save one with transformers' `PreTrainedTokenizerFast.save_pretrained`)"
+              "offsets and word ids (save one beside the model with the tokenizer's `save_pretrained`)"
+    if not any((folder / name).is_file() for name in TOKENIZER_SOURCES):
+        raise BertbenchError(missing)
     try:
         fast = transformers.AutoTokenizer.from_pretrained(folder, use_fast=True)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ImportError):
         raise BertbenchError(missing) from None
     if not getattr(fast, "is_fast", False):
         raise BertbenchError(missing)
