@@ -119,6 +119,9 @@ def test_squad_windows_and_ner_labels_come_from_the_tokenizers_own_offsets_and_w
         assert [task.labels[f["labels"][k]] for k, w in enumerate(f["word_index"]) if w >= 0] == \
             [ex.tags[w] for w in labelled]
         assert ("token_type_ids" in f) == SEGMENTS[arch]
+        if arch == "roberta":  # each word encoded as in running text, after a space ("Ġ"), as transformers does
+            firsts = [tok.backend.id_to_token(f["input_ids"][k]) for k, w in enumerate(f["word_index"]) if w >= 0]
+            assert all(p.startswith("Ġ") for p in firsts), firsts
 
 
 def test_roberta_finetune_is_reported_beside_a_bertbench_variant_by_name_and_architecture(runs, tmp_path):
