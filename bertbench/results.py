@@ -409,6 +409,9 @@ def validate_record(
 
     if known_task_versions is not None:
         task, task_version = obj["task"], obj["task_version"]
+        own = (obj.get("extra") or {}).get("task_definition")  # a task of the user's own, as it was fine-tuned
+        if task not in known_task_versions and isinstance(own, dict) and own.get("version") == task_version:
+            return obj  # type: ignore[return-value]
         if task not in known_task_versions:
             raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')} (a task of your own: "
                                  "give its folder with --tasks-dir)")

@@ -585,8 +585,23 @@ def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, select
                "train_loss_by_epoch": [e["train_loss"] for e in res.history],
                **scored.extra,
                "last_epoch_loss_drop": _last_epoch_drop(res.history),
-               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss},
+               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss,
+               **({"task_definition": own} if (own := own_task_definition(task, req.data_dir)) else {})},
     )
+
+
+def own_task_definition(task, data_dir: Optional[Path]) -> Optional[dict]:
+    """A task of the user's own (its YAML outside the project's tasks/): where its file was, its sha256 and its
+    version, so that `report` reads its records without --tasks-dir (results.validate_record). None for ours."""
+    import hashlib
+
+    from bertbench.paths import TASKS_DIR, default_data_dir, portable_folder
+
+    path = Path(task.path) if task.path else None
+    if path is None or not path.is_file() or path.resolve().is_relative_to(TASKS_DIR.resolve()):
+        return None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"file": portable_folder(str(path), Path(data_dir) if data_dir else default_data_dir()), "sha256": "sha256:" + digest, "version": task.version}
 
 
 @dataclass
