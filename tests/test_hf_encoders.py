@@ -157,3 +157,23 @@ def _ours_beside(out: Path, external_run: Path) -> None:
                                          "data_fingerprint": None, "code_version": None, "hardware": None,
                                          "run_dir": None, "heldout": None}}
         write_record(out / data["task"] / Path(r.path).name, data)
+
+
+def test_the_first_day_example_makes_a_folder_that_fine_tunes_as_the_page_says(tmp_path, monkeypatch):
+    """docs/first-day.md's own-encoder example, run as written (its book from the shared corpus, or the fixture
+    corpus where that is absent), then fine-tuned on SST-2 for two steps: a RoBERTa with a byte-level BPE."""
+    from test_docs_examples import example
+
+    code = example("python example: own HF encoder", "python")
+    book = SHARED_DATA / "corpus" / "gutenberg" / "alice_in_wonderland.txt"
+    if not book.is_file():
+        book = next(p for p in sorted((Path(__file__).parent / "fixtures" / "corpus").rglob("*.txt")))
+    code = code.replace('"../shared/data/corpus/gutenberg/alice_in_wonderland.txt"', repr(str(book)))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/first-day.md", "exec"), {})
+    _invoke("finetune", "--model", "roberta-tiny", "--tasks", "sst2", "--data-dir", DATA, "--max-steps", "2",
+            "--seeds", "1", "--max-train-examples", "16", "--max-eval-examples", "8", "--out", "results/roberta-tiny")
+    [rec] = load_records([tmp_path / "results" / "roberta-tiny"])
+    ext = rec.data["model"]["external"]
+    assert (ext["model_type"], ext["tokenizer"], ext["name"], rec.data["model"]["size"]) == \
+        ("roberta", "BPE (byte-level)", "roberta-tiny", "tiny")
