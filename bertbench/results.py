@@ -61,6 +61,8 @@ Rules a writer must know:
   {"on": "train-slice" | "dev", "rule", "grid": [lrs], "scores": {lr: mean selection score},
   "selected_lr", "score", "heldout_size"}; `finetune.max_train_examples` is the cap that applied to
   this task (e.g. SST-2's 20,000), `split.train_size` the examples actually trained on.
+- `extra.task_definition` (optional): a task of the user's own, {"file", "sha256", "version"}: where its YAML was;
+  such a record validates without the task in the registry (`report` without --tasks-dir).
 - `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
   relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),

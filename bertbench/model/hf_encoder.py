@@ -69,14 +69,6 @@ def check_encoder_config(hf_config, where: str) -> None:
                              "deberta-v2, … can)")
 
 
-@dataclass
-class TemplateTokens:
-    """What features_* need of a tokenizer besides its backend."""
-
-    pad_id: int
-    unk_id: int
-
-
 class HFTokenizer:
     """A transformers fast tokenizer, seen as bertbench's feature builders see a WordPieceTokenizer: `.backend` (a
     `tokenizers.Tokenizer` whose post-processor adds the model's own special tokens), `encode_batch`, pad/unk ids;
@@ -159,6 +151,7 @@ class HFEncoder(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states: bool = False,
                 pooled_only: bool = False) -> EncoderOutput:
+        """BertModel's call; `pooled_only` (bertbench's last-layer shortcut) computes the whole last layer here."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         # the batches pad with 0; RoBERTa numbers its positions from the non-pad tokens, so pad with its pad id
