@@ -268,7 +268,7 @@ def _build_command():
             raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
         say = (lambda line: None) if values["json_out"] else typer.echo
         if not cfg.tokenizer or cfg.tokenizer == "train":  # a vocabulary trained on the corpus, kept for pretrain
-            from bertbench.data.vocab_cache import build_vocab
+            from bertbench.model.vocab_cache import build_vocab
             from bertbench.training.pretrain_run import _train_tokenizer
 
             tok, folder, trained = build_vocab(cfg, lambda: _train_tokenizer(cfg))

@@ -39,7 +39,7 @@ def _flagged(rec: dict[str, Any]) -> bool:
 
 def smallest_budget_past(task: str, size: Optional[str], root: Optional[Path] = None) -> Optional[str]:
     """A sentence naming the smallest committed budget that reached a non-degenerate `task` cell at `size`, or None."""
-    from bertbench.studies.protocol import COMMITTED_RECORDS
+    from bertbench.paths import COMMITTED_RECORDS
 
     root = Path(root) if root is not None else COMMITTED_RECORDS
     if not root.is_dir():

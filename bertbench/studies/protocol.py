@@ -29,10 +29,8 @@ from pathlib import Path
 from typing import Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.paths import PROJECT_ROOT
+from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
-
-COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
 
 
 @dataclass(frozen=True)

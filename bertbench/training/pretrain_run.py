@@ -67,7 +67,7 @@ def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool =
 
 def _prebuilt_vocab(cfg: PretrainConfig):
     """(tokenizer, folder) of `data build --tokenizer train` for this corpus and vocabulary settings, else None."""
-    from bertbench.data.vocab_cache import prebuilt_vocab
+    from bertbench.model.vocab_cache import prebuilt_vocab
 
     try:
         return prebuilt_vocab(cfg)
