@@ -97,7 +97,7 @@ def _error(*args) -> str:
     return lines[0]
 
 
-def _finetune_error(folder: Path, tmp_path: Path) -> str:
+def _finetune_error(folder, tmp_path: Path) -> str:
     return _error("finetune", "--model", folder, "--tasks", "rte", "--data-dir", FIXTURE_DATA, "--max-steps", "1",
                   "--seeds", "1", "--out", tmp_path / "out")
 
@@ -128,3 +128,33 @@ def test_without_transformers_the_error_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # what `import transformers` is when it is not installed
     line = _finetune_error(folder, tmp_path)
     assert "pip install -e '.[hf]'" in line
+
+
+def test_a_hub_model_is_its_snapshot_folder_and_an_unreachable_one_is_one_line(tmp_path, monkeypatch):
+    """`--model hub:NAME` fine-tunes the hub snapshot's folder (here a local folder stands for the download), named
+    by the model's name; a name the hub (or, offline, its cache) does not have is one `error:` line."""
+    import huggingface_hub
+
+    sys.path.insert(0, str(TESTS))
+    from hf_tiny import make_folder
+
+    folder = make_folder(tmp_path / "snapshot", "electra", ["a tiny corpus of a few words"] * 50)
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda name, **kw: asked.append((name, kw["allow_patterns"])) or str(folder))
+    r = runner.invoke(app, ["finetune", "--model", "hub:someone/electra-tiny", "--tasks", "rte", "--data-dir",
+                            str(FIXTURE_DATA), "--max-steps", "1", "--seeds", "1", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert asked[0][0] == "someone/electra-tiny" and "*.safetensors" in asked[0][1]
+    from bertbench.results import load_records
+
+    [rec] = load_records([tmp_path / "out"])
+    assert rec.data["model"]["source"] == "hub:someone/electra-tiny"
+    assert rec.data["model"]["external"]["name"] == "electra-tiny"
+
+    def offline(name, **kw):
+        raise huggingface_hub.errors.LocalEntryNotFoundError("cannot find the requested files in the local cache")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    line = _finetune_error("hub:someone/nothing", tmp_path)
+    assert line.startswith("error: --model hub:someone/nothing: not available from the Hugging Face hub")

@@ -253,4 +253,30 @@ def _fast_tokenizer(transformers, folder: Path):
     return fast
 
 
-__all__ = ["EXTRA_HINT", "GenericEncoder", "HFTokenizer", "is_generic_folder", "load_generic"]
+HUB_PREFIX = "hub:"  # `--model hub:NAME`: a model of the Hugging Face hub, as `--corpus hub:NAME` a dataset
+# what a fine-tuning reads of a hub model: its config, weights (safetensors first) and tokenizer files
+HUB_FILES = ["config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "merges.txt",
+             *TOKENIZER_SOURCES]
+
+
+def hub_folder(spec: str) -> Path:
+    """`hub:NAME` → the local folder of its snapshot (downloaded where the network allows; with HF_HUB_OFFLINE=1
+    the hub cache alone), which then loads as any folder; one `error:` line when it cannot be had."""
+    name = spec[len(HUB_PREFIX):]
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise BertbenchError(f"--model {spec}: a hub model needs `huggingface_hub`: {EXTRA_HINT}") from None
+    try:
+        folder = Path(snapshot_download(name, allow_patterns=[*HUB_FILES, "*.safetensors"]))
+        if not any(folder.glob("*.safetensors")):  # an older upload: its PyTorch weights
+            folder = Path(snapshot_download(name, allow_patterns=[*HUB_FILES, "pytorch_model.bin"]))
+    except Exception as err:  # noqa: BLE001 — hub, network and cache errors alike: one line naming the model
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise BertbenchError(f"--model {spec}: not available from the Hugging Face hub ({first}); offline, "
+                             "HF_HUB_OFFLINE=1 reads the hub cache alone, or give the model's folder") from None
+    return folder
+
+
+__all__ = ["EXTRA_HINT", "GenericEncoder", "HFTokenizer", "HUB_PREFIX", "hub_folder", "is_generic_folder",
+           "load_generic"]

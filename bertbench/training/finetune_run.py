@@ -73,9 +73,12 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         tok = WordPieceTokenizer.load(tok_path)
         cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
         return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
-    path = Path(spec)
+    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder
+
+    path = hub_folder(spec) if spec.startswith(HUB_PREFIX) else Path(spec)
     if not path.exists():
-        raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, an HF BERT folder, or random:<size>)")
+        raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, a Hugging Face folder, "
+                             "hub:NAME, or random:<size>)")
     if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
         path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
     from bertbench.model.hf_encoder import is_generic_folder
