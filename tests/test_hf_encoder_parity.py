@@ -67,7 +67,8 @@ def test_the_fast_path_and_the_generic_path_fine_tune_one_bert_folder_alike(tmp_
     task = get_task(task_name)
     examples = read_split(task, "train", FIXTURE_DATA, "local")[:16]
     fast = resolve_model_source(str(folder), None, FIXTURE_DATA)
-    assert fast.generic is None  # a BERT folder keeps the fast path
+    assert fast.generic is None  # a BERT folder keeps the fast path, and its record says what it is
+    assert (fast.external["model_type"], fast.external["tokenizer"]) == ("bert", "WordPiece")
     fast = dataclasses.replace(fast, config=dataclasses.replace(fast.config, dropout=0.0, attention_dropout=0.0))
     generic = load_generic(folder)
     assert generic.config.dropout == 0.0

@@ -143,8 +143,8 @@ class HFEncoder(nn.Module):
         self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         own = getattr(getattr(model, "pooler", None), "dense", None)
         if isinstance(own, nn.Linear) and own.weight.shape == self.pooler.weight.shape:
+            # a copy: the model's own pooler stays (not every model's forward allows it None), unread, no gradient
             self.pooler.load_state_dict(own.state_dict())
-            model.pooler = None  # read once, here: the model's own copy would get no gradient
         else:
             self.pooler.weight.data.normal_(0.0, cfg.initializer_range)
             self.pooler.bias.data.zero_()
