@@ -159,3 +159,16 @@ def test_a_hub_model_is_its_snapshot_folder_and_an_unreachable_one_is_one_line(t
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
     line = _finetune_error("hub:someone/nothing", tmp_path)
     assert line.startswith("error: --model hub:someone/nothing: not available from the Hugging Face hub")
+
+
+def test_a_bert_of_gelu_new_which_our_encoder_cannot_be_fine_tunes_on_the_generic_path(tmp_path):
+    """A BERT with another activation (gelu_new) does not map into bertbench's encoder: transformers' own runs it."""
+    from bertbench.training.finetune_run import resolve_model_source
+
+    cfg = transformers.BertConfig(vocab_size=sum(1 for _ in VOCAB.open()), hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=64, hidden_act="gelu_new")
+    transformers.BertModel(cfg).save_pretrained(tmp_path / "bert-gelu-new")
+    transformers.BertTokenizerFast(vocab=str(VOCAB)).save_pretrained(tmp_path / "bert-gelu-new")
+    source = resolve_model_source(str(tmp_path / "bert-gelu-new"), None, FIXTURE_DATA)
+    assert source.generic is not None and source.external["model_type"] == "bert"
+    assert source.generic.model.config.hidden_act == "gelu_new"

@@ -33,13 +33,16 @@ TOKENIZER_KINDS = {"BPE": "BPE", "WordPiece": "WordPiece", "Unigram": "Unigram",
 
 
 def is_generic_folder(folder: Path) -> bool:
-    """An HF folder (config.json, no bertbench model_config.json) whose model is not a BERT."""
+    """An HF folder (config.json, no bertbench model_config.json) whose model bertbench's encoder cannot be: not a
+    BERT, or a BERT of another activation or position scheme (hf_compat.config_from_hf refuses those)."""
     folder = Path(folder)
     cfg = folder / "config.json"
     if not folder.is_dir() or not cfg.is_file() or (folder / "model_config.json").is_file():
         return False
     try:
-        return json.loads(cfg.read_text(encoding="utf-8")).get("model_type") != "bert"
+        hf = json.loads(cfg.read_text(encoding="utf-8"))
+        return (hf.get("model_type") != "bert" or hf.get("hidden_act", "gelu") != "gelu"
+                or hf.get("position_embedding_type", "absolute") != "absolute")
     except (OSError, ValueError, AttributeError):
         return False  # the BERT loader names a bad config.json in one line
 
