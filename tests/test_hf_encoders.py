@@ -138,6 +138,8 @@ def test_roberta_finetune_is_reported_beside_a_bertbench_variant_by_name_and_arc
         _invoke("report", results, ours, "--out", tmp_path / board)
         [glue] = [line for line in (tmp_path / board).read_text().splitlines() if line.startswith("| GLUE")]
         assert glue.startswith("| GLUE (2 of 8 tasks) |"), glue
+    # its provenance note says what its folder states: the architecture and the tokenizer's kind among the rest
+    assert "model_type roberta; tokenizer BPE (byte-level)" in (tmp_path / "board.md").read_text()
     # a claim names it by its name, and is judged (paired with our model of its size), not "not run"
     claim = _invoke("report", runs["roberta"], ours, "--out", tmp_path / "board2.md",
                     "--claim", "roberta-tiny − mlm+nsp on stsb > 0")
