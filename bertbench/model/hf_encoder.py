@@ -28,8 +28,6 @@ from bertbench.model.bert import EncoderOutput
 from bertbench.model.tokenizer import WordPieceTokenizer
 
 EXTRA_HINT = "pip install -e '.[hf]'"
-# tokenizers' model types, as a record names the tokenizer's kind
-TOKENIZER_KINDS = {"BPE": "BPE", "WordPiece": "WordPiece", "Unigram": "Unigram", "WordLevel": "WordLevel"}
 
 
 def is_generic_folder(folder: Path) -> bool:
@@ -99,7 +97,7 @@ class HFTokenizer:
     def kind(self) -> str:
         """'BPE (byte-level)', 'WordPiece', 'Unigram': what the record says of the tokenizer."""
         spec = json.loads(self.backend.to_str())
-        model = TOKENIZER_KINDS.get((spec.get("model") or {}).get("type"), str((spec.get("model") or {}).get("type")))
+        model = str((spec.get("model") or {}).get("type") or "unknown")  # tokenizers' model: BPE, WordPiece, Unigram
         return f"{model} (byte-level)" if _has_byte_level(spec.get("pre_tokenizer")) else model
 
     def convert_ids_to_tokens(self, ids) -> list[str]:
@@ -142,7 +140,7 @@ class HFEncoder(nn.Module):
         self.model = model
         self.cfg = cfg  # bertbench ModelConfig: the shape and dropout the heads read
         self.pad_id = pad_id
-        self.segments = segments and "token_type_ids" in inspect.signature(model.forward).parameters
+        self.segments = segments  # load_generic: token type embeddings, and a forward that takes them
         self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         own = getattr(getattr(model, "pooler", None), "dense", None)
         if isinstance(own, nn.Linear) and own.weight.shape == self.pooler.weight.shape:
@@ -228,7 +226,9 @@ def load_generic(folder: Path) -> GenericEncoder:
     except (OSError, ValueError) as err:
         raise BertbenchError(f"{folder}: the model's weights do not load ({str(err).splitlines()[0]})") from None
     model.eval()
-    segments = (getattr(hf_config, "type_vocab_size", 0) or 0) > 1
+    # segment ids only for a model with token type embeddings that takes them
+    segments = ((getattr(hf_config, "type_vocab_size", 0) or 0) > 1
+                and "token_type_ids" in inspect.signature(model.forward).parameters)
     tokenizer = HFTokenizer(fast, segments)
     if tokenizer.vocab_size > hf_config.vocab_size:
         raise BertbenchError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but config.json says "
