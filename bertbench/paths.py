@@ -9,6 +9,7 @@ from bertbench.errors import BertbenchError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = PROJECT_ROOT / "tasks"  # the shipped tasks
+COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
 TASKS_DIR_VARIABLE = "BERTBENCH_TASKS_DIR"  # `run --tasks-dir` adds to it for its stages (each its own process)
 TASKS_DIR_HELP = (f"Folders of task YAML files of your own, read beside the project's tasks/ (several joined by "
                   f"'{os.pathsep}'; ${TASKS_DIR_VARIABLE} adds more the same way).")

@@ -61,6 +61,8 @@ Rules a writer must know:
   {"on": "train-slice" | "dev", "rule", "grid": [lrs], "scores": {lr: mean selection score},
   "selected_lr", "score", "heldout_size"}; `finetune.max_train_examples` is the cap that applied to
   this task (e.g. SST-2's 20,000), `split.train_size` the examples actually trained on.
+- `extra.task_definition` (optional): a task of the user's own, {"file", "sha256", "version"}: where its YAML was;
+  such a record validates without the task in the registry (`report` without --tasks-dir).
 - `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
   relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
@@ -253,6 +255,7 @@ _MODEL_OPTIONAL = {"external": (_DICT, False)}
 _EXTERNAL = {"format": (_STR, False), "name": (_STR, False), "name_or_path": (_STR, True),
              "architectures": (None, True), "transformers_version": (_STR, True), "shape": (_DICT, False),
              "weights_file": (_STR, True)}
+_EXTERNAL_OPTIONAL = {"model_type": (_STR, True), "tokenizer": (_STR, True)}  # architecture, tokenizer kind (issue 57)
 _EXTERNAL_SHAPE = {"layers": (_INT, False), "hidden": (_INT, False), "heads": (_INT, False),
                    "intermediate": (_INT, False), "vocab": (_INT, False), "max_position": (_INT, False)}
 _FINETUNE = {"lr": (_NUM, False), "epochs": (_NUM, True), "batch_size": (_INT, False), "max_seq_len": (_INT, False),
@@ -349,7 +352,7 @@ def _check_pretraining(pre: dict, problems: list[str]) -> None:
 def _check_external(model: dict, problems: list[str]) -> None:
     """`model.external`: the folder's own facts, and no pre-training block beside them (it would be invented)."""
     external = model["external"]
-    _check_section(external, _EXTERNAL, "model.external.", problems, strict=True)
+    _check_section(external, _EXTERNAL, "model.external.", problems, strict=True, optional=_EXTERNAL_OPTIONAL)
     if isinstance(external.get("shape"), dict):
         _check_section(external["shape"], _EXTERNAL_SHAPE, "model.external.shape.", problems, strict=True)
     if model.get("pretraining") is not None:
@@ -410,6 +413,9 @@ def validate_record(
 
     if known_task_versions is not None:
         task, task_version = obj["task"], obj["task_version"]
+        own = (obj.get("extra") or {}).get("task_definition")  # a task of the user's own, as it was fine-tuned
+        if task not in known_task_versions and isinstance(own, dict) and own.get("version") == task_version:
+            return obj  # type: ignore[return-value]
         if task not in known_task_versions:
             raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')} (a task of your own: "
                                  "give its folder with --tasks-dir)")

@@ -139,7 +139,8 @@ finetune: {{tasks: [mine], seeds: [1], max_steps: 2}}
 
 def test_own_task_beside_rte_in_one_finetune_and_one_report(tmp_path, monkeypatch):
     """The researcher's second day: their task (a folder outside the repo and outside the data folder) and RTE
-    in one `finetune` call, then reported beside RTE. Without --tasks-dir the report says how to name the folder."""
+    in one `finetune` call, then reported beside RTE; its records carry where the task was defined, so the report
+    reads them without --tasks-dir too (issue 57). A record without that says how to name the folder."""
     monkeypatch.delenv("BERTBENCH_TASKS_DIR", raising=False)
     tasks_dir = tmp_path / "my-tasks"
     write_tsv(tasks_dir / "data" / "train.tsv")
@@ -154,6 +155,20 @@ def test_own_task_beside_rte_in_one_finetune_and_one_report(tmp_path, monkeypatc
     assert r.exit_code == 0, r.output + repr(r.exception)
     rows = list(DictReader(csv.open()))
     assert {(row["kind"], row["task"]) for row in rows if row["primary"] == "True"} == {("ours", "mine"), ("ours", "rte")}
+    # the record carries where its task was defined (and the file's hash): the report reads it without --tasks-dir
+    mine = next(rec for rec in load_records([out]) if rec.data["task"] == "mine")
+    definition = mine.data["extra"]["task_definition"]
+    assert definition["version"] == 1 and definition["sha256"].startswith("sha256:")
+    assert Path(definition["file"]).name == "mine.yaml"
+    assert "task_definition" not in next(rec for rec in load_records([out]) if rec.data["task"] == "rte").data["extra"]
+    r = runner.invoke(app, ["report", str(out), "--csv", str(tmp_path / "again.csv")])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert (tmp_path / "again.csv").read_text() == csv.read_text()  # the same report as with --tasks-dir
+    # a record of a task nobody defined still fails, naming --tasks-dir
+    del mine.data["extra"]["task_definition"]
+    from bertbench.results import write_record
+
+    write_record(mine.path, mine.data)
     r = runner.invoke(app, ["report", str(out)])
     assert r.exit_code == 2 and "Unknown task 'mine'" in r.output and "--tasks-dir" in error_lines(r.output)[0]
 

@@ -78,9 +78,22 @@ def test_data_build_prints_what_it_built_and_a_throughput_line(setup):
                         r"\([\d.,]+ MB/s per core\)", lines[-1]), lines[-1]
 
 
-def test_data_build_needs_a_fixed_tokenizer(setup):
-    _, recipe = setup
-    r = runner.invoke(app, ["data", "build", "--recipe", str(recipe), "--tokenizer", "train"])
-    assert r.exit_code == 2
-    assert r.output.strip().startswith("error: data build needs a fixed tokenizer"), r.output
-    assert "Traceback" not in r.output
+def test_data_build_trains_the_vocabulary_and_the_pretraining_on_that_corpus_uses_it_and_says_so(setup):
+    """The README's own-books path (issue 57): `--tokenizer train` trains the vocabulary on the corpus once, in the
+    cache beside the tokenised corpus; a pre-training with the same corpus and vocabulary settings loads it (and
+    says so) instead of training its own, and finds the corpus tokenised with it."""
+    tmp_path, recipe = setup
+    cache = tmp_path / "cache"
+    own = ["--tokenizer", "train", "--vocab-size", "150"]  # the small corpus gives 124 pieces
+    r = runner.invoke(app, ["data", "build", "--recipe", str(recipe), *own])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    [vocab] = list(cache.glob("vocab-*"))
+    assert f"data build: vocabulary of 124 pieces trained on the corpus: {vocab}" in r.output
+    built = _built(cache)
+    r = runner.invoke(app, ["pretrain", "--recipe", str(recipe), *own, "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert f"pretrain: tokenizer: the vocabulary `data build` trained on this corpus (124 pieces, {vocab})" in r.output
+    assert (tmp_path / "run" / "tokenizer" / "vocab.txt").read_text() == (vocab / "vocab.txt").read_text()
+    assert _built(cache) == built  # nothing tokenised or indexed again: the build was made with this vocabulary
+    r = runner.invoke(app, ["data", "build", "--recipe", str(recipe), *own])  # a second build trains nothing
+    assert r.exit_code == 0 and "already trained on the corpus" in r.output, r.output

@@ -109,6 +109,32 @@ def test_a_degenerate_side_is_refused_not_given_an_mde_of_zero():
     r = runner.invoke(app, ["plan", str(RECORDS / "masking"), "--claim", "wettig-mask40-vs-mask15", "--effect", "3"])
     assert r.exit_code != 0 and "degenerate (one class for every example) seed on cola, mrpc" in r.output
     assert "MDE 0.0" not in r.output
+    # ... and says what got past it: the smallest budget of a committed study with a non-degenerate cell (issue 57)
+    hint = r.output.split("What got past it: ", 1)[1]
+    assert hint.startswith("cola: the smallest budget a committed study reached a non-degenerate cell with is tiny ")
+    assert "; mrpc: " in hint and "leaderboards/records/" in hint
+
+
+def test_what_got_past_a_degenerate_cell_is_the_smallest_non_degenerate_budget(tmp_path):
+    from bertbench.report.past_degenerate import smallest_budget_past
+    from bertbench.results import write_record
+    from record_factory import record
+
+    def put(study, seed, predictions, tokens):
+        rec = record("rte", seed, predictions, "0101", objective="mlm+nsp")
+        data = {**rec.data, "model": {**rec.data["model"], "fingerprint": f"sha256:{tokens:x}",
+                                      "pretraining": {**rec.data["model"]["pretraining"], "tokens_seen": tokens}}}
+        write_record(tmp_path / study / "rte" / f"rte.dev.seed{seed}.record.json", data)
+
+    put("small", 1, "0000", 1000)  # degenerate: one class
+    put("small", 2, "0101", 1000)  # ... beside a good seed: the cell is still degenerate
+    assert smallest_budget_past("rte", "tiny", tmp_path) is None  # nothing got past it
+    put("big", 1, "0110", 9_000_000)
+    put("bigger", 1, "0101", 50_000_000)
+    found = smallest_budget_past("rte", "tiny", tmp_path)
+    assert found.startswith("rte: the smallest budget a committed study reached a non-degenerate cell with is tiny "
+                            "mlm+nsp pre-trained on 9.0M tokens") and found.endswith("leaderboards/records/big)")
+    assert smallest_budget_past("rte", "base", tmp_path) is None  # another size's budget is no answer
 
 
 def _blocks(text: str):

@@ -266,11 +266,16 @@ def _build_command():
         cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
         if not cfg.data.corpus:
             raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
-        if not cfg.tokenizer or cfg.tokenizer == "train":
-            raise BertbenchError("data build needs a fixed tokenizer: give --tokenizer vocab.txt (or a tokenizer "
-                                 "folder); a pre-training with tokenizer 'train' tokenises after training its own")
-        tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
         say = (lambda line: None) if values["json_out"] else typer.echo
+        if not cfg.tokenizer or cfg.tokenizer == "train":  # a vocabulary trained on the corpus, kept for pretrain
+            from bertbench.model.vocab_cache import build_vocab
+            from bertbench.training.pretrain_run import _train_tokenizer
+
+            tok, folder, trained = build_vocab(cfg, lambda: _train_tokenizer(cfg))
+            say(f"data build: vocabulary of {tok.vocab_size:,} pieces {'trained on' if trained else 'already trained on'} "
+                f"the corpus: {folder} (a pretrain with --tokenizer train on this corpus uses it)")
+        else:
+            tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
         summary = build_data([dcfg for _, dcfg, _ in phase_plan(cfg)], tok, cfg.objective, cfg.seed,
                              cfg.data.num_proc, echo=say)
         if values["json_out"]:

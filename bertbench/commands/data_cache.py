@@ -15,7 +15,7 @@ import typer
 
 # What bertbench writes into the cache folder (a corpus folder, its temporary build folder, its lock file):
 # `--clear` removes these and nothing else, so a cache folder shared with other files loses only ours
-OURS = ("corpus-*", ".tmp-corpus-*", ".lock-corpus-*")
+OURS = ("corpus-*", ".tmp-corpus-*", ".lock-corpus-*", "vocab-*", ".tmp-vocab-*")  # vocab-*: model/vocab_cache.py
 
 
 def folder_bytes(path: Path) -> int:

@@ -10,7 +10,8 @@ longest sequence in its batch and derives the attention mask from the lengths. K
   token_classification         input_ids, token_type_ids, example_index, word_index, labels (-100 = no loss)
                                (see features_token)
 
-`build_features(task, examples, tokenizer)` picks the function from `task.type` and the lengths from
+token_type_ids are left out for a model without segments (special_tokens.has_segments: RoBERTa,
+DistilBERT, DeBERTa-v2). `build_features(task, examples, tokenizer)` picks the function from `task.type` and the lengths from
 `task.hparams`; decoding lives beside the span-QA and token features (`decode_qa`, `decode_tokens`).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Optional
 
 from bertbench.data.features_qa import QADecoding, decode_qa, qa_features
 from bertbench.data import IGNORE_INDEX
+from bertbench.data.special_tokens import has_segments
 from bertbench.data.features_token import decode_tokens, token_features
 from bertbench.data.task_readers import ChoiceExample, Example, TextExample
 from bertbench.errors import BertbenchError
@@ -40,16 +42,20 @@ Feature = dict[str, Any]
 
 
 def pair_features(examples: list[TextExample], tokenizer, max_seq_len: int) -> list[Feature]:
-    """[CLS] a [SEP] (b [SEP]), truncated longest-first to max_seq_len, as BERT's run_classifier.py."""
+    """[CLS] a [SEP] (b [SEP]), truncated longest-first to max_seq_len, as BERT's run_classifier.py (another
+    model's own special tokens: its tokenizer's post-processor adds them)."""
     singles = [ex.text_b is None for ex in examples]
     if any(singles) and not all(singles):
         raise BertbenchError("pair_features: mixed single-text and pair examples in one call")
     texts = [ex.text_a for ex in examples]
     pairs = None if all(singles) else [ex.text_b for ex in examples]
     encs = tokenizer.encode_batch(texts, pairs, max_length=max_seq_len) if examples else []
+    segments = has_segments(tokenizer)
     out: list[Feature] = []
     for i, (ex, enc) in enumerate(zip(examples, encs)):
-        f: Feature = {"input_ids": list(enc.input_ids), "token_type_ids": list(enc.token_type_ids), "example_index": i}
+        f: Feature = {"input_ids": list(enc.input_ids), "example_index": i}
+        if segments:
+            f["token_type_ids"] = list(enc.token_type_ids)
         if ex.label is not None:
             f["labels"] = ex.label
         out.append(f)
@@ -66,17 +72,16 @@ def choice_features(examples: list[ChoiceExample], tokenizer, max_seq_len: int) 
             firsts.append(ex.context)
             seconds.append(f"{ex.prefix} {ending}" if ex.prefix else ending)
     encs = tokenizer.encode_batch(firsts, seconds, max_length=max_seq_len) if firsts else []
+    segments = has_segments(tokenizer)
     out: list[Feature] = []
     k = 0
     for i, ex in enumerate(examples):
         n = len(ex.endings)
         chunk = encs[k:k + n]
         k += n
-        f: Feature = {
-            "input_ids": [list(e.input_ids) for e in chunk],  # (num_choices, len_c)
-            "token_type_ids": [list(e.token_type_ids) for e in chunk],
-            "example_index": i,
-        }
+        f: Feature = {"input_ids": [list(e.input_ids) for e in chunk], "example_index": i}  # (num_choices, len_c)
+        if segments:
+            f["token_type_ids"] = [list(e.token_type_ids) for e in chunk]
         if ex.label is not None:
             f["labels"] = ex.label
         out.append(f)

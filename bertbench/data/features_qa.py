@@ -8,9 +8,10 @@ starts and ends of each window, keeps spans inside the paragraph, at most `max_a
 long and starting at a token whose window gives it the most context, and reads the answer straight
 out of the original paragraph through the tokenizer's character offsets (no detokenisation).
 
-Feature keys: input_ids, token_type_ids, example_index, start_positions, end_positions (both absent
+Feature keys: input_ids, token_type_ids (where the model has segments), example_index, start_positions, end_positions (both absent
 for unlabelled data), offsets ([start, end) characters into the context for paragraph tokens,
-[-1, -1] for [CLS], question and [SEP]), token_is_max_context (1/0 per token).
+[-1, -1] for [CLS], question and [SEP]), token_is_max_context (1/0 per token). The special tokens are the
+model's own (special_tokens.template), so a RoBERTa or DeBERTa window is built the same way.
 """
 from __future__ import annotations
 
@@ -64,18 +65,22 @@ def _answer_token_span(offsets: list[list[int]], char_start: int, char_end: int)
 
 def qa_features(examples: list[QAExample], tokenizer, max_seq_len: int = 384, doc_stride: int = 128,
                 max_query_len: int = 64) -> list[Feature]:
-    """One feature per window: [CLS] question [SEP] window [SEP] (token types 0 … 0 1 … 1)."""
+    """One feature per window: [CLS] question [SEP] window [SEP] for BERT (token types 0 … 0 1 … 1); the
+    model's own special tokens and types in general (special_tokens.template: RoBERTa's <s> q </s></s> w </s>)."""
+    from bertbench.data.special_tokens import has_segments, template
+
     backend = tokenizer.backend
     questions = backend.encode_batch([ex.question for ex in examples], add_special_tokens=False)
     contexts = list(dict.fromkeys(ex.context for ex in examples))  # each paragraph tokenised once
     ctx_enc = {c: (e.ids, [list(o) for o in e.offsets])
                for c, e in zip(contexts, backend.encode_batch(contexts, add_special_tokens=False))}
-    cls, sep = tokenizer.cls_id, tokenizer.sep_id
+    t = template(tokenizer, pair=True)
+    segments = has_segments(tokenizer)
     out: list[Feature] = []
     for i, ex in enumerate(examples):
         q = questions[i].ids[:max_query_len]
         doc_ids, doc_offsets = ctx_enc[ex.context]
-        max_doc = max_seq_len - len(q) - 3
+        max_doc = max_seq_len - len(q) - t.n_special
         if max_doc < 1:
             raise ValueError(f"max_seq_len {max_seq_len} leaves no room for the paragraph after {len(q)} question tokens")
         gold = None
@@ -84,19 +89,21 @@ def qa_features(examples: list[QAExample], tokenizer, max_seq_len: int = 384, do
             gold = _answer_token_span(doc_offsets, a.start, a.start + len(a.text))
         spans = _doc_spans(len(doc_ids), max_doc, doc_stride)
         best_span = _best_span_per_token(spans, len(doc_ids))
-        head = len(q) + 2  # [CLS] q [SEP]
+        head = len(t.prefix) + len(q) + len(t.middle)  # [CLS] q [SEP]
+        head_types = [*t.prefix_types, *[t.a_type] * len(q), *t.middle_types]
+        tail = len(t.suffix)
         for k, (s, length) in enumerate(spans):
             f: Feature = {
-                "input_ids": [cls, *q, sep, *doc_ids[s:s + length], sep],
-                "token_type_ids": [0] * head + [1] * (length + 1),
+                "input_ids": [*t.prefix, *q, *t.middle, *doc_ids[s:s + length], *t.suffix],
+                **({"token_type_ids": head_types + [t.b_type] * length + list(t.suffix_types)} if segments else {}),
                 "example_index": i,
-                "offsets": [NO_OFFSET] * head + doc_offsets[s:s + length] + [NO_OFFSET],  # lists shared, never mutated
-                "token_is_max_context": [0] * head + [int(b == k) for b in best_span[s:s + length]] + [0],
+                "offsets": [NO_OFFSET] * head + doc_offsets[s:s + length] + [NO_OFFSET] * tail,  # lists shared, never mutated
+                "token_is_max_context": [0] * head + [int(b == k) for b in best_span[s:s + length]] + [0] * tail,
             }
             if ex.answers or ex.is_impossible:
                 if gold is not None and s <= gold[0] and gold[1] <= s + length - 1:
                     f["start_positions"], f["end_positions"] = gold[0] - s + head, gold[1] - s + head
-                else:  # unanswerable, or the answer is not (wholly) in this window
+                else:  # unanswerable, or the answer is not (wholly) in this window: the first token ([CLS], <s>)
                     f["start_positions"] = f["end_positions"] = 0
             out.append(f)
     return out

@@ -8,7 +8,7 @@ exactly once; the rest of the sentence fills any room left as unlabelled context
 (the "document context" of the paper's CoNLL result), still unlabelled. Sentences without a
 document id (the hub's copy has no document boundaries) get no document context.
 
-Feature keys: input_ids, token_type_ids (all 0), example_index, word_index (the word a labelled
+Feature keys: input_ids, token_type_ids (all 0; none for a model without segments), example_index, word_index (the word a labelled
 piece belongs to, -1 elsewhere), labels (label ids with -100; absent when the example has no tags).
 """
 from __future__ import annotations
@@ -24,7 +24,9 @@ Feature = dict[str, Any]
 def _word_pieces(examples: list[TokenExample], tokenizer) -> list[list[list[int]]]:
     """Per example, per word: its piece ids. A word the normaliser erases entirely becomes [UNK], so
     that every word still has a first piece to carry (and later receive) its label."""
-    encs = tokenizer.backend.encode_batch([ex.words for ex in examples], is_pretokenized=True, add_special_tokens=False)
+    # a byte-level BPE encodes pre-split words as following a space (hf_encoder.HFTokenizer.word_backend)
+    backend = getattr(tokenizer, "word_backend", tokenizer.backend)
+    encs = backend.encode_batch([ex.words for ex in examples], is_pretokenized=True, add_special_tokens=False)
     out = []
     for ex, enc in zip(examples, encs):
         pieces: list[list[int]] = [[] for _ in ex.words]
@@ -49,7 +51,11 @@ def _chunks(pieces: list[list[int]], budget: int) -> list[tuple[int, int]]:
 def token_features(examples: list[TokenExample], tokenizer, max_seq_len: int, labels: Sequence[str],
                    *, doc_context: bool = False) -> list[Feature]:
     """One feature per sentence (more for a sentence that does not fit), labels on first pieces."""
-    budget = max_seq_len - 2
+    from bertbench.data.special_tokens import has_segments, template
+
+    t = template(tokenizer, pair=False)  # BERT's [CLS] … [SEP], RoBERTa's <s> … </s>
+    segments = has_segments(tokenizer)
+    budget = max_seq_len - t.n_special
     if budget < 1:
         raise ValueError(f"max_seq_len {max_seq_len} leaves no room between [CLS] and [SEP]")
     label_id = {lab: k for k, lab in enumerate(labels)}
@@ -101,10 +107,11 @@ def token_features(examples: list[TokenExample], tokenizer, max_seq_len: int, la
             right = right_context(i, after, room - len(left))
             left = left_context(i, before, room - len(right))  # give unused right-hand room to the left
             f: Feature = {
-                "input_ids": [tokenizer.cls_id, *left, *ids, *right, tokenizer.sep_id],
-                "token_type_ids": [0] * (len(left) + len(ids) + len(right) + 2),
+                "input_ids": [*t.prefix, *left, *ids, *right, *t.suffix],
+                **({"token_type_ids": [*t.prefix_types, *[t.a_type] * (len(left) + len(ids) + len(right)),
+                                       *t.suffix_types]} if segments else {}),
                 "example_index": i,
-                "word_index": [-1] * (len(left) + 1) + words + [-1] * (len(right) + 1),
+                "word_index": [-1] * (len(left) + len(t.prefix)) + words + [-1] * (len(right) + len(t.suffix)),
             }
             if ex.tags is not None:
                 f["labels"] = [label_id[ex.tags[w]] if w >= 0 else IGNORE_INDEX for w in f["word_index"]]

@@ -1,6 +1,6 @@
 """What a result record says of a model bertbench did not pre-train: the folder's own facts, nothing else.
 
-A Hugging Face BERT folder (`save_pretrained`), or a bertbench checkpoint folder without a pre-training
+A Hugging Face encoder folder (`save_pretrained`), or a bertbench checkpoint folder without a pre-training
 summary (`convert --from-hf` writes one), tells us its shape, maybe the name it was loaded from
 (`_name_or_path`) and its architectures, and its weights (whose sha256 is the record's `model.fingerprint`).
 It says nothing of how it was trained: no objective, masking, data or tokens. Its record therefore has
@@ -12,7 +12,12 @@ it by its name and shape, apart from the variants bertbench pre-trained:
      "name_or_path": "bert-base-uncased" | null,  # config.json's `_name_or_path`, or what an import came from
      "architectures": ["BertForMaskedLM"] | null, "transformers_version": "5.24.0" | null,
      "shape": {"layers", "hidden", "heads", "intermediate", "vocab", "max_position"},
-     "weights_file": "model.safetensors" | null}  # the file whose sha256 is the record's model.fingerprint
+     "weights_file": "model.safetensors" | null,  # the file whose sha256 is the record's model.fingerprint
+     "model_type": "roberta",                 # config.json's model_type ("bert" for a bertbench folder)
+     "tokenizer": "BPE (byte-level)" | "WordPiece" | "Unigram" | null}  # the tokenizer's kind
+
+A BERT folder is imported into bertbench's encoder; any other encoder (RoBERTa, ELECTRA, DistilBERT, DeBERTa)
+is fine-tuned as transformers' own model under the same heads (model.hf_encoder).
 """
 from __future__ import annotations
 
@@ -23,9 +28,11 @@ from typing import Any, Optional
 HUGGINGFACE, BERTBENCH = "huggingface", "bertbench"  # `external.format`: which kind of folder it was
 
 
-def external_facts(folder: Path, given: str, config, run_config: Optional[dict], data_dir: Path) -> dict[str, Any]:
+def external_facts(folder: Path, given: str, config, run_config: Optional[dict], data_dir: Path,
+                   tokenizer_kind: Optional[str] = None) -> dict[str, Any]:
     """The `model.external` block of a folder without a pre-training summary. `given`: the folder as the user
-    named it; `config`: its ModelConfig; `run_config`: a bertbench folder's run_config.yaml (None for HF)."""
+    named it; `config`: its ModelConfig; `run_config`: a bertbench folder's run_config.yaml (None for HF);
+    `tokenizer_kind`: what the loaded tokenizer is (HFTokenizer.kind; "WordPiece" for a BERT)."""
     from bertbench.paths import portable_folder
 
     folder = Path(folder)
@@ -49,6 +56,9 @@ def external_facts(folder: Path, given: str, config, run_config: Optional[dict],
                   "intermediate": config.intermediate_size, "vocab": config.vocab_size,
                   "max_position": config.max_position_embeddings},
         "weights_file": weights,  # the file model.fingerprint is the sha256 of
+        # the architecture (config.json's model_type; a bertbench folder is a BERT) and the tokenizer's kind
+        "model_type": str(stated.get("model_type") or "bert") if kind == HUGGINGFACE else "bert",
+        "tokenizer": tokenizer_kind,
     }
 
 

@@ -67,7 +67,8 @@ CONFIG_KEYS = {  # ours → HF config.json
 
 def config_from_hf(hf: dict[str, Any], where: str = "config.json") -> ModelConfig:
     if hf.get("model_type") != "bert":
-        raise BertbenchError(f"{where}: not a BERT model (model_type {hf.get('model_type')!r}); only BERT can be imported")
+        raise BertbenchError(f"{where}: not a BERT model (model_type {hf.get('model_type')!r}); only a BERT imports into "
+                             "bertbench's encoder (`finetune --model FOLDER` fine-tunes any other encoder as it is)")
     act = hf.get("hidden_act", "gelu")
     if act != "gelu":
         raise BertbenchError(f"{where}: hidden_act {act!r} is not supported (BERT uses exact 'gelu')")

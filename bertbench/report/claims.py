@@ -224,10 +224,12 @@ def statements(paper: Sequence[Claim], stated: Sequence[Claim], paper_numbers: P
 
 
 def names_variant(name: str, v: Variant) -> Optional[bool]:
-    """Whether `name` names variant `v`: True when exactly (its label, or size and objective), False when by its
-    objective (any size), None when not."""
+    """Whether `name` names variant `v`: True when exactly (its label, an external model's name, or size and
+    objective), False when by its objective (any size), None when not."""
     n = " ".join(name.lower().split())
     if n == v.label.lower():
+        return True
+    if v.external is not None and n == str(v.external.get("name", "")).lower():  # an external model by its name
         return True
     words = {v.objective.lower()} | {w for w, label in OBJECTIVE_WORDS.items() if label == v.objective}
     if n in words:

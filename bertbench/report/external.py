@@ -23,7 +23,9 @@ def external_main_notes(variants: Sequence[Any]) -> list[str]:
     if not found:
         return []
     names = ", ".join(v.label for v in found)
-    return [f"External models ({names}): not pre-trained by bertbench, labelled by their folder's name and shape; "
+    return [f"External models ({names}): not pre-trained by bertbench, labelled by their folder's name, architecture "
+            "and shape; their pre-training is not ours (its data, objective and budget are theirs), the fine-tuning "
+            "protocol is the same; "
             "how they were trained is unknown (their records carry no pre-training block). They are left out of "
             "Tables 5, 6 and 8, the differences against MLM+NSP and the paper's claims; compare one with ours by a "
             "claim of your own (`bertbench report --claim`, docs/claims.md)."]
@@ -38,6 +40,10 @@ def external_provenance_notes(variants: Sequence[Any]) -> list[str]:
         facts = [f"format {ext.get('format')}", f"folder {v.records[0].data['model']['source']}"]
         if ext.get("name_or_path"):
             facts.append(f"_name_or_path {ext['name_or_path']}")
+        if ext.get("model_type"):
+            facts.append(f"model_type {ext['model_type']}")
+        if ext.get("tokenizer"):
+            facts.append(f"tokenizer {ext['tokenizer']}")
         if ext.get("architectures"):
             facts.append("architectures " + ", ".join(map(str, ext["architectures"])))
         if ext.get("transformers_version"):

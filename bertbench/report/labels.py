@@ -41,14 +41,17 @@ def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
 
 
 def external_label(external: Mapping[str, Any]) -> str:
-    """An external model's report label: its kind, its folder's name and its shape, e.g. 'HF hfbert, L2-H128'
+    """An external model's report label: its kind, its folder's name, its architecture when it is not a BERT
+    (config.json's model_type) and its shape, e.g. 'HF hfbert, L2-H128', 'HF roberta-tiny (roberta), L2-H32-A2'
     ('-A4' added when the heads are not hidden / 64, the rule of every released BERT)."""
     shape = external["shape"]
     text = f"L{shape['layers']}-H{shape['hidden']}"
     if shape["heads"] * 64 != shape["hidden"]:
         text += f"-A{shape['heads']}"
     kind = "HF" if external["format"] == "huggingface" else "external"
-    return f"{kind} {external['name']}, {text}"
+    arch = external.get("model_type")
+    named = f"{external['name']} ({arch})" if arch and arch != "bert" else external["name"]
+    return f"{kind} {named}, {text}"
 
 
 def variant_label(record: Record) -> str:

@@ -587,6 +587,10 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
     n_tasks = len({group for _, _, group in scores})
     coverage: dict[tuple, dict[str, tuple[float, set[str]]]] = defaultdict(dict)
     marks: dict[str, str] = {}
+    # an external model joins the rows our variants make (averaged over their scores, when it has them all)
+    # rather than adding a row of its own coverage: the GLUE column stays one column (issue 57)
+    ours_present = any(v.external is None for v in data.variants)
+    joining: list[tuple[Variant, dict, set[str]]] = []
     for variant in data.variants:
         got = {}
         kinds: set[str] = set()
@@ -598,10 +602,17 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
                 kinds.add(row.eval_kind)
                 cells.append(data.cell(variant, row).records)
         if got:
-            key = tuple(s for s in scores if (s[0], s[1]) in got)
-            coverage[key][variant.label] = (math.fsum(got.values()) / len(got), kinds)
             marks[variant.label] = ((" ⊘" if any(is_degenerate(c) for c in cells) else "")
                                     + (" ≈" if any(is_near_constant(c) for c in cells) else ""))
+        if got and variant.external is not None and ours_present:
+            joining.append((variant, got, kinds))
+        elif got:
+            key = tuple(s for s in scores if (s[0], s[1]) in got)
+            coverage[key][variant.label] = (math.fsum(got.values()) / len(got), kinds)
+    for variant, got, kinds in joining:
+        for key in list(coverage):
+            if all((t, m) in got for t, m, _ in key):
+                coverage[key][variant.label] = (math.fsum(got[(t, m)] for t, m, _ in key) / len(key), kinds)
     out = []
     for covered in sorted(coverage, key=lambda c: (-len(c), c)):
         groups = {g for _, _, g in covered}

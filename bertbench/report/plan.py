@@ -183,10 +183,12 @@ def _refuse_flagged(data: ReportData, name: str, diff) -> None:
         tasks = [row.task for row in s.rows
                  if is_degenerate(data.cell(s.variant, row).records) or is_near_constant(data.cell(s.variant, row).records)]
         kind = "degenerate (one class for every example)" if s.degenerate else "near-constant (one label for ≥ 95%)"
+        from bertbench.report.past_degenerate import past_degenerate_hint
+
         raise BertbenchError(
             f"plan: {name}: {s.variant.label} has a {kind} seed on {', '.join(tasks)}; its variance is the "
             "constant prediction's, not the model's, so no MDE can be planned from it (fix the fine-tuning first: "
-            "lr, epochs, selection)")
+            "lr, epochs, selection)." + past_degenerate_hint(tasks, s.variant.size))
 
 
 def _pre_cost(side: Side, seconds: float, threads: int) -> str:

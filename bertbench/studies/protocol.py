@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.paths import PROJECT_ROOT
+from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
 from bertbench.report.registration import (
     LOG_FILE,
     PREREGISTRATION_FILE,
@@ -41,7 +41,6 @@ from bertbench.report.registration import (
 )
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 
-COMMITTED_RECORDS = PROJECT_ROOT / "leaderboards" / "records"  # one folder per committed study (make archive)
 # A pre-registered study's registration and log as the project keeps them (leaderboards/registrations/<study>/),
 # written by `run` itself beside the run folder's copy, committed with the project: a run checks a registration
 # against this, never only against a copy in its output folder, which can be deleted or never made.

@@ -43,9 +43,14 @@ class ModelSource:
     # a model bertbench did not pre-train: the folder's own facts (model.external.external_facts); its
     # `pretraining` is None, as nothing is known of how it was trained
     external: Optional[dict] = None
+    # a Hugging Face encoder that is not a BERT (model.hf_encoder.GenericEncoder): it builds the backbone itself
+    generic: Optional[Any] = None
 
     def backbone(self, seed: int):
         import torch
+
+        if self.generic is not None:
+            return self.generic.backbone(seed)
 
         from bertbench.model.checkpoint import fit_nsp_weights
         from bertbench.model.bert import BertForPreTraining
@@ -68,11 +73,18 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         tok = WordPieceTokenizer.load(tok_path)
         cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
         return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
-    path = Path(spec)
+    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder
+
+    path = hub_folder(spec) if spec.startswith(HUB_PREFIX) else Path(spec)
     if not path.exists():
-        raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, an HF BERT folder, or random:<size>)")
+        raise BertbenchError(f"--model {spec}: not found (a bertbench checkpoint folder, a Hugging Face folder, "
+                             "hub:NAME, or random:<size>)")
     if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
         path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
+    from bertbench.model.hf_encoder import is_generic_folder
+
+    if is_generic_folder(path):  # RoBERTa, ELECTRA, DeBERTa, …: transformers' own model under our heads
+        return _generic_source(path, spec, tokenizer, data_dir)
     ckpt = load_checkpoint(path)
     if tokenizer:
         ckpt.tokenizer = WordPieceTokenizer.load(Path(tokenizer))
@@ -85,13 +97,28 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         from bertbench.model.external import external_facts
         from bertbench.paths import portable_folder
 
-        facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir)
+        facts = external_facts(path, spec, ckpt.config, ckpt.run_config, data_dir, tokenizer_kind="WordPiece")
         return ModelSource(portable_folder(spec, data_dir), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path),
                            None, None, facts)
     pre = ckpt.summary.pretraining_info()  # (read by results.read_summary, which refuses an older form in one line)
     seed = ckpt.run_config.get("seed") if isinstance(ckpt.run_config, dict) else None
     return ModelSource(str(path), ckpt.tokenizer, cfg, state, fingerprint_checkpoint(path), pre,
                        seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+
+
+def _generic_source(path: Path, spec: str, tokenizer: Optional[str], data_dir: Path) -> ModelSource:
+    """A non-BERT HF folder: its own model and fast tokenizer (model.hf_encoder), its own facts in the record."""
+    from bertbench.model.checkpoint import fingerprint_checkpoint
+    from bertbench.model.external import external_facts
+    from bertbench.model.hf_encoder import load_generic
+    from bertbench.paths import portable_folder
+
+    if tokenizer:
+        raise BertbenchError(f"--tokenizer {tokenizer}: a Hugging Face encoder uses the tokenizer saved in its folder ({spec})")
+    generic = load_generic(path)
+    facts = external_facts(path, spec, generic.config, None, data_dir, tokenizer_kind=generic.tokenizer.kind)
+    return ModelSource(portable_folder(spec, data_dir), generic.tokenizer, generic.config, None,
+                       fingerprint_checkpoint(path), None, None, facts, generic)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -570,8 +597,23 @@ def _record(job: _TaskJob, lr: float, seed: int, run: "_Run", epoch: int, select
                "train_loss_by_epoch": [e["train_loss"] for e in res.history],
                **scored.extra,
                "last_epoch_loss_drop": _last_epoch_drop(res.history),
-               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss},
+               "data_fingerprint": job.fingerprint, "final_train_loss": res.final_train_loss,
+               **({"task_definition": own} if (own := own_task_definition(task, req.data_dir)) else {})},
     )
+
+
+def own_task_definition(task, data_dir: Optional[Path]) -> Optional[dict]:
+    """A task of the user's own (its YAML outside the project's tasks/): where its file was, its sha256 and its
+    version, so that `report` reads its records without --tasks-dir (results.validate_record). None for ours."""
+    import hashlib
+
+    from bertbench.paths import TASKS_DIR, default_data_dir, portable_folder
+
+    path = Path(task.path) if task.path else None
+    if path is None or not path.is_file() or path.resolve().is_relative_to(TASKS_DIR.resolve()):
+        return None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"file": portable_folder(str(path), Path(data_dir) if data_dir else default_data_dir()), "sha256": "sha256:" + digest, "version": task.version}
 
 
 @dataclass

@@ -101,8 +101,9 @@ class FinetuneRequest(FinetuneSettings):
     """One `bertbench finetune`: which model, which tasks, where to, plus the shared settings. Its fields are
     the command's options (`commands/finetune.py`)."""
 
-    model: str = required("bertbench checkpoint or run folder, a Hugging Face BERT folder, or random:<size> "
-                          "(the no-pre-training control).")
+    model: str = required("bertbench checkpoint or run folder, a Hugging Face encoder folder (BERT; RoBERTa, "
+                          "ELECTRA, DeBERTa, … with the [hf] extra), hub:NAME, or random:<size> (the "
+                          "no-pre-training control).")
     tasks: str = required("Comma-separated task names, families (glue, squad, swag, conll2003) or 'all'.")
     out: Path = required("Folder for result records and predictions files.")
     data_dir: Optional[Path] = setting(

@@ -51,10 +51,25 @@ def load_or_train_tokenizer(cfg: PretrainConfig, out_dir: Path, resuming: bool =
         return WordPieceTokenizer.load(saved)
     if cfg.tokenizer and cfg.tokenizer != "train":
         tok = WordPieceTokenizer.load(Path(cfg.tokenizer))
+    elif (built := _prebuilt_vocab(cfg)) is not None:  # `data build` trained it on this corpus already
+        from bertbench.runtime.progress import say
+
+        tok, folder = built
+        say(f"pretrain: tokenizer: the vocabulary `data build` trained on this corpus ({tok.vocab_size:,} pieces, {folder})")
     else:
         tok = _train_tokenizer(cfg)
     tok.save(saved)
     return tok
+
+
+def _prebuilt_vocab(cfg: PretrainConfig):
+    """(tokenizer, folder) of `data build --tokenizer train` for this corpus and vocabulary settings, else None."""
+    from bertbench.model.vocab_cache import prebuilt_vocab
+
+    try:
+        return prebuilt_vocab(cfg)
+    except (OSError, BertbenchError):
+        return None  # a corpus that does not resolve is named by the training that follows
 
 
 def _train_tokenizer(cfg: PretrainConfig):

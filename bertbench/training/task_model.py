@@ -3,7 +3,8 @@
 Types: classification, regression, multiple_choice, span_qa, token_classification — and the
 feature-based NER of the paper's Table 7 (frozen encoder, chosen layers concatenated or summed,
 a 2-layer BiLSTM on top). A causal (LTR) encoder keeps its causal mask; its pooled output comes from
-the last real token (see BertModel.pool).
+the last real token (see BertModel.pool). The encoder is bertbench's BertModel, or any Hugging Face encoder
+behind the same call (model.hf_encoder.HFEncoder): the heads read only its EncoderOutput and `cfg`.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class BiLSTMTagger(nn.Module):
 class TaskModel(nn.Module):
     def __init__(
         self,
-        bert: BertModel,
+        bert: BertModel,  # or an HFEncoder: anything returning EncoderOutput, with a `cfg`
         task_type: str,
         num_labels: int = 2,
         feature_based: Optional[FeatureBasedConfig] = None,
