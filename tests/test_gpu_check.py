@@ -202,3 +202,72 @@ def test_the_table_of_a_record(tmp_path):
     assert "| transformers_bf16_compiled | 256 | – | – | – | – | – | – | – | – | over budget: over its budget of 120 s |" in text
     assert text.endswith("84.0 ms vs 80.0 ms (+5.0%).")
     assert "No GPU run is recorded in `r.jsonl` yet" in gpu_check.markdown([], "r.jsonl")
+
+
+def packed_checkout(tmp_path: Path) -> Path:
+    """A checkout as the device sees it: the script, the package, no .git, no ../shared beside it, and a
+    `.gpucheck` whose data.tar.xz holds what gpu-quick reads (tiny stand-ins: the dry run validates, reads no text)."""
+    co = tmp_path / "machine" / "checkout"
+    (co / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_check.sh", co / "scripts" / "gpu_check.sh")
+    for name in ("bertbench", "recipes", "tasks", "tests"):
+        (co / name).symlink_to(ROOT / name)
+    data = tmp_path / "to-pack"
+    for sub in ("corpus/wikipedia", "corpus/gutenberg", "vocab", *(f"glue/{t}" for t in ("RTE", "MRPC", "STS-B", "CoLA", "SST-2"))):
+        (data / sub).mkdir(parents=True)
+        (data / sub / "stand-in.txt").write_text("x\n")
+    (co / ".gpucheck").mkdir()
+    subprocess.run(["tar", "-C", str(data), "-cJf", str(co / ".gpucheck" / "data.tar.xz"), "corpus", "vocab", "glue"], check=True)
+    return co
+
+
+def test_the_dry_run_of_the_quick_call_finds_the_data_setup_unpacks(tmp_path):
+    """`scripts/gpu_check.sh quick OUT --dry-run` on a fresh machine: BERTBENCH_DATA_DIR unset, no ../shared, no
+    .git; the data only in .gpucheck. Setup unpacks it, gpu-quick finds it after, the CUDA tests' part comes before
+    gpu-quick, output is unbuffered and the commit passed in is the one logged."""
+    co = packed_checkout(tmp_path)
+    assert not (co.parent / "shared").exists() and not (co / "shared").exists()
+    env = {k: v for k, v in os.environ.items() if k != "BERTBENCH_DATA_DIR"}
+    env.update(PYTHON=sys.executable, GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_PARTS="setup gpu-quick",
+               BERTBENCH_COMMIT="abc1234", PYTHONPATH="")
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(co / "scripts" / "gpu_check.sh"), "quick", str(out), "--dry-run"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    logs = r.stdout + "".join(f"\n--- {p.name}\n" + p.read_text() for p in sorted(out.glob("*.log")))
+    assert r.returncode == 0, logs
+    rows = [line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines()]
+    assert rows == [["setup", "0"], ["cuda-tests", "left out"], ["gpu-quick", "0"]], rows
+    quick = (out / "gpu-quick.log").read_text()
+    assert f"data: {tmp_path / 'work' / 'data'}" in quick and "preset gpu-quick:" in quick and "valid" in quick
+    assert "at commit abc1234;" in (out / "gpu_check.log").read_text()
+    assert "unbuffered: True" in (out / "setup.log").read_text()  # a part cut at its limit keeps what it printed
+
+
+def test_without_git_the_code_version_is_the_commit_passed_in(tmp_path, monkeypatch):
+    from bertbench.runtime import provenance
+
+    monkeypatch.setattr(provenance, "_ROOT", tmp_path)  # no .git here nor above (a device's copy)
+    monkeypatch.setenv(provenance.COMMIT_VARIABLE, "abc1234")
+    provenance.code_version.cache_clear()
+    try:
+        assert provenance.code_version() == f"bertbench {provenance.__version__} git:abc1234"
+        monkeypatch.delenv(provenance.COMMIT_VARIABLE)
+        provenance.code_version.cache_clear()
+        assert provenance.code_version() == f"bertbench {provenance.__version__}"
+    finally:
+        provenance.code_version.cache_clear()
+
+
+def test_an_optional_side_that_fails_is_a_note_and_a_required_one_fails_the_call(tmp_path, monkeypatch):
+    def lines(optional_status, required_status):
+        return [{"side": "bertbench_bf16", "status": required_status, "batch_size": 2, "optional": False},
+                {"side": "transformers_bf16_compiled", "status": optional_status, "batch_size": 2, "optional": True,
+                 "error": "RuntimeError: inductor"}]
+
+    for k, (opt, req, code) in enumerate([("failed", "skipped", 0), ("over budget", "failed", 2)]):
+        monkeypatch.setattr(gpu_check, "run", lambda *a, **kw: lines(opt, req))
+        monkeypatch.setattr(gpu_check, "markdown", lambda records, source: "table")
+        r = CliRunner().invoke(app, ["bench", "gpu", "--dry-run", "--out", str(tmp_path / f"{k}.jsonl")])
+        assert r.exit_code == code, r.output
+        assert "note: optional side(s) did not finish (transformers_bf16_compiled)" in r.output
+        assert ("1 side(s) did not finish (bertbench_bf16)" in r.output) == bool(code)
