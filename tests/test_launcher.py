@@ -125,3 +125,9 @@ def test_local_jobs_start_after_the_jobs_they_wait_for_and_not_after_a_failed_on
     assert float((tmp_path / "report").read_text()) >= max(float((tmp_path / n).read_text()) for n in ("rte", "random"))
     assert times["tokenizer"] == 1.0 and json.loads((tmp_path / "stages.json").read_text()) == times
     assert [line.split("]")[0] for line in said] == ["[pretrain x", "[finetune random rte", "[finetune x rte", "[report"]
+
+
+def test_a_device_count_that_is_not_a_number_is_one_error_line():
+    for value in ("two", "0", "-1"):
+        r = runner.invoke(app, ["run", "--preset", "smoke", "--devices", value])
+        assert r.exit_code == 2 and r.output == f"error: --devices {value}: expected a whole number ≥ 1\n", r.output

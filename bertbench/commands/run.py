@@ -16,7 +16,7 @@ def run(
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: runs/<preset>).")] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots with the report.")] = True,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Stages at a time, each in its own process with a share of the threads (default: the preset's).")] = None,
-    devices: Annotated[Optional[int], typer.Option("--devices", min=1, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
+    devices: Annotated[Optional[str], typer.Option("--devices", metavar="N", show_default=False, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
     validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
     tasks_dir: TasksDirOption = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", help="slurm: submit each stage as a Slurm job through submitit (dependencies: afterok); local: the same jobs on this machine. Default: this machine's own scheduler.")] = None,
@@ -34,6 +34,9 @@ def run(
     import os
 
     from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, default_data_dir, task_folders
+    from bertbench.runtime.devices import count_option
+
+    devices = count_option("--devices", devices)  # text, so that a word is one error line (as in `pretrain`)
     from bertbench.studies.preset import load_preset
 
     if tasks_dir is not None:  # for every stage of the study (each its own process) and its report

@@ -58,7 +58,24 @@ def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") 
     return DevicePlan(n, "cpu", f"note: {flag} {n}: {why}, so {n} CPU processes will be used" if n > 1 else None)
 
 
+# Where the launchers put a process's rank: Lightning's own launcher (LOCAL_RANK, NODE_RANK), torchrun (RANK,
+# LOCAL_RANK, GROUP_RANK for the node) and Slurm's srun (SLURM_PROCID).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
+
+
 def first_process() -> bool:
-    """Whether this is the process that speaks for a multi-process run: rank 0, or one that has no rank yet
-    (Lightning's launcher is the first process, and starts the others with LOCAL_RANK set)."""
-    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"
+    """Whether this is the process that speaks for a multi-process run: rank 0 under every launcher, or one that has
+    no rank yet (Lightning's launcher is the first process, and starts the others with LOCAL_RANK set). The one
+    definition: the run folder's lock, progress and notes all ask it."""
+    return all(os.environ.get(k, "0") == "0" for k in RANK_VARIABLES)
+
+
+def count_option(flag: str, value: Optional[str]) -> Optional[int]:
+    """A whole-number option given as text (`run --devices`), so that a word is one `error:` line, not the
+    command-line parser's box."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise BertbenchError(f"{flag} {value}: expected a whole number ≥ 1")
+    return int(text)

@@ -522,7 +522,9 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
 
     if resuming:
         say(f"resuming {out_dir} from its checkpoint of step {start_step}")
-    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
+    from bertbench.runtime.devices import first_process
+
+    if every_seconds() is not None and first_process():  # a progress line, once per run
         say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
     save_config(cfg, out_dir / "config.yaml")
     return None, resuming, start_step
