@@ -1,6 +1,6 @@
-"""`run --launcher slurm|local` (studies.launcher): the graph of jobs a plan becomes, the options, and the sbatch
-scripts docs/scale.md shows (regenerated here, byte for byte). The smoke study through submitit's local jobs is
-tests/test_run_preset.py's test_the_smoke_study_runs_through_submitit_jobs_in_dependency_order."""
+"""`run --launcher slurm` (studies.launcher): the graph of jobs a plan becomes, the options, and the sbatch scripts
+docs/scale.md shows (regenerated here, byte for byte). The smoke study on a real one-node Slurm cluster (its time
+limit, a requeue, a cancelled job) is tests/test_run_preset.py's test_the_smoke_study_on_slurm_survives_...."""
 from __future__ import annotations
 
 import re
@@ -51,15 +51,16 @@ def test_a_pretraining_takes_its_nodes_and_a_task_per_gpu_a_finetuning_one_gpu_t
     pretrain, finetune, report = (j for j in job_graph(_plan()) if j.name in ("pretrain ltr", "finetune", "report"))
     assert resources(pretrain, opts) == {"name": "bertbench pretrain ltr", "timeout_min": 90, "nodes": 2,
                                          "tasks_per_node": 4, "gpus_per_node": 4, "slurm_partition": "gpu",
-                                         "slurm_account": "proj"}
+                                         "slurm_account": "proj", "slurm_signal_delay_s": 90}
     assert (resources(finetune, opts)["nodes"], resources(finetune, opts)["gpus_per_node"]) == (1, 1)
     assert resources(report, opts)["gpus_per_node"] == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"kind": "pbs"}, r"^--launcher pbs: expected one of slurm, local$"),
-    ({"kind": "local", "nodes": 2}, r"^--nodes 2: --launcher local runs on this one machine$"),
-    ({"kind": "local", "print_sbatch": Path("x")}, r"^--print-sbatch writes Slurm's scripts"),
+    ({"kind": "pbs"}, r"^--launcher pbs: expected one of slurm$"),
+    ({"kind": "local"}, r"^--launcher local: gone; without --launcher the study runs on this machine"),
+    ({"kind": "slurm", "time_min": 1, "signal_s": 60}, r"^--signal-seconds 60: expected a number of seconds between 1 "
+                                                        r"and --time's 60"),
     ({"kind": "slurm", "time_min": 0}, r"^--time 0: expected an integer ≥ 1$"),
 ])
 def test_launcher_options_are_checked_in_one_line(kwargs, message):
@@ -90,41 +91,6 @@ def test_the_sbatch_scripts_in_scale_md_regenerate_byte_for_byte(tmp_path):
     assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --dependency=afterok:10\d\d\n", a)
                           for a in arrays)
     assert re.search(r"--dependency=afterok:1001(:10\d\d)+\n", scripts[-1].read_text())
-
-
-@pytest.mark.parametrize("first_fails", [False, True])
-def test_local_jobs_start_after_the_jobs_they_wait_for_and_not_after_a_failed_one(tmp_path, monkeypatch, first_fails):
-    """--launcher local through submitit's LocalExecutor (which starts what it is given at once): a fine-tuning
-    job starts only once its pre-training's job has succeeded, the report last; where the pre-training fails, its
-    dependants never start, and one line names it."""
-    import json
-    import os
-
-    from bertbench.studies.launcher import launch
-    from launcher_stages import fail, stamp
-
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # a job imports this module's stages
-    ended = tmp_path / "pretrain-ended"
-    pretrain = Stage("pretrain x", fail, ("no data",)) if first_fails else Stage("pretrain x", stamp, (str(ended), 1.0))
-    stages = [pretrain, Stage("finetune x rte", stamp, (str(tmp_path / "rte"),), after="pretrain x"),
-              Stage("finetune random rte", stamp, (str(tmp_path / "random"),))]
-    said: list[str] = []
-    report = (stamp, (str(tmp_path / "report"),), os.path.exists)  # what studies.run's report would be
-    opts = LauncherOptions("local", time_min=5)
-    if first_fails:
-        with pytest.raises(BertbenchError, match=r"^1 job\(s\) failed, first pretrain x \(job \d+\): .*no data; "
-                                                 r"finished stages are kept"):
-            launch(job_graph(stages), opts, tmp_path, report, 2, {}, said.append)
-        assert not (tmp_path / "rte").exists() and not (tmp_path / "report").exists()
-        assert (tmp_path / "random").exists()  # it waits for nothing
-        return
-    times = launch(job_graph(stages), opts, tmp_path, report, 2, {"tokenizer": 1.0}, said.append)
-    jobs = times["jobs"]
-    assert set(jobs) == {"pretrain x", "finetune x rte", "finetune random rte"}
-    assert jobs["finetune x rte"]["started"] >= float(ended.read_text())
-    assert float((tmp_path / "report").read_text()) >= max(float((tmp_path / n).read_text()) for n in ("rte", "random"))
-    assert times["tokenizer"] == 1.0 and json.loads((tmp_path / "stages.json").read_text()) == times
-    assert [line.split("]")[0] for line in said] == ["[pretrain x", "[finetune random rte", "[finetune x rte", "[report"]
 
 
 def test_a_device_count_that_is_not_a_number_is_one_error_line():

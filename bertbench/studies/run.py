@@ -68,7 +68,7 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     t_start = time.perf_counter()
     # a study on Slurm runs elsewhere: its jobs record their nodes (studies.launcher)
     times: dict[str, Any] = {LAUNCHER_KEY: launcher.kind} if launcher is not None else {}
-    if launcher is None or launcher.kind == "local":
+    if launcher is None:
         times[HOST_KEY] = host_facts()
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
@@ -92,7 +92,7 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
         from bertbench.studies.launcher import job_graph, launch
 
         report = (write_report, (out, preset, plots), keep_earlier_stages)
-        return launch(job_graph(stages), launcher, out, report, workers, times, echo)
+        return launch(job_graph(stages), launcher, out, report, times, echo)
     threads: dict[str, list[int]] = {}
     placed: dict[str, str] = {}
     run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed,
@@ -129,7 +129,7 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
-LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm or local, where the stages were jobs
+LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm, where the stages were jobs
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: its job's id, nodes, start and seconds} (launcher)
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
 NOT_STAGES = (HOST_KEY, THREADS_KEY, DEVICES_KEY, LAUNCHER_KEY, JOBS_KEY)
