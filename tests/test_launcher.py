@@ -46,14 +46,33 @@ def test_a_plan_is_one_job_per_pretraining_an_array_per_model_after_it_and_the_r
     assert [(j.name, j.after) for j in rest] == [("finetune", []), ("report", ["finetune"])]
 
 
-def test_a_pretraining_takes_its_nodes_and_a_task_per_gpu_a_finetuning_one_gpu_the_report_none():
-    opts = LauncherOptions("slurm", partition="gpu", account="proj", gpus_per_node=4, nodes=2, time_min=90)
-    pretrain, finetune, report = (j for j in job_graph(_plan()) if j.name in ("pretrain ltr", "finetune", "report"))
-    assert resources(pretrain, opts) == {"name": "bertbench pretrain ltr", "timeout_min": 90, "nodes": 2,
-                                         "tasks_per_node": 4, "gpus_per_node": 4, "slurm_partition": "gpu",
-                                         "slurm_account": "proj", "slurm_signal_delay_s": 90}
-    assert (resources(finetune, opts)["nodes"], resources(finetune, opts)["gpus_per_node"]) == (1, 1)
-    assert resources(report, opts)["gpus_per_node"] == 0
+def test_a_job_asks_for_what_its_stages_need_and_a_gpu_only_where_it_uses_one():
+    """A pre-training: its nodes, a task per GPU, CPUs for its loader processes and memory from the model
+    (studies.slurm_needs); a fine-tuning one GPU; the corpus and the report no GPU line at all, on the CPU
+    partition; no --wckey unless asked; --mem and --cpus-per-task override every job's estimate."""
+    from bertbench.config import PretrainConfig
+
+    cfg = PretrainConfig(model_size="base")
+    plan = [Stage("corpus", time.sleep, (cfg,)), Stage("pretrain ltr", time.sleep, (cfg,)),
+            Stage("finetune ltr rte", time.sleep, (0,), after="pretrain ltr")]
+    corpus, pretrain, finetune, report = job_graph(plan)
+    assert pretrain.after == ["corpus"] and corpus.kind == "corpus"
+    opts = LauncherOptions("slurm", partition="gpu", cpu_partition="cpu", account="proj", gpus_per_node=4, nodes=2,
+                           time_min=90)
+    got = resources(pretrain, opts)
+    assert {k: v for k, v in got.items() if k != "setup"} == {
+        "job_name": "bertbench pretrain ltr", "time": 90, "nodes": 2, "ntasks_per_node": 4, "gpus_per_node": 4,
+        "cpus_per_task": 3, "mem": "32G", "partition": "gpu", "account": "proj", "signal_delay_s": 90, "wckey": None}
+    assert got["setup"][1:] == ["#   pretrain ltr"]
+    assert (resources(finetune, opts)["gpus_per_node"], resources(finetune, opts)["partition"]) == (1, "gpu")
+    assert resources(finetune, opts)["setup"][1:] == ["#   element 0: finetune ltr rte"]
+    for job in (corpus, report):
+        assert "gpus_per_node" not in resources(job, opts) and resources(job, opts)["partition"] == "cpu"
+    cpu = LauncherOptions("slurm", time_min=90)  # a CPU cluster: the model's weights and Adam's moments in memory
+    assert (resources(pretrain, cpu)["cpus_per_task"], resources(pretrain, cpu)["mem"]) == (4, "8G")
+    mine = LauncherOptions("slurm", mem_gb=64, cpus_per_task=12, wckey="bert", time_min=90)
+    assert {k: resources(pretrain, mine)[k] for k in ("mem", "cpus_per_task", "wckey")} == {
+        "mem": "64G", "cpus_per_task": 12, "wckey": "bert"}
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -84,12 +103,16 @@ def test_the_sbatch_scripts_in_scale_md_regenerate_byte_for_byte(tmp_path):
     assert r.exit_code == 0, r.output + repr(r.exception)
     assert page.read_text() == committed, "docs/scale.md: regenerate with the command above its block"
     scripts = sorted((tmp_path / "sbatch").glob("*.sbatch"))
-    assert scripts[0].name == "01-pretrain-ltr-seed1.sbatch" and scripts[-1].name.endswith("-report.sbatch")
-    first = scripts[0].read_text()
-    assert "#SBATCH --nodes=2" in first and "#SBATCH --ntasks-per-node=4" in first and "--dependency" not in first
+    assert [s.name for s in scripts[:2]] == ["01-corpus.sbatch", "02-pretrain-ltr-seed1.sbatch"]
+    assert scripts[-1].name.endswith("-report.sbatch")
+    corpus, first = scripts[0].read_text(), scripts[1].read_text()
+    assert "--dependency" not in corpus and "--gpus" not in corpus and "#SBATCH --partition=cpu" in corpus
+    assert "#SBATCH --nodes=2" in first and "#SBATCH --ntasks-per-node=4" in first
+    assert "#SBATCH --dependency=afterok:1001\n" in first  # after the corpus's job
     arrays = [s.read_text() for s in scripts if "-finetune-after-" in s.name]
-    assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --dependency=afterok:10\d\d\n", a)
-                          for a in arrays)
+    assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --cpus-per-task=\d+\n"
+                                    r"#SBATCH --dependency=afterok:10\d\d\n", a) for a in arrays)
+    assert not [s.name for s in scripts if "--wckey" in s.read_text() or "--gpus-per-node=0" in s.read_text()]
     assert re.search(r"--dependency=afterok:1001(:10\d\d)+\n", scripts[-1].read_text())
 
 

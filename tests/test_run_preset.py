@@ -287,7 +287,7 @@ def test_the_smoke_study_on_slurm_survives_its_time_limit_and_a_cancelled_job(sm
     assert cancelled and ended["bertbench report"] == "CANCELLED", (cancelled, ended)
     logs = {p.name: p.read_text() for p in (out / "jobs").glob("*_log.*")}
     for model in ("ltr", "mlm_nsp"):
-        job = re.search(rf"^\[pretrain {model}\] job (\d+)$", first.stdout, re.M).group(1)
+        job = re.search(rf"^\[pretrain {model}\] job (\d+), after corpus$", first.stdout, re.M).group(1)
         log = logs[f"{job}_0_log.out"]
         # the warning reached the training loop: a checkpoint at the step it was in, the job requeued, resumed
         assert "Caught signal SIGUSR2" in log and "Requeued job" in log, log[-2000:]

@@ -25,7 +25,10 @@ def run(
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=0, help="With --launcher: GPUs per node, one task each, for a pre-training (a fine-tuning takes one).")] = 0,
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="With --launcher slurm: nodes per pre-training.")] = 1,
     time_min: Annotated[int, typer.Option("--time", min=1, help="With --launcher: each job's time limit, in minutes.")] = 240,
-    cpus_per_task: Annotated[Optional[int], typer.Option("--cpus-per-task", min=1, help="With --launcher: CPUs per task.")] = None,
+    cpus_per_task: Annotated[Optional[int], typer.Option("--cpus-per-task", min=1, help="With --launcher: CPUs per task for every job (default: each job's estimate).")] = None,
+    mem: Annotated[Optional[int], typer.Option("--mem", help="With --launcher slurm: memory per node in GB for every job (default: each job's estimate, studies/slurm_needs.py).")] = None,
+    cpu_partition: Annotated[Optional[str], typer.Option("--cpu-partition", help="With --launcher slurm: the partition of the jobs that need no GPU (tokenising, the report); default: --partition.")] = None,
+    wckey: Annotated[Optional[str], typer.Option("--wckey", help="With --launcher slurm: Slurm's workload key (none unless given).")] = None,
     signal_seconds: Annotated[Optional[int], typer.Option("--signal-seconds", help="With --launcher slurm: Slurm's warning (USR2) this many seconds before a job's time limit (default 90, or half a shorter --time); a pre-training checkpoints at its step and the job is requeued.")] = None,
     print_sbatch: Annotated[Optional[Path], typer.Option("--print-sbatch", help="With --launcher slurm: write the sbatch scripts of a fresh study to this folder; submit nothing.")] = None,
     embed: Annotated[Optional[Path], typer.Option("--embed", help="With --print-sbatch: put the scripts between this page's markers.")] = None,
@@ -58,7 +61,7 @@ def run(
         from bertbench.studies.launcher import LauncherOptions
 
         options = LauncherOptions(launcher, partition, account, gpus_per_node, nodes, time_min, cpus_per_task,
-                                  signal_seconds, print_sbatch, embed)
+                                  signal_seconds, mem, cpu_partition, wckey, print_sbatch, embed)
     elif print_sbatch is not None or embed is not None:
         from bertbench.errors import BertbenchError
 

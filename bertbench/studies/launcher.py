@@ -1,4 +1,4 @@
-"""`run --launcher slurm|local`: a study's stages as jobs, through submitit (PyPI; imported here only).
+"""`run --launcher slurm`: a study's stages as Slurm jobs, through submitit (PyPI; imported here only).
 
 The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph
 of jobs:
@@ -12,8 +12,10 @@ of jobs:
 - the report last, after every job, and it writes stages.json: each stage's seconds and, under "jobs", its job
   id, node list, start and wall time (each stage job leaves its own in jobs/records/ as it ends).
 
-The tokenizer (every stage's key names it) and the corpus's token cache are made here first, before anything is
-submitted. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
+The tokenizer (every stage's key names it) is trained here first; the corpus's token cache is made by a job of its
+own (`corpus`, CPU-only), which the pre-trainings wait for. Each job asks for the CPUs and memory its stages need
+(studies.slurm_needs; `--cpus-per-task`, `--mem` override), a GPU only where it uses one, and no `--wckey`
+unless one is given. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
 the same command then submits only what is not done (a pre-training resumes from its checkpoint).
 
 `slurm` submits the graph at once, with Slurm's dependencies, and returns. A job asks Slurm for its warning signal
@@ -41,6 +43,15 @@ from bertbench.studies.scheduler import Stage
 LAUNCHERS = ("slurm",)
 JOBS_DIR = "jobs"  # under the study folder: submitit's folder (scripts, pickles, logs) and records/
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: {job_id, nodes, started, seconds}}
+# What each kind of job runs (a comment in its script; submitit's pickle in JOBS_DIR holds the call itself)
+JOB_RUNS = {
+    "corpus": "runs the corpus's tokenising into its cache, as `bertbench run` does first on one machine:",
+    "pretrain": "runs `bertbench pretrain` of this stage's config in every task (--resume auto), then records it:",
+    "finetune": "runs, as element $SLURM_ARRAY_TASK_ID, one fine-tuning stage of `bertbench run`:",
+    "follow-ups": "plans and runs the fine-tunings of the pre-training's snapshots (Figure 5), after it:",
+    "report": "writes the study's report and stages.json once every other job has succeeded:",
+}
+CORPUS_STAGE = "corpus"  # the corpus's token cache, made by a job before the pre-trainings (not the login node)
 # Requeues after a time limit's warning before a job is left failed (submitit's max_num_timeout; a pre-emption
 # does not count): a pre-training longer than its --time resumes this many times.
 MAX_REQUEUES = 20
@@ -48,7 +59,7 @@ MAX_REQUEUES = 20
 
 @dataclass
 class LauncherOptions:
-    kind: str  # slurm | local
+    kind: str  # slurm
     partition: Optional[str] = None
     account: Optional[str] = None
     gpus_per_node: int = 0  # per pre-training node, one task each; a fine-tuning takes one (none where 0)
@@ -57,6 +68,9 @@ class LauncherOptions:
     cpus_per_task: Optional[int] = None
     signal_s: Optional[int] = None  # Slurm's warning (USR2) this many seconds before the time limit (default:
     # submitit's 90, or half of a shorter --time)
+    mem_gb: Optional[int] = None  # memory per node for every job (default: each job's needs, studies.slurm_needs)
+    cpu_partition: Optional[str] = None  # the jobs without a GPU (report, tokenising); default: partition
+    wckey: Optional[str] = None  # Slurm's workload key, only where asked for
     print_sbatch: Optional[Path] = None  # write the scripts there, submit nothing
     embed: Optional[Path] = None  # ... and put them between a page's markers (docs/scale.md)
 
@@ -69,6 +83,8 @@ class LauncherOptions:
         for flag, value in (("--nodes", self.nodes), ("--time", self.time_min)):
             if value < 1:
                 raise BertbenchError(f"{flag} {value}: expected an integer ≥ 1")
+        if self.mem_gb is not None and self.mem_gb < 1:
+            raise BertbenchError(f"--mem {self.mem_gb}: expected a number of GB ≥ 1")
         if self.gpus_per_node < 0:
             raise BertbenchError(f"--gpus-per-node {self.gpus_per_node}: expected an integer ≥ 0")
         if self.signal_s is None:
@@ -85,7 +101,7 @@ class LauncherOptions:
 @dataclass
 class Job:
     name: str
-    kind: str  # pretrain | finetune | follow-ups | report
+    kind: str  # corpus | pretrain | finetune | follow-ups | report
     stages: list[Stage]  # its stage, or an array's elements (none for the report)
     after: list[str] = field(default_factory=list)  # the jobs it waits for (afterok)
 
@@ -96,11 +112,13 @@ class Job:
 
 def job_graph(stages: list[Stage]) -> list[Job]:
     """The jobs of a plan, each after the ones it depends on; the report last, after all of them."""
+    corpus = [s for s in stages if s.name == CORPUS_STAGE]
     pretrainings = [s for s in stages if s.name.startswith("pretrain ")]
-    jobs = [Job(s.name, "pretrain", [s]) for s in pretrainings]
+    jobs = [Job(s.name, "corpus", [s]) for s in corpus]
+    jobs += [Job(s.name, "pretrain", [s], [s.name for s in corpus]) for s in pretrainings]
     arrays: dict[Optional[str], list[Stage]] = {}
     for s in stages:
-        if s not in pretrainings:
+        if s not in pretrainings and s not in corpus:
             arrays.setdefault(s.after, []).append(s)
     for after, group in arrays.items():
         jobs.append(Job(f"finetune after {after}" if after else "finetune", "finetune", group,
@@ -242,21 +260,43 @@ def _on_allocation(stage: Stage, opts: LauncherOptions) -> tuple:
     return (_pretrain_stage, (dataclasses.replace(cfg, **world), run_dir, key))
 
 
+def needs(job: Job, opts: LauncherOptions):
+    """What the job's stages need (studies.slurm_needs): CPUs per task, memory per node."""
+    from bertbench.studies import slurm_needs
+
+    if job.kind == "pretrain":
+        return slurm_needs.pretrain_needs(job.stages[0].args[0], max(1, opts.gpus_per_node), opts.gpus_per_node > 0)
+    if job.kind in ("finetune", "follow-ups"):
+        return slurm_needs.finetune_needs(opts.gpus_per_node > 0)
+    if job.kind == "corpus":
+        return slurm_needs.corpus_needs(job.stages[0].args[0])
+    return slurm_needs.light_needs()
+
+
 def resources(job: Job, opts: LauncherOptions) -> dict[str, Any]:
-    """submitit parameters of a job (AutoExecutor's names; slurm_* ones apply to Slurm only)."""
+    """submitit's SlurmExecutor parameters of a job (sbatch's names). A job that needs no GPU asks for none (not
+    for zero, which some sites refuse on a GPU partition) and goes to --cpu-partition."""
     pretrain = job.kind == "pretrain"
-    gpus = opts.gpus_per_node if pretrain else 0 if job.kind == "report" else min(1, opts.gpus_per_node)
+    gpus = opts.gpus_per_node if pretrain else min(1, opts.gpus_per_node) if job.kind in ("finetune", "follow-ups") else 0
+    need = needs(job, opts)
     params: dict[str, Any] = {
-        "name": f"bertbench {job.name}", "timeout_min": opts.time_min, "nodes": opts.nodes if pretrain else 1,
-        "tasks_per_node": max(1, gpus) if pretrain else 1, "gpus_per_node": gpus,
+        "job_name": f"bertbench {job.name}", "time": opts.time_min, "nodes": opts.nodes if pretrain else 1,
+        "ntasks_per_node": max(1, gpus) if pretrain else 1,
+        "cpus_per_task": opts.cpus_per_task or need.cpus_per_task,
+        "mem": f"{opts.mem_gb or need.mem_gb}G",
+        "signal_delay_s": opts.signal_s,  # Slurm's warning, that long before the time limit
+        "wckey": opts.wckey,  # None: no --wckey line (submitit's default writes its own name)
+        # what the job runs, said in its script: srun's command only names submitit's pickle of the call
+        "setup": [f"# {JOB_RUNS[job.kind]}"] + [f"#   {'element ' + str(k) + ': ' if job.array else ''}{s.name}"
+                                                 for k, s in enumerate(job.stages)],
     }
-    params["slurm_signal_delay_s"] = opts.signal_s  # Slurm's warning, that long before the time limit
-    if opts.cpus_per_task:
-        params["cpus_per_task"] = opts.cpus_per_task
-    if opts.partition:
-        params["slurm_partition"] = opts.partition
+    if gpus:
+        params["gpus_per_node"] = gpus
+    partition = opts.partition if gpus or not opts.cpu_partition else opts.cpu_partition
+    if partition:
+        params["partition"] = partition
     if opts.account:
-        params["slurm_account"] = opts.account
+        params["account"] = opts.account
     return params
 
 
@@ -265,14 +305,15 @@ def _submit_slurm(jobs: list[Job], calls: dict[str, list[tuple]], opts: Launcher
     """Every job at once, each with `afterok` on the jobs it waits for; {job name: its Slurm job id}."""
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=MAX_REQUEUES)
     ids: dict[str, str] = {}
     for job in jobs:
         # a job whose dependency failed is cancelled, not left pending for ever
         extra = {"kill-on-invalid-dep": "yes"}
         if job.after:
             extra["dependency"] = "afterok:" + ":".join(ids[name] for name in job.after)
-        executor.update_parameters(**resources(job, opts), slurm_additional_parameters=extra)
+        # an executor per job: parameters accumulate, and one job's GPUs would stay on the next job's script
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=MAX_REQUEUES)
+        executor.update_parameters(**resources(job, opts), additional_parameters=extra)
         with executor.batch():
             submitted = [executor.submit(fn, *args) for fn, args in calls[job.name]]
         ids[job.name] = submitted[0].job_id.split("_")[0]  # an array's id: afterok on it waits for every element
