@@ -214,3 +214,12 @@ def wait_for_jobs(cluster: Cluster, seconds: float, each=None) -> list[dict[str,
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs still not done after {seconds:.0f} s: {jobs}\n{cluster.logs()}")
         time.sleep(1)
+
+
+if __name__ == "__main__":  # `python3 tests/slurm_cluster.py install`: .ci/run, beside the virtual environment's build
+    import sys
+
+    if sys.argv[1:] != ["install"]:
+        sys.exit("usage: python3 tests/slurm_cluster.py install")
+    reason = install()
+    print(reason or "slurm-wlm and munge are installed")

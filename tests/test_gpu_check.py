@@ -271,3 +271,34 @@ def test_an_optional_side_that_fails_is_a_note_and_a_required_one_fails_the_call
         assert r.exit_code == code, r.output
         assert "note: optional side(s) did not finish (transformers_bf16_compiled)" in r.output
         assert ("1 side(s) did not finish (bertbench_bf16)" in r.output) == bool(code)
+
+
+def test_compile_auto_on_a_gpu_decides_from_a_flop_floor_where_nothing_was_measured(tmp_path, monkeypatch):
+    """A first run on a GPU: no step time measured there yet, so `compile: auto` takes the eager step's floor (its
+    FLOPs ÷ the datasheet peak) as the eager time. A long BERT-Base run compiles, a short one stays eager, and the
+    reason says what decided it; a measured step time wins over the floor."""
+    import json
+
+    from bertbench.benchmarks import common
+    from bertbench.config import ModelConfig, PretrainConfig
+    from bertbench.model.bert import BertForPreTraining, flops_per_token
+    from bertbench.runtime.devices import cuda_step_floor
+    from bertbench.training import pretrain_run
+
+    base = ModelConfig.from_size("base", vocab_size=30522)
+    h100 = {"bf16": 989.4e3, "fp32": 66.9e3, "source": "H100 datasheet, dense"}
+    floor = cuda_step_floor(base, 256, 128, 0.15, "bf16-mixed", h100)
+    assert floor == pytest.approx(flops_per_token(base, 128, 0.15, 0.15) * 256 * 128 / 989.4e12)
+    assert 0.01 < floor < 0.03 and cuda_step_floor(base, 256, 128, 0.15, "32-true", h100) > 10 * floor
+    assert cuda_step_floor(base, 256, 128, 0.15, "bf16-mixed", None) is None  # a GPU without a datasheet entry
+
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured anywhere
+    monkeypatch.setattr(common, "gpu_peak", lambda device_type: h100)
+    model = BertForPreTraining(ModelConfig.from_size("mini", vocab_size=1000))
+    for steps, compiled in ((5_000_000, True), (50, False)):  # ≥ 2,826 s of eager steps (> 4 × 600 s); 0.03 s
+        cfg = PretrainConfig(model_size="mini", max_steps=steps, batch_size=256, compile="auto")
+        step = pretrain_run.choose_step(cfg, model, "cuda", "bf16-mixed", tmp_path / f"step-{steps}.json", False)
+        assert step.choice.compiled is compiled and step.choice.reason.startswith("eager step ≥ "), step.choice.reason
+        assert json.loads((tmp_path / f"step-{steps}.json").read_text())["compiled"] is compiled
+    cpu = pretrain_run.choose_step(cfg, model, "cpu", "32-true", tmp_path / "cpu.json", False)
+    assert not cpu.choice.compiled and "eager step ≥" not in cpu.choice.reason  # the CPU's rule is its own

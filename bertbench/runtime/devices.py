@@ -79,3 +79,20 @@ def count_option(flag: str, value: Optional[str]) -> Optional[int]:
     if not text.isdigit() or int(text) < 1:
         raise BertbenchError(f"{flag} {value}: expected a whole number ≥ 1")
     return int(text)
+
+
+def cuda_step_floor(model_cfg, batch_size: int, seq_len: int, mask_ratio: float, precision: str,
+                    peak: Optional[dict]) -> Optional[float]:
+    """The least time one eager training step can take on this GPU: the FLOPs it executes ÷ the datasheet's dense
+    peak (bf16 under bf16 autocast, else fp32), as if at 100% MFU. `compile: auto` decides from it where nothing
+    has been measured on this device yet (training.pretrain_run): without it a first long run on a GPU stayed eager
+    for its whole life. A floor, so it can only understate the eager time, never talk a short run into a compile.
+    None where the GPU's peak is not known (benchmarks.common.gpu_peak)."""
+    if not peak:
+        return None
+    from bertbench.model.bert import flops_per_token
+
+    # the masked positions go through the vocabulary and the last layer (the static step's masked-only head)
+    flops = flops_per_token(model_cfg, seq_len, predicted_share=mask_ratio, last_layer_share=mask_ratio)
+    gflops = peak["bf16"] if "bf16" in precision else peak["fp32"]
+    return flops * batch_size * seq_len / (gflops * 1e9)

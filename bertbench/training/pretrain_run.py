@@ -617,11 +617,23 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     device, shape = hardware(), step_times.shape_key(cfg.batch_size, cfg.data.max_seq_len, precision)
     measured = step_times.measured(device, cfg.model_size, shape)
     budget = cfg.budget_minutes * 60 if cfg.budget_minutes else None
+    floor = None
+    if device_type == "cuda" and not (measured or {}).get("eager_step_seconds"):  # nothing measured on this GPU
+        from bertbench.benchmarks.common import gpu_peak
+        from bertbench.runtime.devices import cuda_step_floor
+
+        floor = cuda_step_floor(model.cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
+                                gpu_peak(device_type))
+        if floor is not None:
+            measured = {**(measured or {}), "eager_step_seconds": floor}
     saved = json.loads(kept.read_text()) if resuming and kept.is_file() else {}
     if saved.pop("setting", None) == cfg.compile:
         choice = StepChoice(**saved)
     else:
         choice = step_choice(cfg.compile, device_type, cfg.max_steps, budget, measured)
+        if floor is not None and cfg.compile == "auto":
+            choice.reason = (f"eager step ≥ {floor:.4g} s (its FLOPs ÷ this GPU's datasheet peak: nothing measured "
+                             f"here yet); " + choice.reason)
         atomic_write_text(kept, json.dumps({"setting": cfg.compile, **asdict(choice)}, indent=1) + "\n")
     step = TrainingStep(choice, device, shape)
     if step.choice.compiled:
