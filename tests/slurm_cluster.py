@@ -192,6 +192,18 @@ def _wait(ready, seconds: float, what: str) -> None:
         time.sleep(0.5)
 
 
+def cluster_fixture(tmp_path_factory):
+    """The body of a test module's cluster fixture (`slurm = pytest.fixture(scope="module")(cluster_fixture)`):
+    the cluster, started here where it can be, else the module's tests skip with the reason; stopped after."""
+    import pytest
+
+    cluster, why = start(tmp_path_factory.mktemp("slurm"))
+    if cluster is None:
+        pytest.skip(why)
+    yield cluster
+    cluster.stop()
+
+
 def release_requeued(cluster: Cluster, job: dict[str, str]) -> None:
     """Slurm holds a requeued job for about 2 minutes before it may start again (Reason=BeginTime); the tests
     let it start at once."""

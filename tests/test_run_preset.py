@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.studies.preset import list_presets, load_preset
+from tests.slurm_cluster import cluster_fixture
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,17 +244,8 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     assert named(records_without_timings(parallel)) == named(first)
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """A one-node Slurm cluster (tests/slurm_cluster.py), installed and started here where it can be; else the
-    test skips with the reason."""
-    from tests.slurm_cluster import start
-
-    cluster, why = start(tmp_path_factory.mktemp("slurm"))
-    if cluster is None:
-        pytest.skip(why)
-    yield cluster
-    cluster.stop()
+# a one-node Slurm cluster (tests/slurm_cluster.py), installed and started where it can be; else a skip saying why
+slurm = pytest.fixture(scope="module")(cluster_fixture)
 
 
 @pytest.mark.integration
