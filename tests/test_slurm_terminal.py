@@ -50,3 +50,21 @@ def test_a_ddp_pretraining_where_slurm_is_installed_prints_our_lines_only(tmp_pa
     assert loud.returncode == 0, loud.stderr
     assert "The `srun` command is available" in loud.stderr + loud.stdout
     assert (loud.stderr + loud.stdout).count("Initializing distributed: GLOBAL_RANK") == 2
+
+
+def test_a_slurm_job_of_ntasks_alone_is_one_error_line(monkeypatch):
+    """`sbatch --ntasks=2` (no tasks per node): Lightning would raise a RuntimeError deep in the Trainer (a
+    traceback, seen under srun); it is one line before anything runs."""
+    from bertbench.errors import BertbenchError
+    from bertbench.runtime.devices import plan_devices
+
+    monkeypatch.delenv("SLURM_NTASKS_PER_NODE", raising=False)
+    monkeypatch.setenv("SLURM_JOB_NAME", "wrap")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    with pytest.raises(BertbenchError, match=r"^this Slurm job has --ntasks=2; .* --nodes and --ntasks-per-node"):
+        plan_devices("cpu", "2")
+    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "2")  # as Slurm sets it for --ntasks-per-node=2
+    assert plan_devices("cpu", "2").count == 2
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    monkeypatch.delenv("SLURM_NTASKS_PER_NODE")
+    assert plan_devices("cpu", "1").count == 1  # one task: nothing to join

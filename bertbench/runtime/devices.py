@@ -37,8 +37,20 @@ def device_count(devices: str | int) -> Optional[int]:
     return len(ids) if "," in text and all(d.isdigit() for d in ids) else None
 
 
+def check_slurm_tasks() -> None:
+    """Inside a Slurm job of several tasks asked for by `--ntasks` alone, Lightning refuses to join them (its
+    Slurm environment wants `--ntasks-per-node`), with a traceback from deep in the Trainer: said here in one line
+    instead. An interactive allocation (job name bash or interactive) is not Slurm's to manage, as for Lightning."""
+    ntasks = os.environ.get("SLURM_NTASKS", "1")
+    if (ntasks.isdigit() and int(ntasks) > 1 and "SLURM_NTASKS_PER_NODE" not in os.environ
+            and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive")):
+        raise BertbenchError(f"this Slurm job has --ntasks={ntasks}; Lightning joins a job's tasks by node: ask for "
+                             f"--nodes and --ntasks-per-node (one task per device) instead")
+
+
 def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") -> DevicePlan:
     """The processes `devices` on `accelerator` will be here, or one line saying why it cannot run here."""
+    check_slurm_tasks()
     n = device_count(devices)
     gpus = gpus_here() if accelerator in (*GPU_ACCELERATORS, "auto") else 0
     if n is None or accelerator not in (*GPU_ACCELERATORS, "auto", "cpu"):
