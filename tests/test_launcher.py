@@ -62,10 +62,12 @@ def test_a_job_asks_for_what_its_stages_need_and_a_gpu_only_where_it_uses_one():
     got = resources(pretrain, opts)
     assert {k: v for k, v in got.items() if k != "setup"} == {
         "job_name": "bertbench pretrain ltr", "time": 90, "nodes": 2, "ntasks_per_node": 4, "gpus_per_node": 4,
-        "cpus_per_task": 3, "mem": "32G", "partition": "gpu", "account": "proj", "signal_delay_s": 90, "wckey": None}
+        "cpus_per_task": 3, "mem": "32G", "partition": "gpu", "account": "proj", "signal_delay_s": 90, "wckey": None,
+        "srun_args": ["--kill-on-bad-exit=1"]}  # a failed rank ends its peers, not left waiting until --time
     assert got["setup"][1:] == ["#   pretrain ltr"]
     assert (resources(finetune, opts)["gpus_per_node"], resources(finetune, opts)["partition"]) == (1, "gpu")
     assert resources(finetune, opts)["setup"][1:] == ["#   element 0: finetune ltr rte"]
+    assert "srun_args" not in resources(finetune, opts)
     for job in (corpus, report):
         assert "gpus_per_node" not in resources(job, opts) and resources(job, opts)["partition"] == "cpu"
     cpu = LauncherOptions("slurm", time_min=90)  # a CPU cluster: the model's weights and Adam's moments in memory

@@ -55,6 +55,7 @@ CORPUS_STAGE = "corpus"  # the corpus's token cache, made by a job before the pr
 # Requeues after a time limit's warning before a job is left failed (submitit's max_num_timeout; a pre-emption
 # does not count): a pre-training longer than its --time resumes this many times.
 MAX_REQUEUES = 20
+REQUEUE_WAIT_SECONDS = 60  # a pre-training's other tasks wait this long for the first task's requeue to end them
 
 
 @dataclass
@@ -162,9 +163,12 @@ class StageJob:
                 raise  # scancel or a pre-emption's SIGTERM: the job ends; its checkpoint stays for a rerun
             import signal
 
-            # submitit's handler is back in place (the run restored it): it requeues and exits this process;
-            # a task other than the first returns from it, and ends here without a result
-            signal.raise_signal(WARNING_SIGNAL)
+            from bertbench.runtime.devices import first_process
+
+            if first_process():  # submitit's handler is back in place (the run restored it): it requeues, exits
+                signal.raise_signal(WARNING_SIGNAL)
+            else:  # another task: the first requeues the job, which ends this one (were it to exit first, srun's
+                time.sleep(REQUEUE_WAIT_SECONDS)  # --kill-on-bad-exit could end the first before its requeue)
             raise SystemExit(1) from None
         _record(records, invocation, name, started)
 
@@ -292,6 +296,8 @@ def resources(job: Job, opts: LauncherOptions) -> dict[str, Any]:
     }
     if gpus:
         params["gpus_per_node"] = gpus
+    if pretrain:  # one task failing ends the others (a DDP rank left alone would wait for its peers until --time)
+        params["srun_args"] = ["--kill-on-bad-exit=1"]
     partition = opts.partition if gpus or not opts.cpu_partition else opts.cpu_partition
     if partition:
         params["partition"] = partition
