@@ -31,8 +31,8 @@ def test_a_two_task_ddp_pretraining_under_srun_is_the_one_launched_here(slurm, d
     on_slurm = tmp_path / "slurm"
     command = shlex.join([sys.executable, "-m", "bertbench.cli", "pretrain", *args, "--out", str(on_slurm)])
     log = tmp_path / "job.log"
-    job = subprocess.run(["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=4G", "--time=5",
-                          f"--output={log}", f"--wrap=srun {command}"], env=env, capture_output=True, text=True,
+    job = subprocess.run(["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=4G", "--time=3",
+                          f"--output={log}", f"--wrap=srun --kill-on-bad-exit=1 {command}"], env=env, capture_output=True, text=True,
                          timeout=300)
     said = log.read_text() if log.exists() else ""
     assert job.returncode == 0, job.stdout + job.stderr + said + slurm.logs()
