@@ -39,3 +39,15 @@ def test_a_two_task_ddp_pretraining_under_srun_is_the_one_launched_here(slurm, d
     assert said.count("done:") == 1 and "Initializing distributed" not in said, said  # rank 0 speaks, quietly
     a, b = weights(here), weights(on_slurm)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_where_slurm_cannot_be_installed_the_tests_skip_with_the_reason_in_one_line(monkeypatch, tmp_path):
+    from tests import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda name, path=None: None)  # no Slurm, no apt-get
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    assert slurm_cluster.start(tmp_path / "c") == (
+        None, "Slurm is not installed, and installing it (apt-get install slurm-wlm munge) needs root")
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    assert slurm_cluster.install() == "Slurm is not installed, and there is no apt-get to install it with"
+    assert not (tmp_path / "c").exists()  # nothing started, nothing written
