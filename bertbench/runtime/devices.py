@@ -108,3 +108,19 @@ def cuda_step_floor(model_cfg, batch_size: int, seq_len: int, mask_ratio: float,
     flops = flops_per_token(model_cfg, seq_len, predicted_share=mask_ratio, last_layer_share=mask_ratio)
     gflops = peak["bf16"] if "bf16" in precision else peak["fp32"]
     return flops * batch_size * seq_len / (gflops * 1e9)
+
+
+FLOOR_REASON = "its FLOPs ÷ this GPU's datasheet peak: nothing measured here yet"
+
+
+def with_step_floor(measured: Optional[dict], device_type: str, model_cfg, cfg, precision: str
+                    ) -> tuple[Optional[dict], Optional[float]]:
+    """`measured` (training.step_times) with cuda_step_floor as the eager step time where a GPU has none yet, and
+    the floor (None where it was not used)."""
+    if device_type != "cuda" or (measured or {}).get("eager_step_seconds"):
+        return measured, None
+    from bertbench.benchmarks.common import gpu_peak
+
+    floor = cuda_step_floor(model_cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
+                            gpu_peak(device_type))
+    return (measured, None) if floor is None else ({**(measured or {}), "eager_step_seconds": floor}, floor)

@@ -11,7 +11,6 @@ Run directory:
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from bertbench.config import (
     trains_nsp,
 )
 from bertbench.errors import BertbenchError
+from bertbench.runtime.devices import FLOOR_REASON, first_process, with_step_floor
 from bertbench.runtime.faults import fault_point
 
 STANDARD_MASKING = dict(mask_ratio=PAPER_MASK_RATIO, mask_procedure=list(PAPER_MASK_PROCEDURE), whole_word_mask=False)
@@ -522,8 +522,6 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
 
     if resuming:
         say(f"resuming {out_dir} from its checkpoint of step {start_step}")
-    from bertbench.runtime.devices import first_process
-
     if every_seconds() is not None and first_process():  # a progress line, once per run
         say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
     save_config(cfg, out_dir / "config.yaml")
@@ -617,23 +615,14 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     device, shape = hardware(), step_times.shape_key(cfg.batch_size, cfg.data.max_seq_len, precision)
     measured = step_times.measured(device, cfg.model_size, shape)
     budget = cfg.budget_minutes * 60 if cfg.budget_minutes else None
-    floor = None
-    if device_type == "cuda" and not (measured or {}).get("eager_step_seconds"):  # nothing measured on this GPU
-        from bertbench.benchmarks.common import gpu_peak
-        from bertbench.runtime.devices import cuda_step_floor
-
-        floor = cuda_step_floor(model.cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
-                                gpu_peak(device_type))
-        if floor is not None:
-            measured = {**(measured or {}), "eager_step_seconds": floor}
+    measured, floor = with_step_floor(measured, device_type, model.cfg, cfg, precision)  # a GPU, nothing measured
     saved = json.loads(kept.read_text()) if resuming and kept.is_file() else {}
     if saved.pop("setting", None) == cfg.compile:
         choice = StepChoice(**saved)
     else:
         choice = step_choice(cfg.compile, device_type, cfg.max_steps, budget, measured)
         if floor is not None and cfg.compile == "auto":
-            choice.reason = (f"eager step ≥ {floor:.4g} s (its FLOPs ÷ this GPU's datasheet peak: nothing measured "
-                             f"here yet); " + choice.reason)
+            choice.reason = f"eager step ≥ {floor:.4g} s ({FLOOR_REASON}); {choice.reason}"
         atomic_write_text(kept, json.dumps({"setting": cfg.compile, **asdict(choice)}, indent=1) + "\n")
     step = TrainingStep(choice, device, shape)
     if step.choice.compiled:
