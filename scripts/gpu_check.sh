@@ -20,16 +20,20 @@
 #   540 s (imports, the render): under 9.5 min, inside the 10. The CPU dry run (a tiny shape, 3 timed steps a
 #   side, torch.compile with its eager backend), measured: 20 s of CPU time (imports, two dynamo traces, Lightning's
 #   set-up), 81-91 s of wall time on 2 cores shared with a load of ~9.
-# Call 2, quick (device tool: run, carry [".gpucheck"], timeout_s 595): setup, then the parts below, each under its
-#   own `timeout`, their total capped at GPU_CHECK_SECONDS (575):
-#     setup      python ≥ 3.11 and torch with CUDA; .gpucheck's wheels and data; every import checked (≤ 60 s)
-#     gpu-quick  `bertbench run --preset gpu-quick` (sized by estimate to ≤ 8 min on one H100/H200), ≤ 480 s; its
-#                records, pre-training curves and stage times copied to OUT/gpu-quick/ in the layout of `make archive`
-#                (leaderboards/records/PRESET), also after the time limit (finished stages count)
-#     cuda-tests `pytest -m cuda` (tests/test_cuda.py: GPU vs CPU forward, a bf16 pre-training, the bench) with the
-#                rest, ≥ 35 s (estimate: ~60 s, most of it two subprocesses' imports)
-#   Expected: ≤ 575 s on a GPU. The CPU dry run (test_cuda's CPU test, the preset validated only), measured: 9 s
-#   of CPU time, 78 s of wall time on 2 cores shared with a load of ~9.
+# Call 2, quick (device tool: run, carry [".gpucheck"], timeout_s 595, the command line starting with
+#   BERTBENCH_COMMIT=SHA as --pack prints it): setup, then the parts below, each under its own `timeout`, their
+#   total capped at GPU_CHECK_SECONDS (575):
+#     setup      python ≥ 3.11 and torch with CUDA; .gpucheck's wheels; its data unpacked into $WORK/data (also in a
+#                dry run); every import checked (≤ 60 s)
+#     cuda-tests `pytest -m cuda` (tests/test_cuda.py: GPU vs CPU forward, a bf16 pre-training, the bench), first,
+#                with a fixed share of 120 s (GPU_CHECK_CUDA_TESTS_SECONDS; estimate ~80-120 s of work, most of it
+#                two subprocesses' imports)
+#     gpu-quick  `bertbench run --preset gpu-quick` (sized by estimate to ≤ 8 min on one H100/H200) with the rest,
+#                ≤ 480 s; the data looked for when it starts (after setup); its records, pre-training curves and
+#                stage times copied to OUT/gpu-quick/ in the layout of `make archive` (leaderboards/records/PRESET),
+#                also after the time limit (finished stages count)
+#   Expected: ≤ 575 s on a GPU. The CPU dry run (test_cuda's CPU test, the preset validated and its data found),
+#   measured before the reorder: 9 s of CPU time, 78 s of wall time on 2 cores shared with a load of ~9.
 #   .gpucheck (--pack): the wheels a bare machine lacks (datasets, dill, multiprocess at this venv's versions for
 #   python 3.12 manylinux x86-64; seqeval built here as a pure-Python wheel) and data.tar.xz, the data gpu-quick
 #   reads (corpus/wikipedia, corpus/gutenberg, vocab/, glue's RTE MRPC STS-B CoLA SST-2) from $BERTBENCH_DATA_DIR or
@@ -59,7 +63,9 @@ if [[ $1 == --pack ]]; then
   for t in $TASKS_CARRIED; do globs+=("glue/$t"); done
   tar -C "$DATA" -cJf "$PACK/data.tar.xz" "${globs[@]}"
   du -sh "$PACK" "$PACK"/whl/* "$PACK/data.tar.xz"
-  echo "carry [\".gpucheck\"] (must stay under 64 MiB with the working tree), then: scripts/gpu_check.sh quick \"\$OUT\""
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo SHA)
+  echo "carry [\".gpucheck\"] (must stay under 64 MiB with the working tree), then, passing the commit in (.git does not travel):"
+  echo "  BERTBENCH_COMMIT=$commit scripts/gpu_check.sh quick \"\$OUT\""
   exit 0
 fi
 [[ $# -ge 2 && ( $1 == perf || $1 == quick ) ]] || usage
@@ -75,16 +81,25 @@ WORK=${GPU_CHECK_WORK:-/tmp/bertbench-gpu-check}
 if [[ $CALL == perf ]]; then TOTAL=${GPU_CHECK_SECONDS:-540}; else TOTAL=${GPU_CHECK_SECONDS:-575}; fi
 START=$(date +%s)
 FAILED=0
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 BERTBENCH_PROGRESS_SECONDS=20
-for d in "${BERTBENCH_DATA_DIR:-}" "$ROOT/../shared/data" "$ROOT/shared/data" /tmp/bertbench-data; do
-  if [[ -n $d && -d $d/corpus ]]; then export BERTBENCH_DATA_DIR=$(cd "$d" && pwd); break; fi
-done
+# unbuffered: a part cut at its time limit still leaves every line it printed in its log
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 BERTBENCH_PROGRESS_SECONDS=20 \
+  PYTHONUNBUFFERED=1
+UNPACKED=$WORK/data  # where setup unpacks .gpucheck's data
+# The code version: provenance reads git, and .git does not travel to the device; BERTBENCH_COMMIT (given on the
+# device call's command line, as --pack prints it) stands in for it there.
+if COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then export BERTBENCH_COMMIT=$COMMIT; fi
+CUDA_TESTS_SECONDS=${GPU_CHECK_CUDA_TESTS_SECONDS:-120}  # the CUDA tests' fixed share (~80-120 s of work), first
 
 log() { echo "[gpu_check $(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/gpu_check.log"; }
 
 # part NAME LIMIT_SECONDS COMMAND…: run it under `timeout`, output in OUT/NAME.log, a row in OUT/steps.tsv
+# GPU_CHECK_PARTS="setup gpu-quick", say, runs only those (the test of `quick`'s dry run leaves out the CUDA tests'
+# minute of imports); a part left out is a row saying so, not a failure.
 part() {
   local name=$1 limit=$2; shift 2
+  if [[ -n ${GPU_CHECK_PARTS:-} && " $GPU_CHECK_PARTS " != *" $name "* ]]; then
+    log "$name: left out (GPU_CHECK_PARTS)"; printf '%s\tleft out\t0\n' "$name" >> "$OUT/steps.tsv"; return 0
+  fi
   local left=$(( TOTAL - ($(date +%s) - START) ))
   (( limit > left )) && limit=$left
   if (( limit < 10 )); then
@@ -115,7 +130,8 @@ perf() {
 }
 
 setup() {
-  "$PY" -c 'import sys; assert sys.version_info >= (3, 11), f"python {sys.version.split()[0]}: bertbench needs 3.11 or newer"'
+  "$PY" -c 'import sys; assert sys.version_info >= (3, 11), f"python {sys.version.split()[0]}: bertbench needs 3.11 or newer"
+print("python", sys.version.split()[0], "unbuffered:", sys.stdout.write_through)'
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda available:", torch.cuda.is_available(), torch.version.cuda)'
   if (( ! DRY )) && ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
     echo "torch sees no CUDA GPU (a CPU build, or no driver): install a CUDA build of torch, or run with --dry-run"; return 1
@@ -124,8 +140,9 @@ setup() {
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$PACK"/whl/*.whl
     echo "installed into /tmp/site: $(ls "$PACK/whl" | tr '\n' ' ')"
   fi
-  if [[ -f $PACK/data.tar.xz && ! -d /tmp/bertbench-data/corpus ]] && (( ! DRY )); then
-    mkdir -p /tmp/bertbench-data && tar -xJf "$PACK/data.tar.xz" -C /tmp/bertbench-data && echo "data unpacked into /tmp/bertbench-data"
+  # the data, also in a dry run: gpu-quick looks for it only after this (find_data)
+  if [[ -f $PACK/data.tar.xz && ! -d $UNPACKED/corpus ]]; then
+    mkdir -p "$UNPACKED" && tar -xJf "$PACK/data.tar.xz" -C "$UNPACKED" && echo "data unpacked into $UNPACKED"
   fi
   "$PY" -c 'import lightning, datasets, tokenizers, typer, rich, pandas, seqeval, sklearn, scipy, yaml, matplotlib, safetensors, pytest, transformers' ||
     { echo "a dependency is missing: make .gpucheck with scripts/gpu_check.sh --pack where PyPI is reachable, and carry it"; return 1; }
@@ -137,8 +154,23 @@ cuda_tests() {
   else "$PY" -m pytest -q -p no:cacheprovider -m cuda "$ROOT/tests/test_cuda.py"; fi
 }
 
+# The data gpu-quick reads: looked for when it starts, after setup has unpacked .gpucheck's (not when the script
+# starts: on a fresh machine only the unpacked copy exists).
+find_data() {
+  local d
+  for d in "${BERTBENCH_DATA_DIR:-}" "$ROOT/../shared/data" "$ROOT/shared/data" "$UNPACKED"; do
+    if [[ -n $d && -d $d/corpus ]]; then BERTBENCH_DATA_DIR=$(cd "$d" && pwd); export BERTBENCH_DATA_DIR; return 0; fi
+  done
+  return 1
+}
+
 gpu_quick() {
-  [[ -n ${BERTBENCH_DATA_DIR:-} ]] || { echo "no data: set BERTBENCH_DATA_DIR to the folder holding corpus/ and the task data"; return 3; }
+  find_data || { echo "no data: set BERTBENCH_DATA_DIR to the folder holding corpus/ and the task data, or carry .gpucheck"; return 3; }
+  echo "data: $BERTBENCH_DATA_DIR"
+  local t
+  for t in corpus/wikipedia corpus/gutenberg vocab $(printf 'glue/%s ' $TASKS_CARRIED); do
+    [[ -e $BERTBENCH_DATA_DIR/$t ]] || { echo "no $t in $BERTBENCH_DATA_DIR: gpu-quick reads it"; return 3; }
+  done
   if (( DRY )); then "$PY" -m bertbench run --preset gpu-quick --data-dir "$BERTBENCH_DATA_DIR" --validate; return; fi
   local run="$WORK/gpu-quick" rc=0
   mkdir -p "$WORK"
@@ -156,17 +188,18 @@ gpu_quick() {
   return $rc
 }
 
-export PY DRY OUT WORK ROOT PACK PYTHONPATH="/tmp/site:$PYTHONPATH"
-export -f perf setup cuda_tests gpu_quick
-log "bertbench GPU check, $CALL call: $ROOT at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); OUT $OUT; data ${BERTBENCH_DATA_DIR:-none}; $( ((DRY)) && echo 'dry run (CPU)' || echo GPU)"
+export PY DRY OUT WORK ROOT PACK UNPACKED TASKS_CARRIED PYTHONPATH="/tmp/site:$PYTHONPATH"
+export -f perf setup cuda_tests gpu_quick find_data
+log "bertbench GPU check, $CALL call: $ROOT at commit ${BERTBENCH_COMMIT:-? (not passed in: BERTBENCH_COMMIT=SHA)}; OUT $OUT; $( ((DRY)) && echo 'dry run (CPU)' || echo GPU)"
 rm -f "$OUT/steps.tsv"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 if [[ $CALL == perf ]]; then
   part perf "$TOTAL" perf
 else
+  # the CUDA tests first, with a fixed share: gpu-quick, last, takes the rest and keeps its finished stages
   part setup 60 setup
+  part cuda-tests "$CUDA_TESTS_SECONDS" cuda_tests
   part gpu-quick 480 gpu_quick
-  part cuda-tests "$TOTAL" cuda_tests
 fi
 log "done in $(( $(date +%s) - START )) s; parts (name, exit status, seconds):"
 awk -F'\t' '{printf "%-12s %-8s %s\n", $1, $2, $3}' "$OUT/steps.tsv" | tee -a "$OUT/gpu_check.log"  # no column(1) on every machine

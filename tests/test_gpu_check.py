@@ -202,3 +202,103 @@ def test_the_table_of_a_record(tmp_path):
     assert "| transformers_bf16_compiled | 256 | – | – | – | – | – | – | – | – | over budget: over its budget of 120 s |" in text
     assert text.endswith("84.0 ms vs 80.0 ms (+5.0%).")
     assert "No GPU run is recorded in `r.jsonl` yet" in gpu_check.markdown([], "r.jsonl")
+
+
+def packed_checkout(tmp_path: Path) -> Path:
+    """A checkout as the device sees it: the script, the package, no .git, no ../shared beside it, and a
+    `.gpucheck` whose data.tar.xz holds what gpu-quick reads (tiny stand-ins: the dry run validates, reads no text)."""
+    co = tmp_path / "machine" / "checkout"
+    (co / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_check.sh", co / "scripts" / "gpu_check.sh")
+    for name in ("bertbench", "recipes", "tasks", "tests"):
+        (co / name).symlink_to(ROOT / name)
+    data = tmp_path / "to-pack"
+    for sub in ("corpus/wikipedia", "corpus/gutenberg", "vocab", *(f"glue/{t}" for t in ("RTE", "MRPC", "STS-B", "CoLA", "SST-2"))):
+        (data / sub).mkdir(parents=True)
+        (data / sub / "stand-in.txt").write_text("x\n")
+    (co / ".gpucheck").mkdir()
+    subprocess.run(["tar", "-C", str(data), "-cJf", str(co / ".gpucheck" / "data.tar.xz"), "corpus", "vocab", "glue"], check=True)
+    return co
+
+
+def test_the_dry_run_of_the_quick_call_finds_the_data_setup_unpacks(tmp_path):
+    """`scripts/gpu_check.sh quick OUT --dry-run` on a fresh machine: BERTBENCH_DATA_DIR unset, no ../shared, no
+    .git; the data only in .gpucheck. Setup unpacks it, gpu-quick finds it after, the CUDA tests' part comes before
+    gpu-quick, output is unbuffered and the commit passed in is the one logged."""
+    co = packed_checkout(tmp_path)
+    assert not (co.parent / "shared").exists() and not (co / "shared").exists()
+    env = {k: v for k, v in os.environ.items() if k != "BERTBENCH_DATA_DIR"}
+    env.update(PYTHON=sys.executable, GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_PARTS="setup gpu-quick",
+               BERTBENCH_COMMIT="abc1234", PYTHONPATH="")
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(co / "scripts" / "gpu_check.sh"), "quick", str(out), "--dry-run"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    logs = r.stdout + "".join(f"\n--- {p.name}\n" + p.read_text() for p in sorted(out.glob("*.log")))
+    assert r.returncode == 0, logs
+    rows = [line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines()]
+    assert rows == [["setup", "0"], ["cuda-tests", "left out"], ["gpu-quick", "0"]], rows
+    quick = (out / "gpu-quick.log").read_text()
+    assert f"data: {tmp_path / 'work' / 'data'}" in quick and "preset gpu-quick:" in quick and "valid" in quick
+    assert "at commit abc1234;" in (out / "gpu_check.log").read_text()
+    assert "unbuffered: True" in (out / "setup.log").read_text()  # a part cut at its limit keeps what it printed
+
+
+def test_without_git_the_code_version_is_the_commit_passed_in(tmp_path, monkeypatch):
+    from bertbench.runtime import provenance
+
+    monkeypatch.setattr(provenance, "_ROOT", tmp_path)  # no .git here nor above (a device's copy)
+    monkeypatch.setenv(provenance.COMMIT_VARIABLE, "abc1234")
+    provenance.code_version.cache_clear()
+    try:
+        assert provenance.code_version() == f"bertbench {provenance.__version__} git:abc1234"
+        monkeypatch.delenv(provenance.COMMIT_VARIABLE)
+        provenance.code_version.cache_clear()
+        assert provenance.code_version() == f"bertbench {provenance.__version__}"
+    finally:
+        provenance.code_version.cache_clear()
+
+
+def test_an_optional_side_that_fails_is_a_note_and_a_required_one_fails_the_call(tmp_path, monkeypatch):
+    def lines(optional_status, required_status):
+        return [{"side": "bertbench_bf16", "status": required_status, "batch_size": 2, "optional": False},
+                {"side": "transformers_bf16_compiled", "status": optional_status, "batch_size": 2, "optional": True,
+                 "error": "RuntimeError: inductor"}]
+
+    for k, (opt, req, code) in enumerate([("failed", "skipped", 0), ("over budget", "failed", 2)]):
+        monkeypatch.setattr(gpu_check, "run", lambda *a, **kw: lines(opt, req))
+        monkeypatch.setattr(gpu_check, "markdown", lambda records, source: "table")
+        r = CliRunner().invoke(app, ["bench", "gpu", "--dry-run", "--out", str(tmp_path / f"{k}.jsonl")])
+        assert r.exit_code == code, r.output
+        assert "note: optional side(s) did not finish (transformers_bf16_compiled)" in r.output
+        assert ("1 side(s) did not finish (bertbench_bf16)" in r.output) == bool(code)
+
+
+def test_compile_auto_on_a_gpu_decides_from_a_flop_floor_where_nothing_was_measured(tmp_path, monkeypatch):
+    """A first run on a GPU: no step time measured there yet, so `compile: auto` takes the eager step's floor (its
+    FLOPs ÷ the datasheet peak) as the eager time. A long BERT-Base run compiles, a short one stays eager, and the
+    reason says what decided it; a measured step time wins over the floor."""
+    import json
+
+    from bertbench.benchmarks import common
+    from bertbench.config import ModelConfig, PretrainConfig
+    from bertbench.model.bert import BertForPreTraining, flops_per_token
+    from bertbench.runtime.devices import cuda_step_floor
+    from bertbench.training import pretrain_run
+
+    base = ModelConfig.from_size("base", vocab_size=30522)
+    h100 = {"bf16": 989.4e3, "fp32": 66.9e3, "source": "H100 datasheet, dense"}
+    floor = cuda_step_floor(base, 256, 128, 0.15, "bf16-mixed", h100)
+    assert floor == pytest.approx(flops_per_token(base, 128, 0.15, 0.15) * 256 * 128 / 989.4e12)
+    assert 0.01 < floor < 0.03 and cuda_step_floor(base, 256, 128, 0.15, "32-true", h100) > 10 * floor
+    assert cuda_step_floor(base, 256, 128, 0.15, "bf16-mixed", None) is None  # a GPU without a datasheet entry
+
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured anywhere
+    monkeypatch.setattr(common, "gpu_peak", lambda device_type: h100)
+    model = BertForPreTraining(ModelConfig.from_size("mini", vocab_size=1000))
+    for steps, compiled in ((5_000_000, True), (50, False)):  # ≥ 2,826 s of eager steps (> 4 × 600 s); 0.03 s
+        cfg = PretrainConfig(model_size="mini", max_steps=steps, batch_size=256, compile="auto")
+        step = pretrain_run.choose_step(cfg, model, "cuda", "bf16-mixed", tmp_path / f"step-{steps}.json", False)
+        assert step.choice.compiled is compiled and step.choice.reason.startswith("eager step ≥ "), step.choice.reason
+        assert json.loads((tmp_path / f"step-{steps}.json").read_text())["compiled"] is compiled
+    cpu = pretrain_run.choose_step(cfg, model, "cpu", "32-true", tmp_path / "cpu.json", False)
+    assert not cpu.choice.compiled and "eager step ≥" not in cpu.choice.reason  # the CPU's rule is its own

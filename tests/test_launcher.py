@@ -1,6 +1,6 @@
-"""`run --launcher slurm|local` (studies.launcher): the graph of jobs a plan becomes, the options, and the sbatch
-scripts docs/scale.md shows (regenerated here, byte for byte). The smoke study through submitit's local jobs is
-tests/test_run_preset.py's test_the_smoke_study_runs_through_submitit_jobs_in_dependency_order."""
+"""`run --launcher slurm` (studies.launcher): the graph of jobs a plan becomes, the options, and the sbatch scripts
+docs/scale.md shows (regenerated here, byte for byte). The smoke study on a real one-node Slurm cluster (its time
+limit, a requeue, a cancelled job) is tests/test_run_preset.py's test_the_smoke_study_on_slurm_survives_...."""
 from __future__ import annotations
 
 import re
@@ -46,20 +46,42 @@ def test_a_plan_is_one_job_per_pretraining_an_array_per_model_after_it_and_the_r
     assert [(j.name, j.after) for j in rest] == [("finetune", []), ("report", ["finetune"])]
 
 
-def test_a_pretraining_takes_its_nodes_and_a_task_per_gpu_a_finetuning_one_gpu_the_report_none():
-    opts = LauncherOptions("slurm", partition="gpu", account="proj", gpus_per_node=4, nodes=2, time_min=90)
-    pretrain, finetune, report = (j for j in job_graph(_plan()) if j.name in ("pretrain ltr", "finetune", "report"))
-    assert resources(pretrain, opts) == {"name": "bertbench pretrain ltr", "timeout_min": 90, "nodes": 2,
-                                         "tasks_per_node": 4, "gpus_per_node": 4, "slurm_partition": "gpu",
-                                         "slurm_account": "proj"}
-    assert (resources(finetune, opts)["nodes"], resources(finetune, opts)["gpus_per_node"]) == (1, 1)
-    assert resources(report, opts)["gpus_per_node"] == 0
+def test_a_job_asks_for_what_its_stages_need_and_a_gpu_only_where_it_uses_one():
+    """A pre-training: its nodes, a task per GPU, CPUs for its loader processes and memory from the model
+    (studies.slurm_needs); a fine-tuning one GPU; the corpus and the report no GPU line at all, on the CPU
+    partition; no --wckey unless asked; --mem and --cpus-per-task override every job's estimate."""
+    from bertbench.config import PretrainConfig
+
+    cfg = PretrainConfig(model_size="base")
+    plan = [Stage("corpus", time.sleep, (cfg,)), Stage("pretrain ltr", time.sleep, (cfg,)),
+            Stage("finetune ltr rte", time.sleep, (0,), after="pretrain ltr")]
+    corpus, pretrain, finetune, report = job_graph(plan)
+    assert pretrain.after == ["corpus"] and corpus.kind == "corpus"
+    opts = LauncherOptions("slurm", partition="gpu", cpu_partition="cpu", account="proj", gpus_per_node=4, nodes=2,
+                           time_min=90)
+    got = resources(pretrain, opts)
+    assert {k: v for k, v in got.items() if k != "setup"} == {
+        "job_name": "bertbench pretrain ltr", "time": 90, "nodes": 2, "ntasks_per_node": 4, "gpus_per_node": 4,
+        "cpus_per_task": 3, "mem": "32G", "partition": "gpu", "account": "proj", "signal_delay_s": 90, "wckey": None,
+        "srun_args": ["--kill-on-bad-exit=1"]}  # a failed rank ends its peers, not left waiting until --time
+    assert got["setup"][1:] == ["#   pretrain ltr"]
+    assert (resources(finetune, opts)["gpus_per_node"], resources(finetune, opts)["partition"]) == (1, "gpu")
+    assert resources(finetune, opts)["setup"][1:] == ["#   element 0: finetune ltr rte"]
+    assert "srun_args" not in resources(finetune, opts)
+    for job in (corpus, report):
+        assert "gpus_per_node" not in resources(job, opts) and resources(job, opts)["partition"] == "cpu"
+    cpu = LauncherOptions("slurm", time_min=90)  # a CPU cluster: the model's weights and Adam's moments in memory
+    assert (resources(pretrain, cpu)["cpus_per_task"], resources(pretrain, cpu)["mem"]) == (4, "8G")
+    mine = LauncherOptions("slurm", mem_gb=64, cpus_per_task=12, wckey="bert", time_min=90)
+    assert {k: resources(pretrain, mine)[k] for k in ("mem", "cpus_per_task", "wckey")} == {
+        "mem": "64G", "cpus_per_task": 12, "wckey": "bert"}
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"kind": "pbs"}, r"^--launcher pbs: expected one of slurm, local$"),
-    ({"kind": "local", "nodes": 2}, r"^--nodes 2: --launcher local runs on this one machine$"),
-    ({"kind": "local", "print_sbatch": Path("x")}, r"^--print-sbatch writes Slurm's scripts"),
+    ({"kind": "pbs"}, r"^--launcher pbs: expected one of slurm$"),
+    ({"kind": "local"}, r"^--launcher local: gone; without --launcher the study runs on this machine"),
+    ({"kind": "slurm", "time_min": 1, "signal_s": 60}, r"^--signal-seconds 60: expected a number of seconds between 1 "
+                                                        r"and --time's 60"),
     ({"kind": "slurm", "time_min": 0}, r"^--time 0: expected an integer ≥ 1$"),
 ])
 def test_launcher_options_are_checked_in_one_line(kwargs, message):
@@ -83,45 +105,20 @@ def test_the_sbatch_scripts_in_scale_md_regenerate_byte_for_byte(tmp_path):
     assert r.exit_code == 0, r.output + repr(r.exception)
     assert page.read_text() == committed, "docs/scale.md: regenerate with the command above its block"
     scripts = sorted((tmp_path / "sbatch").glob("*.sbatch"))
-    assert scripts[0].name == "01-pretrain-ltr-seed1.sbatch" and scripts[-1].name.endswith("-report.sbatch")
-    first = scripts[0].read_text()
-    assert "#SBATCH --nodes=2" in first and "#SBATCH --ntasks-per-node=4" in first and "--dependency" not in first
+    assert [s.name for s in scripts[:2]] == ["01-corpus.sbatch", "02-pretrain-ltr-seed1.sbatch"]
+    assert scripts[-1].name.endswith("-report.sbatch")
+    corpus, first = scripts[0].read_text(), scripts[1].read_text()
+    assert "--dependency" not in corpus and "--gpus" not in corpus and "#SBATCH --partition=cpu" in corpus
+    assert "#SBATCH --nodes=2" in first and "#SBATCH --ntasks-per-node=4" in first
+    assert "#SBATCH --dependency=afterok:1001\n" in first  # after the corpus's job
     arrays = [s.read_text() for s in scripts if "-finetune-after-" in s.name]
-    assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --dependency=afterok:10\d\d\n", a)
-                          for a in arrays)
+    assert arrays and all(re.search(r"#SBATCH --array=0-\d+%\d+\n#SBATCH --cpus-per-task=\d+\n"
+                                    r"#SBATCH --dependency=afterok:10\d\d\n", a) for a in arrays)
+    assert not [s.name for s in scripts if "--wckey" in s.read_text() or "--gpus-per-node=0" in s.read_text()]
     assert re.search(r"--dependency=afterok:1001(:10\d\d)+\n", scripts[-1].read_text())
 
 
-@pytest.mark.parametrize("first_fails", [False, True])
-def test_local_jobs_start_after_the_jobs_they_wait_for_and_not_after_a_failed_one(tmp_path, monkeypatch, first_fails):
-    """--launcher local through submitit's LocalExecutor (which starts what it is given at once): a fine-tuning
-    job starts only once its pre-training's job has succeeded, the report last; where the pre-training fails, its
-    dependants never start, and one line names it."""
-    import json
-    import os
-
-    from bertbench.studies.launcher import launch
-    from launcher_stages import fail, stamp
-
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # a job imports this module's stages
-    ended = tmp_path / "pretrain-ended"
-    pretrain = Stage("pretrain x", fail, ("no data",)) if first_fails else Stage("pretrain x", stamp, (str(ended), 1.0))
-    stages = [pretrain, Stage("finetune x rte", stamp, (str(tmp_path / "rte"),), after="pretrain x"),
-              Stage("finetune random rte", stamp, (str(tmp_path / "random"),))]
-    said: list[str] = []
-    report = (stamp, (str(tmp_path / "report"),), os.path.exists)  # what studies.run's report would be
-    opts = LauncherOptions("local", time_min=5)
-    if first_fails:
-        with pytest.raises(BertbenchError, match=r"^1 job\(s\) failed, first pretrain x \(job \d+\): .*no data; "
-                                                 r"finished stages are kept"):
-            launch(job_graph(stages), opts, tmp_path, report, 2, {}, said.append)
-        assert not (tmp_path / "rte").exists() and not (tmp_path / "report").exists()
-        assert (tmp_path / "random").exists()  # it waits for nothing
-        return
-    times = launch(job_graph(stages), opts, tmp_path, report, 2, {"tokenizer": 1.0}, said.append)
-    jobs = times["jobs"]
-    assert set(jobs) == {"pretrain x", "finetune x rte", "finetune random rte"}
-    assert jobs["finetune x rte"]["started"] >= float(ended.read_text())
-    assert float((tmp_path / "report").read_text()) >= max(float((tmp_path / n).read_text()) for n in ("rte", "random"))
-    assert times["tokenizer"] == 1.0 and json.loads((tmp_path / "stages.json").read_text()) == times
-    assert [line.split("]")[0] for line in said] == ["[pretrain x", "[finetune random rte", "[finetune x rte", "[report"]
+def test_a_device_count_that_is_not_a_number_is_one_error_line():
+    for value in ("two", "0", "-1"):
+        r = runner.invoke(app, ["run", "--preset", "smoke", "--devices", value])
+        assert r.exit_code == 2 and r.output == f"error: --devices {value}: expected a whole number ≥ 1\n", r.output

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from bertbench.cli import app
 from bertbench.studies.preset import list_presets, load_preset
+from tests.slurm_cluster import cluster_fixture
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,8 +204,8 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(moved)])
     assert r.exit_code == 0, r.output
     assert set(json.loads((moved / "stages.json").read_text())) == {"host", "report", "wall"}, r.output
-    # (a second run from scratch, killed at a pre-training's step 9 and rerun, gives the same records: the one
-    # through submitit's jobs below, test_the_smoke_study_runs_through_submitit_jobs_in_dependency_order)
+    # (a second run from scratch, its pre-trainings stopped at Slurm's time limit and requeued, gives the same
+    # records: the one on a Slurm cluster below, test_the_smoke_study_on_slurm_survives_its_time_limit_...)
     first = records_without_timings(out)
     assert len(first) == 13
     # side by side: two stages at a time, each in its own process on one thread; the corpus is tokenised once
@@ -243,51 +244,55 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     assert named(records_without_timings(parallel)) == named(first)
 
 
+# a one-node Slurm cluster (tests/slurm_cluster.py), installed and started where it can be; else a skip saying why
+slurm = pytest.fixture(scope="module")(cluster_fixture)
+
+
 @pytest.mark.integration
 @pytest.mark.slow
-def test_the_smoke_study_runs_through_submitit_jobs_in_dependency_order(smoke_study, shared_data, tmp_path):
-    """`run --launcher local`: the smoke study as submitit jobs on this machine (the graph a Slurm cluster gets).
-    Both pre-training jobs are killed (-9) at step 9: their dependants never start, the random-init
-    fine-tunings (which wait on nothing) finish, one line, exit 2. The same command then starts only what is not
-    done: the pre-trainings resume from their step-6 checkpoints, the fine-tunings start after them, the
-    report last; and every record is the one the one-node scheduler wrote."""
-    local = tmp_path / "smoke-local"
-    # two jobs at a time (each a fresh Python: their starts are most of this test's time); each job keeps torch's
-    # default threads, as the one-node scheduler's stages do with one worker, so the records match to the bit
-    argv = ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(local), "--launcher", "local",
-            "--workers", "2"]
-    killed = subprocess.run([sys.executable, "-m", "bertbench.cli", *argv], capture_output=True, text=True, timeout=900,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), BERTBENCH_PROGRESS="0",
-                                     BERTBENCH_FAULT="after_step:9"))
-    assert killed.returncode == 2, killed.stdout[-2000:] + killed.stderr[-2000:]
-    assert re.fullmatch(r"error: 2 job\(s\) failed, first pretrain (ltr|mlm_nsp) \(job \d+\): [^\n]+; finished stages are kept "
-                        r"— rerun the same command to continue\n", killed.stderr), killed.stderr
-    started = set(re.findall(r"^\[([^\]]+)\] started as job \d+$", killed.stdout, re.M))
-    assert started == {"pretrain ltr", "pretrain mlm_nsp", *(f"finetune random {t}" for t in ("rte", "stsb", "conll2003"))}
-    assert len(list(local.rglob("*.record.json"))) == 3
-    r = runner.invoke(app, argv, env={"BERTBENCH_PROGRESS": "0"})
-    assert r.exit_code == 0, r.output + repr(r.exception)
-    started = re.findall(r"^\[([^\]]+)\] started as job \d+$", r.output, re.M)
-    again = {f"finetune {m} {t}" for m in ("mlm_nsp", "ltr") for t in ("rte", "stsb", "conll2003")}
-    assert sorted(started) == sorted({"pretrain ltr", "pretrain mlm_nsp", "pretrain ltr follow-ups",
-                                      "pretrain mlm_nsp follow-ups", "report", *again})  # not random init's
-    logs = "".join(p.read_text() for p in (local / "jobs").glob("*_log.*"))
-    assert logs.count("from its checkpoint of step 6") == 2  # each pre-training resumed, not started over
-    stages = json.loads((local / "stages.json").read_text())
-    jobs = stages["jobs"]
-    figure5 = {f"finetune {m} step-{k} rte" for m in ("mlm_nsp", "ltr") for k in (4, 8)}
-    assert set(jobs) == {"pretrain ltr", "pretrain mlm_nsp", *again, *figure5} and stages["launcher"] == "local"
-    assert all(job["job_id"] and job["nodes"] for job in jobs.values())
-    def end(name):
-        return jobs[name]["started"] + jobs[name]["seconds"]
+def test_the_smoke_study_on_slurm_survives_its_time_limit_and_a_cancelled_job(smoke_study, shared_data, slurm, tmp_path):
+    """`run --launcher slurm` on a real one-node cluster. Each pre-training waits at step 9 (a fault point) for
+    Slurm's warning before its 2-minute limit (USR2, asked for 30 s before it): it checkpoints at its next step,
+    its job requeues itself and resumes there, and its dependants run after it. A running fine-tuning is
+    cancelled (scancel): the report, which waits on every job, is cancelled with it, and the same command then
+    submits only that fine-tuning and the report. Every record is the one the one-node scheduler wrote."""
+    from tests.slurm_cluster import PARTITION, wait_for_jobs
 
-    for name in again | figure5:  # each after its own pre-training's job ended
-        assert jobs[name]["started"] >= end("pretrain " + name.split()[1]) - 0.5, (name, jobs)
-    assert "report" in stages and stages["wall"] >= max(end(n) for n in jobs) - min(j["started"] for j in jobs.values())
-    # the same records as the one-node scheduler's: the same tokenizer, the same steps, the same numbers
-    out = smoke_study[0]
-    assert next(out.glob("tokenizer-*/vocab.txt")).read_bytes() == next(local.glob("tokenizer-*/vocab.txt")).read_bytes()
-    assert records_without_timings(local) == records_without_timings(out)
+    out = tmp_path / "smoke-slurm"
+    argv = [sys.executable, "-m", "bertbench.cli", "run", "--preset", "smoke", "--data-dir", str(shared_data), "--out",
+            str(out), "--launcher", "slurm", "--partition", PARTITION, "--time", "2", "--signal-seconds", "30",
+            "--cpus-per-task", "1"]
+    env = dict(slurm.env, PYTHONPATH=str(ROOT), BERTBENCH_PROGRESS="0")
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                           env=dict(env, BERTBENCH_FAULT="after_step:9", BERTBENCH_FAULT_SIGNAL="PAUSE"))
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    arrays = {job: names.split(", ") for job, names in re.findall(r"^\[[^\]]+\] job (\d+) \(array: ([^)]+)\)", first.stdout, re.M)}
+    cancelled: list[str] = []
+
+    def cancel_a_running_finetuning(job: dict[str, str]) -> None:
+        array, _, k = job["id"].partition("_")
+        if not cancelled and job["state"] == "RUNNING" and job["name"].startswith("bertbench finetune after") and k:
+            slurm.run("scancel", job["id"])
+            cancelled.append(arrays[array][int(k)])
+
+    ended = {j["name"]: j["state"] for j in wait_for_jobs(slurm, 600, cancel_a_running_finetuning)}
+    assert cancelled and ended["bertbench report"] == "CANCELLED", (cancelled, ended)
+    logs = {p.name: p.read_text() for p in (out / "jobs").glob("*_log.*")}
+    for model in ("ltr", "mlm_nsp"):
+        job = re.search(rf"^\[pretrain {model}\] job (\d+), after corpus$", first.stdout, re.M).group(1)
+        log = logs[f"{job}_0_log.out"]
+        # the warning reached the training loop: a checkpoint at the step it was in, the job requeued, resumed
+        assert "Caught signal SIGUSR2" in log and "Requeued job" in log, log[-2000:]
+        assert re.search(rf"resuming \S+/{model}-\w+ from its checkpoint of step (9|1[0-2])$", log, re.M), log[-2000:]
+        assert ended[f"bertbench pretrain {model}"] == "COMPLETED"
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.findall(r"^\[([^\]]+)\] job \d+", r.stdout, re.M) == ["finetune", "report"], r.stdout
+    assert f"(array: {cancelled[0]})" in r.stdout
+    wait_for_jobs(slurm, 300)
+    stages = json.loads((out / "stages.json").read_text())
+    assert stages["launcher"] == "slurm" and set(stages["jobs"]) == set(cancelled)  # this invocation's jobs
+    assert records_without_timings(out) == records_without_timings(smoke_study[0])
 
 
 _TIMING_KEYS = ("date", "seconds", "per_s")

@@ -121,7 +121,8 @@ def environment(device_type: str, dry_run: bool, shape: Shape) -> dict[str, Any]
 def side_record(spec: SideSpec, env: dict[str, Any], measured: Optional[dict[str, Any]], flops: tuple[float, float],
                 status: str, seconds: float, budget: float, error: Optional[str] = None) -> dict[str, Any]:
     record: dict[str, Any] = {"side": spec.name, "status": status, "impl": spec.impl, "loop": spec.loop,
-                              "compiled": spec.compiled, "batch_size": spec.batch_size, "seconds": round(seconds, 1),
+                              "compiled": spec.compiled, "optional": spec.optional, "batch_size": spec.batch_size,
+                              "seconds": round(seconds, 1),
                               "budget_s": round(budget, 1)}
     if error:
         record["error"] = error
@@ -214,6 +215,13 @@ def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS
         records.append(record)
         say(summary_line(record))
     return records
+
+
+def unfinished(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The sides that failed or ran over their budget: (required, optional). Only a required one fails the call;
+    an optional side ("if time is left") that did not finish is a note, as its line says why."""
+    bad = [r for r in records if r["status"] in ("failed", "over budget")]
+    return ([r["side"] for r in bad if not r.get("optional")], [r["side"] for r in bad if r.get("optional")])
 
 
 def summary_line(r: dict[str, Any]) -> str:

@@ -16,16 +16,20 @@ def run(
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: runs/<preset>).")] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots with the report.")] = True,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Stages at a time, each in its own process with a share of the threads (default: the preset's).")] = None,
-    devices: Annotated[Optional[int], typer.Option("--devices", min=1, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
+    devices: Annotated[Optional[str], typer.Option("--devices", metavar="N", show_default=False, help="Devices (GPUs) to spread the stages over, one worker pinned to each (default: the preset's).")] = None,
     validate_only: Annotated[bool, typer.Option("--validate", help="Check the preset and every variant's config, run nothing.")] = False,
     tasks_dir: TasksDirOption = None,
-    launcher: Annotated[Optional[str], typer.Option("--launcher", help="slurm: submit each stage as a Slurm job through submitit (dependencies: afterok); local: the same jobs on this machine. Default: this machine's own scheduler.")] = None,
+    launcher: Annotated[Optional[str], typer.Option("--launcher", help="slurm: submit each stage as a Slurm job through submitit (dependencies: afterok). Default: this machine's own scheduler.")] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="With --launcher slurm: the partition.")] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="With --launcher slurm: the account charged.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=0, help="With --launcher: GPUs per node, one task each, for a pre-training (a fine-tuning takes one).")] = 0,
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="With --launcher slurm: nodes per pre-training.")] = 1,
     time_min: Annotated[int, typer.Option("--time", min=1, help="With --launcher: each job's time limit, in minutes.")] = 240,
-    cpus_per_task: Annotated[Optional[int], typer.Option("--cpus-per-task", min=1, help="With --launcher: CPUs per task.")] = None,
+    cpus_per_task: Annotated[Optional[int], typer.Option("--cpus-per-task", min=1, help="With --launcher: CPUs per task for every job (default: each job's estimate).")] = None,
+    mem: Annotated[Optional[int], typer.Option("--mem", help="With --launcher slurm: memory per node in GB for every job (default: each job's estimate, studies/slurm_needs.py).")] = None,
+    cpu_partition: Annotated[Optional[str], typer.Option("--cpu-partition", help="With --launcher slurm: the partition of the jobs that need no GPU (tokenising, the report); default: --partition.")] = None,
+    wckey: Annotated[Optional[str], typer.Option("--wckey", help="With --launcher slurm: Slurm's workload key (none unless given).")] = None,
+    signal_seconds: Annotated[Optional[int], typer.Option("--signal-seconds", help="With --launcher slurm: Slurm's warning (USR2) this many seconds before a job's time limit (default 90, or half a shorter --time); a pre-training checkpoints at its step and the job is requeued.")] = None,
     print_sbatch: Annotated[Optional[Path], typer.Option("--print-sbatch", help="With --launcher slurm: write the sbatch scripts of a fresh study to this folder; submit nothing.")] = None,
     embed: Annotated[Optional[Path], typer.Option("--embed", help="With --print-sbatch: put the scripts between this page's markers.")] = None,
     withdraw: Annotated[Optional[str], typer.Option("--withdraw", metavar="REASON", help="Withdraw this pre-registered study before it runs: the reason goes into its registration's log (leaderboards/registrations/<study>/), and run refuses it from then on.")] = None,
@@ -35,6 +39,9 @@ def run(
     import os
 
     from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, default_data_dir, task_folders
+    from bertbench.runtime.devices import count_option
+
+    devices = count_option("--devices", devices)  # text, so that a word is one error line (as in `pretrain`)
     from bertbench.studies.preset import load_preset
 
     if tasks_dir is not None:  # for every stage of the study (each its own process) and its report
@@ -60,7 +67,7 @@ def run(
         from bertbench.studies.launcher import LauncherOptions
 
         options = LauncherOptions(launcher, partition, account, gpus_per_node, nodes, time_min, cpus_per_task,
-                                  print_sbatch, embed)
+                                  signal_seconds, mem, cpu_partition, wckey, print_sbatch, embed)
     elif print_sbatch is not None or embed is not None:
         from bertbench.errors import BertbenchError
 

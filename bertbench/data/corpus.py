@@ -588,20 +588,15 @@ def _write_arrays(selected: list[Shard], tokenizer, dtype, num_proc: int, folder
                 processes=processes)
 
 
-def first_process() -> bool:
-    """Not a second rank of a multi-process run (those build the same cache and stay silent)."""
-    from bertbench.runtime.run_dir import RANK_VARIABLES
-
-    return all(os.environ.get(k, "0") == "0" for k in RANK_VARIABLES)
-
-
 def progress_echo(log=None):
     """Where progress lines go: `log` if given, else stderr (stdout may carry a command's JSON); None when
     progress is off or in a second rank."""
     import sys
 
+    from bertbench.runtime.devices import first_process
     from bertbench.runtime.progress import every_seconds
 
+    # a second rank builds the same cache and stays silent
     if every_seconds() is None or not first_process():
         return None
     return log or (lambda line: print(line, file=sys.stderr, flush=True))

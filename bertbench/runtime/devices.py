@@ -37,8 +37,20 @@ def device_count(devices: str | int) -> Optional[int]:
     return len(ids) if "," in text and all(d.isdigit() for d in ids) else None
 
 
+def check_slurm_tasks() -> None:
+    """Inside a Slurm job of several tasks asked for by `--ntasks` alone, Lightning refuses to join them (its
+    Slurm environment wants `--ntasks-per-node`), with a traceback from deep in the Trainer: said here in one line
+    instead. An interactive allocation (job name bash or interactive) is not Slurm's to manage, as for Lightning."""
+    ntasks = os.environ.get("SLURM_NTASKS", "1")
+    if (ntasks.isdigit() and int(ntasks) > 1 and "SLURM_NTASKS_PER_NODE" not in os.environ
+            and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive")):
+        raise BertbenchError(f"this Slurm job has --ntasks={ntasks}; Lightning joins a job's tasks by node: ask for "
+                             f"--nodes and --ntasks-per-node (one task per device) instead")
+
+
 def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") -> DevicePlan:
     """The processes `devices` on `accelerator` will be here, or one line saying why it cannot run here."""
+    check_slurm_tasks()
     n = device_count(devices)
     gpus = gpus_here() if accelerator in (*GPU_ACCELERATORS, "auto") else 0
     if n is None or accelerator not in (*GPU_ACCELERATORS, "auto", "cpu"):
@@ -58,7 +70,57 @@ def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") 
     return DevicePlan(n, "cpu", f"note: {flag} {n}: {why}, so {n} CPU processes will be used" if n > 1 else None)
 
 
+# Where the launchers put a process's rank: Lightning's own launcher (LOCAL_RANK, NODE_RANK), torchrun (RANK,
+# LOCAL_RANK, GROUP_RANK for the node) and Slurm's srun (SLURM_PROCID).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
+
+
 def first_process() -> bool:
-    """Whether this is the process that speaks for a multi-process run: rank 0, or one that has no rank yet
-    (Lightning's launcher is the first process, and starts the others with LOCAL_RANK set)."""
-    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"
+    """Whether this is the process that speaks for a multi-process run: rank 0 under every launcher, or one that has
+    no rank yet (Lightning's launcher is the first process, and starts the others with LOCAL_RANK set). The one
+    definition: the run folder's lock, progress and notes all ask it."""
+    return all(os.environ.get(k, "0") == "0" for k in RANK_VARIABLES)
+
+
+def count_option(flag: str, value: Optional[str]) -> Optional[int]:
+    """A whole-number option given as text (`run --devices`), so that a word is one `error:` line, not the
+    command-line parser's box."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise BertbenchError(f"{flag} {value}: expected a whole number ≥ 1")
+    return int(text)
+
+
+def cuda_step_floor(model_cfg, batch_size: int, seq_len: int, mask_ratio: float, precision: str,
+                    peak: Optional[dict]) -> Optional[float]:
+    """The least time one eager training step can take on this GPU: the FLOPs it executes ÷ the datasheet's dense
+    peak (bf16 under bf16 autocast, else fp32), as if at 100% MFU. `compile: auto` decides from it where nothing
+    has been measured on this device yet (training.pretrain_run): without it a first long run on a GPU stayed eager
+    for its whole life. A floor, so it can only understate the eager time, never talk a short run into a compile.
+    None where the GPU's peak is not known (benchmarks.common.gpu_peak)."""
+    if not peak:
+        return None
+    from bertbench.model.bert import flops_per_token
+
+    # the masked positions go through the vocabulary and the last layer (the static step's masked-only head)
+    flops = flops_per_token(model_cfg, seq_len, predicted_share=mask_ratio, last_layer_share=mask_ratio)
+    gflops = peak["bf16"] if "bf16" in precision else peak["fp32"]
+    return flops * batch_size * seq_len / (gflops * 1e9)
+
+
+FLOOR_REASON = "its FLOPs ÷ this GPU's datasheet peak: nothing measured here yet"
+
+
+def with_step_floor(measured: Optional[dict], device_type: str, model_cfg, cfg, precision: str
+                    ) -> tuple[Optional[dict], Optional[float]]:
+    """`measured` (training.step_times) with cuda_step_floor as the eager step time where a GPU has none yet, and
+    the floor (None where it was not used)."""
+    if device_type != "cuda" or (measured or {}).get("eager_step_seconds"):
+        return measured, None
+    from bertbench.benchmarks.common import gpu_peak
+
+    floor = cuda_step_floor(model_cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
+                            gpu_peak(device_type))
+    return (measured, None) if floor is None else ({**(measured or {}), "eager_step_seconds": floor}, floor)

@@ -7,7 +7,8 @@ from typing import Optional
 
 def fault_point(name: str, step: Optional[int | str] = None) -> None:
     """For the fault tests: BERTBENCH_FAULT=name[:step] kills this process here with SIGKILL (no clean-up of
-    any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal; with
+    any kind, as `kill -9` or a power cut), or with BERTBENCH_FAULT_SIGNAL (TERM, INT) sends that signal (PAUSE: waits
+    for one from outside, then goes on); with
     BERTBENCH_FAULT_TO=session it goes to the process group of the session's leader instead, as a terminal's
     Ctrl-C reaches every process of its foreground group (a study's worker signals the study that way).
     Names: after_step:K, before_rename:K, final_eval, before_summary; finetune:TASK (a study's fine-tuning stage)."""
@@ -15,6 +16,9 @@ def fault_point(name: str, step: Optional[int | str] = None) -> None:
     if want and want == (name if step is None else f"{name}:{step}"):
         import signal
 
+        if os.environ.get("BERTBENCH_FAULT_SIGNAL") == "PAUSE":  # wait here for a signal from outside (Slurm's
+            signal.pause()  # warning before a time limit: tests/test_slurm.py), then go on
+            return
         signum = getattr(signal, "SIG" + os.environ.get("BERTBENCH_FAULT_SIGNAL", "KILL"))
         if os.environ.get("BERTBENCH_FAULT_TO") == "session":
             os.killpg(os.getsid(0), signum)

@@ -14,19 +14,31 @@ __version__ = "0.1.0"
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout (git's working tree)
 
 
+# A checkout copied without .git (a device machine's): the commit, passed in (scripts/gpu_check.sh sets it)
+COMMIT_VARIABLE = "BERTBENCH_COMMIT"
+
+
+def _passed_in() -> str:
+    import os
+
+    commit = os.environ.get(COMMIT_VARIABLE, "").strip()
+    return f"bertbench {__version__} git:{commit}" if commit else f"bertbench {__version__}"
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """'bertbench 0.1.0 git:abc1234' (+ '-dirty' when the tree has uncommitted changes)."""
+    """'bertbench 0.1.0 git:abc1234' (+ '-dirty' when the tree has uncommitted changes); without git or .git,
+    the commit $BERTBENCH_COMMIT names."""
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
-            return f"bertbench {__version__}"
+            return _passed_in()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True, text=True, timeout=5
         ).stdout.strip()
         return f"bertbench {__version__} git:{sha.stdout.strip()}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
-        return f"bertbench {__version__}"
+        return _passed_in()
 
 
 def cpu_flags() -> set[str]:

@@ -14,12 +14,16 @@ import warnings
 BANNER_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",
     "lightning.fabric.utilities.rank_zero",
+    "lightning.fabric.utilities.distributed",  # DDP's "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2", each rank
 )
 
 # Warnings raised inside libraries about their own internals (a deprecation between Lightning and torch's
 # pytree; not ours to fix, and gone when Lightning updates).
 LIBRARY_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+    # Lightning's hint on every command where Slurm is installed (a login node, a job's own step): bertbench's
+    # Slurm jobs start their ranks with srun themselves (studies/launcher.py)
+    r"The `srun` command is available on your system but is not used",
 )
 
 

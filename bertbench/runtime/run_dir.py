@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bertbench.errors import BertbenchError
+from bertbench.runtime.devices import RANK_VARIABLES, first_process  # noqa: F401 (RANK_VARIABLES: read from here too)
 
 LOCK_FILE = ".lock"
 
@@ -30,14 +31,10 @@ def prepare_run_dir(out_dir: Path, flag: str = "--out") -> None:
         raise BertbenchError(f"{flag} {out_dir}: the folder is not writable")
 
 
-# Where the launchers put a process's rank: Lightning's own launcher (LOCAL_RANK, NODE_RANK), torchrun (RANK,
-# LOCAL_RANK, GROUP_RANK for the node) and SLURM's srun (SLURM_PROCID).
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
-
-
 def is_spawned_rank() -> bool:
-    """Not the first process of a multi-process run: another rank of the run that holds the folder."""
-    return any(os.environ.get(k, "0") != "0" for k in RANK_VARIABLES)
+    """Not the first process of a multi-process run: another rank of the run that holds the folder (the rule is
+    `devices.first_process`, and RANK_VARIABLES are its)."""
+    return not first_process()
 
 
 @contextlib.contextmanager

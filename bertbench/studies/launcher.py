@@ -1,4 +1,4 @@
-"""`run --launcher slurm|local`: a study's stages as jobs, through submitit (PyPI; imported here only).
+"""`run --launcher slurm`: a study's stages as Slurm jobs, through submitit (PyPI; imported here only).
 
 The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph
 of jobs:
@@ -12,15 +12,20 @@ of jobs:
 - the report last, after every job, and it writes stages.json: each stage's seconds and, under "jobs", its job
   id, node list, start and wall time (each stage job leaves its own in jobs/records/ as it ends).
 
-The tokenizer (every stage's key names it) and the corpus's token cache are made here first, before anything is
-submitted. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
+The tokenizer (every stage's key names it) is trained here first; the corpus's token cache is made by a job of its
+own (`corpus`, CPU-only), which the pre-trainings wait for. Each job asks for the CPUs and memory its stages need
+(studies.slurm_needs; `--cpus-per-task`, `--mem` override), a GPU only where it uses one, and no `--wckey`
+unless one is given. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
 the same command then submits only what is not done (a pre-training resumes from its checkpoint).
 
-`slurm` submits the graph at once, with Slurm's dependencies, and returns. `local` (submitit's LocalExecutor,
-which starts a job at once and knows no dependencies) runs the same graph here: a job is started once the jobs it
-depends on have succeeded, `workers` processes at a time, and the command returns when the report is written.
+`slurm` submits the graph at once, with Slurm's dependencies, and returns. A job asks Slurm for its warning signal
+(`--signal=USR2@S`, S = `signal_s` seconds before its time limit): a pre-training stops at the step it is in with
+its checkpoint, and the job requeues itself (submitit's checkpointing: the same stage, which resumes); any other
+stage the signal reaches is requeued and starts again. A job Slurm stops with SIGTERM (scancel, a pre-emption
+without requeue) is not requeued: its pre-training still checkpoints, and the same command continues.
 `print_sbatch` writes the sbatch scripts that submitit writes for the graph, submitting nothing (a stand-in
-`sbatch` takes them); docs/scale.md embeds the cpu-hour preset's.
+`sbatch` takes them); docs/scale.md embeds the cpu-hour preset's. On one machine a study runs without a launcher,
+through studies.scheduler (dependencies, signals, threads): `--launcher local` is gone.
 """
 from __future__ import annotations
 
@@ -33,39 +38,61 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
-from bertbench.studies.scheduler import (RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, StudyInterrupted,
-                                         passing_signals_on)
+from bertbench.studies.scheduler import Stage
 
-LAUNCHERS = ("slurm", "local")
+LAUNCHERS = ("slurm",)
 JOBS_DIR = "jobs"  # under the study folder: submitit's folder (scripts, pickles, logs) and records/
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: {job_id, nodes, started, seconds}}
-POLL_SECONDS = 0.5
+# What each kind of job runs (a comment in its script; submitit's pickle in JOBS_DIR holds the call itself)
+JOB_RUNS = {
+    "corpus": "runs the corpus's tokenising into its cache, as `bertbench run` does first on one machine:",
+    "pretrain": "runs `bertbench pretrain` of this stage's config in every task (--resume auto), then records it:",
+    "finetune": "runs, as element $SLURM_ARRAY_TASK_ID, one fine-tuning stage of `bertbench run`:",
+    "follow-ups": "plans and runs the fine-tunings of the pre-training's snapshots (Figure 5), after it:",
+    "report": "writes the study's report and stages.json once every other job has succeeded:",
+}
+CORPUS_STAGE = "corpus"  # the corpus's token cache, made by a job before the pre-trainings (not the login node)
+# Requeues after a time limit's warning before a job is left failed (submitit's max_num_timeout; a pre-emption
+# does not count): a pre-training longer than its --time resumes this many times.
+MAX_REQUEUES = 20
+REQUEUE_WAIT_SECONDS = 60  # a pre-training's other tasks wait this long for the first task's requeue to end them
 
 
 @dataclass
 class LauncherOptions:
-    kind: str  # slurm | local
+    kind: str  # slurm
     partition: Optional[str] = None
     account: Optional[str] = None
     gpus_per_node: int = 0  # per pre-training node, one task each; a fine-tuning takes one (none where 0)
     nodes: int = 1  # per pre-training
     time_min: int = 240  # each job's time limit
     cpus_per_task: Optional[int] = None
+    signal_s: Optional[int] = None  # Slurm's warning (USR2) this many seconds before the time limit (default:
+    # submitit's 90, or half of a shorter --time)
+    mem_gb: Optional[int] = None  # memory per node for every job (default: each job's needs, studies.slurm_needs)
+    cpu_partition: Optional[str] = None  # the jobs without a GPU (report, tokenising); default: partition
+    wckey: Optional[str] = None  # Slurm's workload key, only where asked for
     print_sbatch: Optional[Path] = None  # write the scripts there, submit nothing
     embed: Optional[Path] = None  # ... and put them between a page's markers (docs/scale.md)
 
     def __post_init__(self) -> None:
+        if self.kind == "local":
+            raise BertbenchError("--launcher local: gone; without --launcher the study runs on this machine "
+                                 "(its own scheduler: dependencies, signals, threads)")
         if self.kind not in LAUNCHERS:
             raise BertbenchError(f"--launcher {self.kind}: expected one of {', '.join(LAUNCHERS)}")
         for flag, value in (("--nodes", self.nodes), ("--time", self.time_min)):
             if value < 1:
                 raise BertbenchError(f"{flag} {value}: expected an integer ≥ 1")
+        if self.mem_gb is not None and self.mem_gb < 1:
+            raise BertbenchError(f"--mem {self.mem_gb}: expected a number of GB ≥ 1")
         if self.gpus_per_node < 0:
             raise BertbenchError(f"--gpus-per-node {self.gpus_per_node}: expected an integer ≥ 0")
-        if self.kind == "local" and self.nodes > 1:
-            raise BertbenchError(f"--nodes {self.nodes}: --launcher local runs on this one machine")
-        if self.print_sbatch is not None and self.kind != "slurm":
-            raise BertbenchError("--print-sbatch writes Slurm's scripts: it goes with --launcher slurm")
+        if self.signal_s is None:
+            self.signal_s = min(90, 30 * self.time_min)
+        if not 0 < self.signal_s < 60 * self.time_min:
+            raise BertbenchError(f"--signal-seconds {self.signal_s}: expected a number of seconds between 1 and "
+                                 f"--time's {60 * self.time_min} (Slurm's warning comes that long before the limit)")
         if self.embed is not None and self.print_sbatch is None:
             raise BertbenchError("--embed puts the scripts of --print-sbatch in a page: give --print-sbatch too")
         if self.embed is not None and not self.embed.is_file():
@@ -75,7 +102,7 @@ class LauncherOptions:
 @dataclass
 class Job:
     name: str
-    kind: str  # pretrain | finetune | follow-ups | report
+    kind: str  # corpus | pretrain | finetune | follow-ups | report
     stages: list[Stage]  # its stage, or an array's elements (none for the report)
     after: list[str] = field(default_factory=list)  # the jobs it waits for (afterok)
 
@@ -86,11 +113,13 @@ class Job:
 
 def job_graph(stages: list[Stage]) -> list[Job]:
     """The jobs of a plan, each after the ones it depends on; the report last, after all of them."""
+    corpus = [s for s in stages if s.name == CORPUS_STAGE]
     pretrainings = [s for s in stages if s.name.startswith("pretrain ")]
-    jobs = [Job(s.name, "pretrain", [s]) for s in pretrainings]
+    jobs = [Job(s.name, "corpus", [s]) for s in corpus]
+    jobs += [Job(s.name, "pretrain", [s], [s.name for s in corpus]) for s in pretrainings]
     arrays: dict[Optional[str], list[Stage]] = {}
     for s in stages:
-        if s not in pretrainings:
+        if s not in pretrainings and s not in corpus:
             arrays.setdefault(s.after, []).append(s)
     for after, group in arrays.items():
         jobs.append(Job(f"finetune after {after}" if after else "finetune", "finetune", group,
@@ -117,10 +146,40 @@ def _record(records: Path, invocation: str, name: str, started: float) -> None:
         "started": round(started, 3), "seconds": round(time.time() - started, 1)})
 
 
-def run_stage_job(stage_fn: Callable[..., None], args: tuple, name: str, records: Path, invocation: str) -> None:
-    started = time.time()
-    stage_fn(*args)
-    _record(records, invocation, name, started)
+class StageJob:
+    """A stage as a job's function: it runs the stage and records it. submitit's checkpointable (it has
+    `checkpoint`): on Slurm's warning signal (USR2) submitit requeues the job with the same call, which starts the
+    stage again; a pre-training catches the signal itself (training.stop_signals), writes its checkpoint at the
+    step it is in and stops, and this hands the signal back to submitit, so the requeued job resumes there."""
+
+    def __call__(self, stage_fn: Callable[..., None], args: tuple, name: str, records: Path, invocation: str) -> None:
+        from bertbench.training.stop_signals import WARNING_SIGNAL, Interrupted
+
+        started = time.time()
+        try:
+            stage_fn(*args)
+        except Interrupted as stop:
+            if stop.signum != WARNING_SIGNAL:
+                raise  # scancel or a pre-emption's SIGTERM: the job ends; its checkpoint stays for a rerun
+            import signal
+
+            from bertbench.runtime.devices import first_process
+
+            if first_process():  # submitit's handler is back in place (the run restored it): it requeues, exits
+                signal.raise_signal(WARNING_SIGNAL)
+            else:  # another task: the first requeues the job, which ends this one (were it to exit first, srun's
+                time.sleep(REQUEUE_WAIT_SECONDS)  # --kill-on-bad-exit could end the first before its requeue)
+            raise SystemExit(1) from None
+        _record(records, invocation, name, started)
+
+    def checkpoint(self, *args: Any) -> Any:
+        """What submitit runs when it requeues the job: this same call."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, *args)
+
+
+run_stage_job = StageJob()
 
 
 def run_follow_ups_job(then: Callable[[], list[Stage]], records: Path, invocation: str) -> None:
@@ -162,9 +221,9 @@ def invocation_times(records: Path, invocation: str, times: dict[str, Any]) -> d
 # -- submitting ---------------------------------------------------------------------------------------------
 
 
-def launch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple, workers: int, times: dict[str, Any],
+def launch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple, times: dict[str, Any],
            echo: Callable[[str], None]) -> dict[str, Any]:
-    """Submit the graph (slurm) or run it here (local); returns the stage times (local), or {} (slurm)."""
+    """Submit the graph to Slurm; returns {} (the report job writes the stage times)."""
     import uuid
 
     folder = out / JOBS_DIR
@@ -173,13 +232,10 @@ def launch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple, wor
     invocation = uuid.uuid4().hex[:12]
     t_submit = time.time()
     calls = {j.name: _calls(j, opts, out, report, records, invocation, times, t_submit) for j in jobs}
-    if opts.kind == "slurm":
-        ids = _submit_slurm(jobs, calls, opts, folder, echo)
-        echo(f"submitted {len(ids)} jobs; the report job ({ids['report']}) writes {out / 'stages.json'} when every "
-             "stage is done (squeue --me shows them)")
-        return {}
-    _run_local(jobs, calls, opts, folder, workers, echo)
-    return json.loads((out / "stages.json").read_text())
+    ids = _submit_slurm(jobs, calls, opts, folder, echo)
+    echo(f"submitted {len(ids)} jobs; the report job ({ids['report']}) writes {out / 'stages.json'} when every "
+         "stage is done (squeue --me shows them)")
+    return {}
 
 
 def _calls(job: Job, opts: LauncherOptions, out: Path, report: tuple, records: Path, invocation: str,
@@ -190,7 +246,7 @@ def _calls(job: Job, opts: LauncherOptions, out: Path, report: tuple, records: P
         return [(run_report_job, (report[:2], report[2], out, records, invocation, times, t_submit))]
     if job.kind == "follow-ups":
         return [(run_follow_ups_job, (job.stages[0].then, records, invocation))]
-    if job.kind == "pretrain" and opts.kind == "slurm":
+    if job.kind == "pretrain":
         return [(run_stage_job, _on_allocation(job.stages[0], opts) + (job.name, records, invocation))]
     return [(run_stage_job, (s.fn, s.args, s.name, records, invocation)) for s in job.stages]
 
@@ -208,20 +264,45 @@ def _on_allocation(stage: Stage, opts: LauncherOptions) -> tuple:
     return (_pretrain_stage, (dataclasses.replace(cfg, **world), run_dir, key))
 
 
+def needs(job: Job, opts: LauncherOptions):
+    """What the job's stages need (studies.slurm_needs): CPUs per task, memory per node."""
+    from bertbench.studies import slurm_needs
+
+    if job.kind == "pretrain":
+        return slurm_needs.pretrain_needs(job.stages[0].args[0], max(1, opts.gpus_per_node), opts.gpus_per_node > 0)
+    if job.kind in ("finetune", "follow-ups"):
+        return slurm_needs.finetune_needs(opts.gpus_per_node > 0)
+    if job.kind == "corpus":
+        return slurm_needs.corpus_needs(job.stages[0].args[0])
+    return slurm_needs.light_needs()
+
+
 def resources(job: Job, opts: LauncherOptions) -> dict[str, Any]:
-    """submitit parameters of a job (AutoExecutor's names; slurm_* ones apply to Slurm only)."""
+    """submitit's SlurmExecutor parameters of a job (sbatch's names). A job that needs no GPU asks for none (not
+    for zero, which some sites refuse on a GPU partition) and goes to --cpu-partition."""
     pretrain = job.kind == "pretrain"
-    gpus = opts.gpus_per_node if pretrain else 0 if job.kind == "report" else min(1, opts.gpus_per_node)
+    gpus = opts.gpus_per_node if pretrain else min(1, opts.gpus_per_node) if job.kind in ("finetune", "follow-ups") else 0
+    need = needs(job, opts)
     params: dict[str, Any] = {
-        "name": f"bertbench {job.name}", "timeout_min": opts.time_min, "nodes": opts.nodes if pretrain else 1,
-        "tasks_per_node": max(1, gpus) if pretrain else 1, "gpus_per_node": gpus,
+        "job_name": f"bertbench {job.name}", "time": opts.time_min, "nodes": opts.nodes if pretrain else 1,
+        "ntasks_per_node": max(1, gpus) if pretrain else 1,
+        "cpus_per_task": opts.cpus_per_task or need.cpus_per_task,
+        "mem": f"{opts.mem_gb or need.mem_gb}G",
+        "signal_delay_s": opts.signal_s,  # Slurm's warning, that long before the time limit
+        "wckey": opts.wckey,  # None: no --wckey line (submitit's default writes its own name)
+        # what the job runs, said in its script: srun's command only names submitit's pickle of the call
+        "setup": [f"# {JOB_RUNS[job.kind]}"] + [f"#   {'element ' + str(k) + ': ' if job.array else ''}{s.name}"
+                                                 for k, s in enumerate(job.stages)],
     }
-    if opts.cpus_per_task:
-        params["cpus_per_task"] = opts.cpus_per_task
-    if opts.partition:
-        params["slurm_partition"] = opts.partition
+    if gpus:
+        params["gpus_per_node"] = gpus
+    if pretrain:  # one task failing ends the others (a DDP rank left alone would wait for its peers until --time)
+        params["srun_args"] = ["--kill-on-bad-exit=1"]
+    partition = opts.partition if gpus or not opts.cpu_partition else opts.cpu_partition
+    if partition:
+        params["partition"] = partition
     if opts.account:
-        params["slurm_account"] = opts.account
+        params["account"] = opts.account
     return params
 
 
@@ -230,14 +311,15 @@ def _submit_slurm(jobs: list[Job], calls: dict[str, list[tuple]], opts: Launcher
     """Every job at once, each with `afterok` on the jobs it waits for; {job name: its Slurm job id}."""
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     ids: dict[str, str] = {}
     for job in jobs:
         # a job whose dependency failed is cancelled, not left pending for ever
         extra = {"kill-on-invalid-dep": "yes"}
         if job.after:
             extra["dependency"] = "afterok:" + ":".join(ids[name] for name in job.after)
-        executor.update_parameters(**resources(job, opts), slurm_additional_parameters=extra)
+        # an executor per job: parameters accumulate, and one job's GPUs would stay on the next job's script
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=MAX_REQUEUES)
+        executor.update_parameters(**resources(job, opts), additional_parameters=extra)
         with executor.batch():
             submitted = [executor.submit(fn, *args) for fn, args in calls[job.name]]
         ids[job.name] = submitted[0].job_id.split("_")[0]  # an array's id: afterok on it waits for every element
@@ -245,94 +327,6 @@ def _submit_slurm(jobs: list[Job], calls: dict[str, list[tuple]], opts: Launcher
         echo(f"[{job.name}] job {ids[job.name]}" + (f" (array: {', '.join(names)})" if job.array else "")
              + (f", after {', '.join(job.after)}" if job.after and job.kind != "report" else ""))
     return ids
-
-
-def _run_local(jobs: list[Job], calls: dict[str, list[tuple]], opts: LauncherOptions, folder: Path, workers: int,
-               echo: Callable[[str], None]) -> None:
-    """The graph here: a job's processes start once the jobs it waits for have succeeded, `workers` at a time;
-    a failed one's dependants never start. One line at the end names what failed."""
-    import submitit
-
-    executor = submitit.AutoExecutor(folder=folder, cluster="local")
-    generic = lambda params: {k: v for k, v in params.items() if not k.startswith("slurm_")}  # noqa: E731
-    waiting = {j.name: list(calls[j.name]) for j in jobs}  # each job's processes not started yet
-    running: dict[str, list[Any]] = {j.name: [] for j in jobs}
-    labels: dict[int, str] = {}
-    ok: set[str] = set()
-    failed: dict[str, str] = {}
-    order = {j.name: j for j in jobs}
-    try:
-        while True:
-            for name, job in order.items():  # start what is ready, in the graph's order
-                if name in ok or name in failed or any(d not in ok for d in job.after):
-                    continue
-                while waiting[name] and sum(len(r) for r in running.values()) < workers:
-                    fn, args = waiting[name].pop(0)
-                    executor.update_parameters(**generic(resources(job, opts)))
-                    handle = executor.submit(fn, *args)
-                    label = args[2] if fn is run_stage_job else job.name
-                    labels[id(handle)] = label
-                    echo(f"[{label}] started as job {handle.job_id}")
-                    running[name].append(handle)
-            if not any(running.values()):
-                break
-            time.sleep(POLL_SECONDS)
-            for name, handles in running.items():
-                for handle in [h for h in handles if h.done()]:
-                    handles.remove(handle)
-                    # no result: the process died (killed, out of memory); submitit would wait for one 15 s more
-                    error = handle.exception() if handle.paths.result_pickle.exists() else "it died without a result"
-                    if error is not None:
-                        failed[name] = f"{labels[id(handle)]} (job {handle.job_id}): {_last_line(error)}"
-                        echo(f"[{labels[id(handle)]}] failed (job {handle.job_id}); its log: {handle.paths.stderr}")
-                if not handles and not waiting[name] and name not in failed:
-                    ok.add(name)
-            for name, job in order.items():  # a job waiting on a failed one never starts
-                if name not in ok and name not in failed and any(d in failed for d in job.after):
-                    failed[name] = f"not started: it waits on {', '.join(d for d in job.after if d in failed)}"
-    except StopRequested as stop:  # Ctrl-C or SIGTERM here: each running job gets SIGTERM once, as on a cluster
-        _stop_local_jobs([h for handles in running.values() for h in handles])
-        raise StudyInterrupted(stop.signum) from None
-    if failed:
-        first = next(iter(failed.values()))
-        raise BertbenchError(f"{len([n for n in failed if not failed[n].startswith('not started')])} job(s) "
-                             f"failed, first {first}; {RERUN_HINT}")
-
-
-def _stop_local_jobs(handles: list[Any]) -> None:
-    """SIGTERM to each running job's controller, which passes it to the job's process (a pre-training writes its
-    checkpoint at the step it is in, as under Slurm's pre-emption); then wait for them (SIGKILL after
-    WIND_DOWN_SECONDS). A further signal meanwhile is passed on (it stops them at once)."""
-    import signal
-
-    processes = [p for p in (getattr(h, "_process", None) for h in handles) if p is not None]
-
-    def send(signum: int) -> None:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signum)
-
-    with passing_signals_on(send):
-        send(signal.SIGTERM)
-        deadline = time.monotonic() + WIND_DOWN_SECONDS
-        while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-        send(signal.SIGKILL)
-
-
-def _last_line(error: BaseException | str) -> str:
-    """What a failed job's error says, in one line: its trace's last exception (a bertbench error's message
-    alone, as the CLI prints it; another one with its type), else the error's own last line."""
-    import re
-
-    text = str(error)
-    raised = re.findall(r"^((?:\w+\.)*)(\w+): (.+)$", text, re.M)
-    raised = [r for r in raised if r[1].endswith(("Error", "Exception", "Interrupted", "Interrupt"))]
-    if raised:
-        module, name, message = raised[-1]
-        return (message if module.startswith("bertbench.") else f"{name}: {message}").strip()[:300]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return (lines or [type(error).__name__])[-1][:300]
 
 
 def print_sbatch(jobs: list[Job], opts: LauncherOptions, out: Path, report: tuple) -> list[tuple[str, str, str]]:

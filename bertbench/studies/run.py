@@ -68,7 +68,7 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     t_start = time.perf_counter()
     # a study on Slurm runs elsewhere: its jobs record their nodes (studies.launcher)
     times: dict[str, Any] = {LAUNCHER_KEY: launcher.kind} if launcher is not None else {}
-    if launcher is None or launcher.kind == "local":
+    if launcher is None:
         times[HOST_KEY] = host_facts()
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
@@ -84,15 +84,18 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     tokenizer = ensure_tokenizer(base, data_dir, out, stage, echo) if trains_tokenizer else base.tokenizer
     # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
     stages = Planner(preset, data_dir, out, tokenizer, echo, devices).plan()
-    if (workers > 1 or launcher is not None) and trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages):
+    pretrains = trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages)
+    if workers > 1 and pretrains and launcher is None:
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
         # reads: not once per process at the same time on a share of the threads
         stage("corpus", lambda: tokenise_corpus(base, tokenizer))
     if launcher is not None:
         from bertbench.studies.launcher import job_graph, launch
 
+        stages = with_corpus_stage(stages, base, tokenizer, pretrains)
+
         report = (write_report, (out, preset, plots), keep_earlier_stages)
-        return launch(job_graph(stages), launcher, out, report, workers, times, echo)
+        return launch(job_graph(stages), launcher, out, report, times, echo)
     threads: dict[str, list[int]] = {}
     placed: dict[str, str] = {}
     run_stages_keeping_times(out, stages, workers, echo, times, t_start, threads, preset.fixed_threads, devices, placed,
@@ -146,7 +149,7 @@ def numbered_stages_file(out: Path, kind: str) -> Path:
 
 
 HOST_KEY = "host"  # in a stages file, not a stage: the machine the invocation ran on
-LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm or local, where the stages were jobs
+LAUNCHER_KEY = "launcher"  # in a stages file, not a stage: slurm, where the stages were jobs
 JOBS_KEY = "jobs"  # in a stages file, not a stage: {stage: its job's id, nodes, start and seconds} (launcher)
 DEVICES_KEY = "devices"  # in a stages file, not a stage: {stage: the device it ran on}, with several devices
 RUNS_KEY = "runs"  # in stages.json, not a stage: the study's earlier invocations in this folder (earlier_runs)
@@ -181,6 +184,14 @@ def train_tokenizer(base, tok_dir: Path) -> None:
 
     sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents, base.data.doc_sentences) for s in doc)
     WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
+
+
+def with_corpus_stage(stages: list[Stage], base, tokenizer: str, pretrains: bool) -> list[Stage]:
+    """On Slurm the corpus is tokenised by a job the pre-trainings wait for (studies.launcher), not on the login
+    node: its stage first, where a pre-training will read the cache."""
+    from bertbench.studies.launcher import CORPUS_STAGE
+
+    return [Stage(CORPUS_STAGE, tokenise_corpus, (base, tokenizer)), *stages] if pretrains else stages
 
 
 def tokenise_corpus(base, tokenizer: str) -> None:
@@ -241,6 +252,9 @@ def print_sbatch_scripts(preset: RunPreset, data_dir: Path, out: Path, launcher:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp) / "study"
         stages = Planner(preset, data_dir, scratch, str(scratch / "tokenizer"), lambda line: None).plan()
+        base = variant_config(preset, VariantSpec("base"), data_dir)
+        pretrains = (not base.tokenizer or base.tokenizer == "train") and any(s.name.startswith("pretrain ") for s in stages)
+        stages = with_corpus_stage(stages, base, str(scratch / "tokenizer"), pretrains)
         scripts = print_sbatch(job_graph(stages), launcher, scratch, (write_report, (scratch, preset, plots),
                                                                         keep_earlier_stages))
         folder.mkdir(parents=True, exist_ok=True)

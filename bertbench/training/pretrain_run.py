@@ -11,7 +11,6 @@ Run directory:
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from bertbench.config import (
     trains_nsp,
 )
 from bertbench.errors import BertbenchError
+from bertbench.runtime.devices import first_process
 from bertbench.runtime.faults import fault_point
 
 
@@ -424,7 +424,7 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
 
     if resuming:
         say(f"resuming {out_dir} from its checkpoint of step {start_step}")
-    if every_seconds() is not None and os.environ.get("LOCAL_RANK", "0") == "0":  # a progress line, once per run
+    if every_seconds() is not None and first_process():  # a progress line, once per run
         say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
     save_config(cfg, out_dir / "config.yaml")
     return None, resuming, start_step

@@ -176,17 +176,21 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     from bertbench.model.bert import compile_step
     from bertbench.runtime.files import atomic_write_text
     from bertbench.runtime.progress import say
+    from bertbench.runtime.devices import FLOOR_REASON, with_step_floor
     from bertbench.runtime.provenance import hardware
     from bertbench.training import step_times
 
     device, shape = hardware(), step_times.shape_key(cfg.batch_size, cfg.data.max_seq_len, precision)
     measured = step_times.measured(device, cfg.model_size, shape)
     budget = cfg.budget_minutes * 60 if cfg.budget_minutes else None
+    measured, floor = with_step_floor(measured, device_type, model.cfg, cfg, precision)  # a GPU, nothing measured
     saved = json.loads(kept.read_text()) if resuming and kept.is_file() else {}
     if saved.pop("setting", None) == cfg.compile:
         choice = StepChoice(**saved)
     else:
         choice = step_choice(cfg.compile, device_type, cfg.max_steps, budget, measured)
+        if floor is not None and cfg.compile == "auto":
+            choice.reason = f"eager step ≥ {floor:.4g} s ({FLOOR_REASON}); {choice.reason}"
         atomic_write_text(kept, json.dumps({"setting": cfg.compile, **asdict(choice)}, indent=1) + "\n")
     step = TrainingStep(choice, device, None if cfg.phases else shape)
     if step.choice.compiled:

@@ -1,4 +1,5 @@
-"""SIGINT (Ctrl-C) and SIGTERM (a cluster's pre-emption) during a run: stop cleanly, say how to continue.
+"""SIGINT (Ctrl-C), SIGTERM (a cluster's pre-emption) and SIGUSR2 (Slurm's warning before a time limit) during a
+run: stop cleanly, say how to continue.
 
 Outside the training loop a signal stops the command at once (`Interrupted`: exit 130 or 143, one line,
 no traceback). Inside it the signal is only noted; the run finishes the optimiser step it is in, writes
@@ -19,7 +20,10 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Slurm's warning before a job's time limit, as bertbench's jobs ask for it (`--signal=USR2@S`: studies.launcher):
+# stop at the step with a checkpoint, as for SIGTERM; the job then requeues itself and resumes
+WARNING_SIGNAL = signal.SIGUSR2
+SIGNALS = (signal.SIGINT, signal.SIGTERM, WARNING_SIGNAL)
 
 
 class Interrupted(BertbenchError):
