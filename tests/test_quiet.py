@@ -40,6 +40,7 @@ OURS = tuple(re.compile(p) for p in (
     r"tokenising the corpus: \d+ files and hub rows, [\d,]+ MB so far, [\d.]+ MB/s",  # a hub stream's size is unknown
     rf"building (train|heldout) instances: [\d,]+/[\d,]+ documents \(\d+%\){_ETA}",
     r"pretrain: \S+ \S+ → \S+; ends .+",  # the start-up line: what is trained, where, and what ends it
+    r"study: every pre-training with compile auto takes the (compiled|eager) step \(.+\)",  # said once a study
     # heartbeats of the steps before training and of held-out evaluation
     r"pretrain: (training the tokenizer|preparing the data \(corpus tokenisation, instances\)|held-out evaluation): "
     r"(.+, )?[\d.]+ (s|min|h)",

@@ -195,7 +195,9 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "done before" in r.output
-    assert set(json.loads((out / "stages.json").read_text())) == {"host", "report", "wall"}
+    rerun = json.loads((out / "stages.json").read_text())
+    assert set(rerun) == {"host", "report", "wall", "runs"}  # runs: the study's earlier run in this folder
+    assert [r["file"] for r in rerun["runs"]] == ["stages.earlier-1.json"] and "wall" in rerun["runs"][0]
     assert json.loads((out / "stages.earlier-1.json").read_text()) == stages  # the first invocation's times kept
     assert (out / "smoke.md").read_bytes() == before  # deterministic report
     # ... and so does a run in a copy of the study folder elsewhere (stages are keyed on content, not paths)
