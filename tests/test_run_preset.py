@@ -205,7 +205,7 @@ def test_smoke_preset_end_to_end_and_rerun_skips(smoke_study, shared_data, tmp_p
     shutil.copytree(out, moved)
     r = runner.invoke(app, ["run", "--preset", "smoke", "--data-dir", str(shared_data), "--out", str(moved)])
     assert r.exit_code == 0, r.output
-    assert set(json.loads((moved / "stages.json").read_text())) == {"host", "report", "wall"}, r.output
+    assert set(json.loads((moved / "stages.json").read_text())) == {"host", "report", "wall", "runs"}, r.output
     # (a second run from scratch, its pre-trainings stopped at Slurm's time limit and requeued, gives the same
     # records: the one on a Slurm cluster below, test_the_smoke_study_on_slurm_survives_its_time_limit_...)
     first = records_without_timings(out)
@@ -273,7 +273,9 @@ def test_the_smoke_study_on_slurm_survives_its_time_limit_and_a_cancelled_job(sm
 
     def cancel_a_running_finetuning(job: dict[str, str]) -> None:
         array, _, k = job["id"].partition("_")
-        if not cancelled and job["state"] == "RUNNING" and job["name"].startswith("bertbench finetune after") and k:
+        # CoNLL's, the smoke study's longest fine-tuning: the least likely to finish before the cancel lands
+        if (not cancelled and job["state"] == "RUNNING" and job["name"].startswith("bertbench finetune after") and k
+                and arrays[array][int(k)].endswith("conll2003")):
             slurm.run("scancel", job["id"])
             cancelled.append(arrays[array][int(k)])
 
@@ -289,11 +291,14 @@ def test_the_smoke_study_on_slurm_survives_its_time_limit_and_a_cancelled_job(sm
         assert ended[f"bertbench pretrain {model}"] == "COMPLETED"
     r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert re.findall(r"^\[([^\]]+)\] job \d+", r.stdout, re.M) == ["finetune", "report"], r.stdout
-    assert f"(array: {cancelled[0]})" in r.stdout
+    submitted = re.findall(r"^\[([^\]]+)\] job \d+", r.stdout, re.M)
+    if f"[{cancelled[0]}] done before" in r.stdout:  # its done marker was written before the cancel landed
+        assert submitted == ["report"], r.stdout  # then only the report is not done
+    else:
+        assert submitted == ["finetune", "report"] and f"(array: {cancelled[0]})" in r.stdout, r.stdout
     wait_for_jobs(slurm, 300)
     stages = json.loads((out / "stages.json").read_text())
-    assert stages["launcher"] == "slurm" and set(stages["jobs"]) == set(cancelled)  # this invocation's jobs
+    assert stages["launcher"] == "slurm" and set(stages["jobs"]) <= set(cancelled)  # this invocation's jobs
     assert records_without_timings(out) == records_without_timings(smoke_study[0])
 
 
