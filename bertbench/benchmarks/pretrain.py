@@ -175,7 +175,7 @@ def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[di
 def ours_forward(model, b: dict, static: bool = False):
     """The pre-training forward training runs (BertForPreTraining.forward, or compile_step's), on the slots."""
     return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_slot_labels"], b["nsp_labels"],
-                 lm_positions=b["lm_positions"], static=static).loss
+                 lm_positions=b["lm_positions"], static=static, logits=False).loss
 
 
 def static_batch(b: dict) -> dict:

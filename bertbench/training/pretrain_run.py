@@ -193,11 +193,12 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, device_type: str, precisi
                 out = model(
                     input_ids=b["input_ids"], token_type_ids=b.get("token_type_ids"),
                     attention_mask=b.get("attention_mask"), lm_labels=b["lm_labels"], lm_positions=b.get("lm_positions"),
+                    logits=False, predictions=True,  # the fused head: the same loss and argmax, no logits
                 )
             labelled = out.lm_targets != IGNORE_INDEX  # counted by its labels: padding and unused slots are none
             n = int(labelled.sum())
             loss_sum += float(out.lm_loss) * n
-            correct += float(((out.lm_logits.argmax(-1) == out.lm_targets) & labelled).sum())
+            correct += float(((out.lm_predictions == out.lm_targets) & labelled).sum())
             count += n
             if "nsp_labels" in b:
                 nsp_correct += float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())

@@ -1,0 +1,129 @@
+"""The vocabulary projection fused with its cross-entropy: loss (and argmax) without the logits of the batch.
+
+`linear_cross_entropy(h, weight, bias, targets, vocab_size)` is `F.cross_entropy(F.linear(h, weight, bias)
+[:, :vocab_size].float(), targets, ignore_index=IGNORE_INDEX)` computed a chunk of rows at a time (the idea of
+Liger Kernel's fused linear cross-entropy, with torch's own CPU kernels). For a small model the vocabulary head
+is most of a pre-training step's non-matrix work: the unfused path copies the (N, V) logits bf16 → fp32, runs
+log-softmax forward and backward over them, zero-fills a tensor of their size for the NLL's backward and casts
+the gradient back (bench pretrain's profile; docs/performance.md). Here each chunk's logits live only until its
+gradients are written:
+
+- the logits in the step's precision (bf16 under autocast, with the bias, as autocast's linear computes them),
+  one fp32 copy, log-softmax in fp32 (the loss at the targets read from it), then in place softmax − one-hot
+  scaled by each row's weight: the gradient of the logits, cast once to the step's precision;
+- the gradients of the hidden states, the decoder weight and the bias are written by the forward (the loss is
+  a scalar: the backward only scales them by its incoming gradient). The weight's gradient is accumulated in
+  fp32 over the chunks, its padding rows zero (they are never scored: the padded vocabulary's -inf columns);
+- nothing of the logits' size is zero-filled, and without a gradient (evaluation) only loss and argmax run.
+
+The padding columns of the padded vocabulary (bert.VOCAB_MULTIPLE) are not computed at all: a softmax over the
+real vocabulary is the same as one with -inf padding columns. Rows whose target is IGNORE_INDEX weigh 0 (no host
+sync: the static step's unused slots and a causal LM's padding ride along). tests/test_fused_head.py checks
+loss, argmax and every gradient against the unfused path, fp32 and bf16, MLM and causal LM.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from bertbench.data import IGNORE_INDEX
+
+# Logits per chunk (rows × vocabulary): BERT-Mini's ~600 masked rows of a 32 × 128 batch are one chunk, a causal
+# LM's 4,096 rows four; chunk buffers stay ~0.5 GB at most (fp32 + bf16 copies) instead of 2 GB at 4,096 rows.
+CHUNK_LOGITS = 2**25
+
+
+def compute_dtype(h: torch.Tensor) -> torch.dtype:
+    """The dtype autocast would run the projection in here: its lower precision when enabled, else the input's."""
+    device = h.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return h.dtype
+
+
+def chunk_rows(vocab_size: int, chunk_logits: int = CHUNK_LOGITS) -> int:
+    return max(1, chunk_logits // max(1, vocab_size))
+
+
+def _chunk_logits(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(r, V) fp32 logits of one chunk: the product in x's dtype, then one copy to fp32 (none when fp32)."""
+    return torch.addmm(b, x, w.t()).float()
+
+
+def _row_weights(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(valid (N,) bool, weight (N,) fp32: 1/labelled rows at labelled rows, 0 elsewhere). No host sync."""
+    valid = targets != IGNORE_INDEX
+    count = valid.sum()
+    return valid, valid.float() / count  # 0/0 = nan with no labelled row, as F.cross_entropy's mean
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Loss and gradients in one pass over the chunks (see the module's docstring); backward scales them."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, targets, vocab_size: int, dtype: torch.dtype, rows: int, want_argmax: bool):
+        with torch.autocast(h.device.type, enabled=False):
+            x_all = h.to(dtype)
+            w = weight[:vocab_size].to(dtype)  # the decoder weight cast once per step
+            b = bias[:vocab_size].to(dtype)
+            valid, weights = _row_weights(targets)
+            safe = targets.masked_fill(~valid, 0)[:, None]  # (N, 1) a readable column at ignored rows
+            grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None
+            grad_w = torch.empty_like(weight) if ctx.needs_input_grad[1] else None
+            if grad_w is not None:
+                grad_w[vocab_size:].zero_()  # the padding rows: never scored, no gradient
+            grad_b = torch.zeros_like(bias, dtype=torch.float32) if ctx.needs_input_grad[2] else None
+            losses = torch.empty(h.size(0), dtype=torch.float32, device=h.device)
+            argmax = torch.empty(h.size(0), dtype=torch.long, device=h.device) if want_argmax else None
+            for start in range(0, h.size(0), rows):
+                sl = slice(start, start + rows)
+                x = x_all[sl]
+                logits = torch.addmm(b, x, w.t())  # (r, V) in the step's precision
+                if argmax is not None:
+                    argmax[sl] = logits.argmax(-1)
+                logp = torch.log_softmax(logits.float(), -1)  # (r, V) fp32
+                losses[sl] = -logp.gather(1, safe[sl]).squeeze(1)
+                if grad_h is None and grad_w is None and grad_b is None:
+                    continue
+                p = logp.exp_()  # softmax, in place
+                p.scatter_add_(1, safe[sl], torch.full_like(safe[sl], -1, dtype=p.dtype))  # − one-hot
+                wt = weights[sl, None]
+                if grad_b is not None:
+                    grad_b[:vocab_size] += (wt.t() @ p).squeeze(0)  # Σ_rows weight · (p − one-hot), fp32
+                dl = p.mul_(wt).to(dtype)  # (r, V) the logits' gradient, in the step's precision
+                if grad_h is not None:
+                    grad_h[sl] = dl @ w
+                if grad_w is not None:
+                    part = dl.t() @ x  # (V, H)
+                    if start == 0:
+                        grad_w[:vocab_size] = part
+                    else:
+                        grad_w[:vocab_size] += part
+            # the mean over labelled rows (ignored rows' numbers are not read); 0/0 = nan without one, as F.cross_entropy
+            loss = losses.masked_fill(~valid, 0.0).sum() / valid.sum()
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        ctx.bias_dtype = bias.dtype
+        if argmax is not None:
+            ctx.mark_non_differentiable(argmax)
+        return loss, argmax
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_argmax):
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        scale = lambda g: None if g is None else g * grad_loss.to(g.dtype)  # noqa: E731
+        grad_b = None if grad_b is None else scale(grad_b).to(ctx.bias_dtype)
+        return scale(grad_h), scale(grad_w), grad_b, None, None, None, None, None
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor,
+                         vocab_size: int, want_argmax: bool = False,
+                         chunk_logits: int = CHUNK_LOGITS) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """(mean cross-entropy over the rows whose target is not IGNORE_INDEX (fp32 scalar), argmax per row or None).
+
+    h: (..., H) final hidden states; weight: (V_padded, H) decoder (the word embeddings), bias: (V_padded,);
+    targets: h's leading shape; vocab_size: the real vocabulary (columns beyond it are never scored)."""
+    h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
+    loss, argmax = _LinearCrossEntropy.apply(h2, weight, bias, t, vocab_size, compute_dtype(h), chunk_rows(vocab_size, chunk_logits),
+                                             want_argmax)
+    return loss, None if argmax is None else argmax.view(targets.shape)
