@@ -33,3 +33,18 @@ def test_the_committed_table_regenerates(tmp_path):
     assert r.returncode == 0, r.stderr
     assert doc.read_text(encoding="utf-8") == (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     assert "| 65d04f6 (old) |" in r.stdout
+
+
+def test_the_causal_lm_side_runs_alone_and_renders_into_its_own_block():
+    script = _script()
+    out = script.run_side(ROOT, "tiny", steps=1, warmup=0, threads=1, precision="bf16-mixed", objective="clm")
+    assert set(out["sides"]) == {"bertbench_bf16"} and out["sides"]["bertbench_bf16"]["step_ms"] > 0
+    summary = script.summarise([out], "bf16")
+    assert "speedup_vs_transformers_median" not in summary  # no transformers side to compare with
+    config = {"model_size": "tiny", "batch_size": 32, "seq_len": 128, "steps": 1, "pairs": 1, "threads": 1,
+              "precision": "bf16-mixed", "objective": "clm"}
+    result = {"config": config, "machine": {"hardware": "a CPU", "torch": "x"}, "old": {"rev": "a", **summary},
+              "new": {"rev": "b", **summary}, "new_over_old_step_ms": 1.0}
+    text = script.markdown(result, None)
+    assert "--precision bf16-mixed --objective clm" in text and "| commit | bertbench bf16 step ms (runs: min–max) |\n" in text
+    assert script.block_name(config) == "pretrain-ab-bf16-clm" and script.block_name({}) == "pretrain-ab"
