@@ -46,74 +46,64 @@ def chunk_rows(vocab_size: int, chunk_logits: int = CHUNK_LOGITS) -> int:
     return max(1, chunk_logits // max(1, vocab_size))
 
 
-def _chunk_logits(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(r, V) fp32 logits of one chunk: the product in x's dtype, then one copy to fp32 (none when fp32)."""
-    return torch.addmm(b, x, w.t()).float()
-
-
-def _row_weights(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(valid (N,) bool, weight (N,) fp32: 1/labelled rows at labelled rows, 0 elsewhere). No host sync."""
-    valid = targets != IGNORE_INDEX
-    count = valid.sum()
-    return valid, valid.float() / count  # 0/0 = nan with no labelled row, as F.cross_entropy's mean
-
-
 class _LinearCrossEntropy(torch.autograd.Function):
     """Loss and gradients in one pass over the chunks (see the module's docstring); backward scales them."""
 
     @staticmethod
     def forward(ctx, h, weight, bias, targets, vocab_size: int, dtype: torch.dtype, rows: int, want_argmax: bool):
         with torch.autocast(h.device.type, enabled=False):
-            x_all = h.to(dtype)
-            w = weight[:vocab_size].to(dtype)  # the decoder weight cast once per step
-            b = bias[:vocab_size].to(dtype)
-            valid, weights = _row_weights(targets)
-            safe = targets.masked_fill(~valid, 0)[:, None]  # (N, 1) a readable column at ignored rows
-            grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None
-            grad_w = torch.empty_like(weight) if ctx.needs_input_grad[1] else None
-            if grad_w is not None:
-                grad_w[vocab_size:].zero_()  # the padding rows: never scored, no gradient
-            grad_b = torch.zeros_like(bias, dtype=torch.float32) if ctx.needs_input_grad[2] else None
+            x_all, w, b = h.to(dtype), weight[:vocab_size].to(dtype), bias[:vocab_size].to(dtype)  # each cast once
+            valid = targets != IGNORE_INDEX
+            inv_count = 1.0 / valid.sum()  # a tensor: no host sync (inf without a labelled row: the loss is nan)
+            safe = targets.masked_fill(~valid, 0)  # a readable column at ignored rows, weighted 0 below
+            grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+            grad_h = torch.empty_like(h) if grads else None
+            grad_w = torch.empty_like(weight) if grads else None
+            grad_b = torch.zeros(vocab_size, dtype=torch.float32, device=h.device) if grads else None
             losses = torch.empty(h.size(0), dtype=torch.float32, device=h.device)
             argmax = torch.empty(h.size(0), dtype=torch.long, device=h.device) if want_argmax else None
             for start in range(0, h.size(0), rows):
                 sl = slice(start, start + rows)
-                x = x_all[sl]
+                x, t = x_all[sl], safe[sl]
                 logits = torch.addmm(b, x, w.t())  # (r, V) in the step's precision
                 if argmax is not None:
                     argmax[sl] = logits.argmax(-1)
-                logp = torch.log_softmax(logits.float(), -1)  # (r, V) fp32
-                losses[sl] = -logp.gather(1, safe[sl]).squeeze(1)
-                if grad_h is None and grad_w is None and grad_b is None:
+                logp = torch.log_softmax(logits, -1, dtype=torch.float32)  # (r, V) fp32 from the rounded logits
+                losses[sl] = -logp.gather(1, t[:, None]).squeeze(1)
+                if not grads:
                     continue
-                p = logp.exp_()  # softmax, in place
-                p.scatter_add_(1, safe[sl], torch.full_like(safe[sl], -1, dtype=p.dtype))  # − one-hot
-                wt = weights[sl, None]
-                if grad_b is not None:
-                    grad_b[:vocab_size] += (wt.t() @ p).squeeze(0)  # Σ_rows weight · (p − one-hot), fp32
-                dl = p.mul_(wt).to(dtype)  # (r, V) the logits' gradient, in the step's precision
-                if grad_h is not None:
-                    grad_h[sl] = dl @ w
-                if grad_w is not None:
-                    part = dl.t() @ x  # (V, H)
-                    if start == 0:
-                        grad_w[:vocab_size] = part
-                    else:
-                        grad_w[:vocab_size] += part
+                # softmax − one-hot in the step's precision, as the unfused backward casts it; the row weights
+                # (1/labelled rows, 0 at ignored rows) are applied to the (r, H) operands and outputs, not to it
+                dl = logp.exp_().to(dtype)  # (exp into a bf16 out= runs in fp32 and copies: slower, measured)
+                del logp
+                keep = valid[sl].to(dtype)[:, None]  # (r, 1): 0/1, exact in any dtype
+                dl.view(-1).index_add_(0, torch.arange(t.numel(), device=t.device) * dl.size(1) + t,
+                                       keep.squeeze(1).neg())
+                grad_b += (keep.t() @ dl).squeeze(0)
+                grad_h[sl] = (dl @ w) * (keep * inv_count)
+                part = dl.t() @ (x * keep)  # (V, H)
+                if start == 0:
+                    torch.mul(part, inv_count, out=grad_w[:vocab_size])
+                else:
+                    grad_w[:vocab_size].addcmul_(part, inv_count)
             # the mean over labelled rows (ignored rows' numbers are not read); 0/0 = nan without one, as F.cross_entropy
-            loss = losses.masked_fill(~valid, 0.0).sum() / valid.sum()
+            loss = losses.masked_fill(~valid, 0.0).sum() * inv_count if h.size(0) else losses.sum() / 0.0
+        if grads:
+            grad_w[vocab_size:].zero_()  # the padding rows: never scored, no gradient
+            grad_b = torch.cat([grad_b * inv_count, grad_b.new_zeros(bias.numel() - vocab_size)]).to(bias.dtype)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
-        ctx.bias_dtype = bias.dtype
         if argmax is not None:
             ctx.mark_non_differentiable(argmax)
         return loss, argmax
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_argmax):
-        grad_h, grad_w, grad_b = ctx.saved_tensors
-        scale = lambda g: None if g is None else g * grad_loss.to(g.dtype)  # noqa: E731
-        grad_b = None if grad_b is None else scale(grad_b).to(ctx.bias_dtype)
-        return scale(grad_h), scale(grad_w), grad_b, None, None, None, None, None
+        grads = ctx.saved_tensors
+        # the usual incoming gradient is 1 (the loss itself, or a sum with NSP's): a pass over the weight's
+        # gradient spared. On CPU reading it back costs nothing; elsewhere it would be a host sync.
+        if not (grad_loss.device.type == "cpu" and float(grad_loss) == 1.0):
+            grads = tuple(g * grad_loss.to(g.dtype) for g in grads)
+        return (*grads, None, None, None, None, None)
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor,
