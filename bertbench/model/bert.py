@@ -28,6 +28,10 @@ to the phase's length and P is the recipe's cap. On CPU the dynamic form is fast
 batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
 once, in its config (`config.step_choice`).
 
+Training and held-out evaluation take the LM loss from the head fused with it (forward's `logits=False`:
+bertbench.model.fused_head), which never makes the batch's logits; tests/test_fused_head.py checks it against
+the unfused head below.
+
 The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
 decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
 `state_dict()` strips them and `load_state_dict()` adds them back, so checkpoints, the HF export and
@@ -589,8 +593,9 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
     predicted_share: the share of positions that go through the vocabulary projection.
     last_layer_share: the share of positions at which the last layer computes its output (queries, output
     projection, FFN); its keys and values are computed at every position (see BertModel.forward).
-    vocab_padding: the decoder projects onto the padded vocabulary (what this model executes); False counts
-    the real vocabulary (what an unpadded model, transformers', executes).
+    vocab_padding: the decoder projects onto the padded vocabulary (what the unfused head executes: a compiled
+    step, or a caller asking for logits); False counts the real vocabulary (what the head fused with its loss
+    executes, and an unpadded model, transformers').
     """
     H, L, I = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size
     V = padded_vocab(cfg.vocab_size) if vocab_padding else cfg.vocab_size
