@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from bertbench.data import IGNORE_INDEX
 from bertbench.model.bert import BertForPreTraining, padded_vocab
+from bertbench.model import fused_head
 from bertbench.model.fused_head import linear_cross_entropy
 from tests.test_packing import perturbed, ragged_batch
 from tests.test_static_step import SLOTS, grads, mlm_labels, no_dropout
@@ -105,7 +106,8 @@ def pretraining_batch(causal: bool, static: bool):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("causal,static", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["mlm-dynamic", "mlm-static", "clm-dynamic", "clm-static"])
-def test_pretraining_loss_and_every_gradient_match_the_unfused_head(causal, static, dtype):
+def test_pretraining_loss_and_every_gradient_match_the_unfused_head(causal, static, dtype, monkeypatch):
+    monkeypatch.setattr(fused_head, "pays_off", lambda h: True)  # fp32 on CPU too: the head itself is under test
     torch.manual_seed(0)
     model = perturbed(BertForPreTraining(no_dropout(causal), nsp=not causal)).train()
     batch = pretraining_batch(causal, static)
@@ -126,7 +128,17 @@ def test_pretraining_loss_and_every_gradient_match_the_unfused_head(causal, stat
     assert_as_close(fused_grads, ref_grads, truth, dtype)
 
 
-def test_evaluation_accuracy_matches_the_logits_argmax():
+def test_an_fp32_cpu_step_keeps_the_unfused_head_and_a_bf16_one_takes_the_fused_head():
+    torch.manual_seed(0)
+    model = BertForPreTraining(no_dropout(False)).train()
+    batch = pretraining_batch(False, False)
+    assert model(**batch, logits=False).lm_logits is not None  # measured faster here (fused_head.pays_off)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(**batch, logits=False).lm_logits is None
+
+
+def test_evaluation_accuracy_matches_the_logits_argmax(monkeypatch):
+    monkeypatch.setattr(fused_head, "pays_off", lambda h: True)
     torch.manual_seed(0)
     model = perturbed(BertForPreTraining(no_dropout(False))).eval()
     batch = pretraining_batch(False, False)

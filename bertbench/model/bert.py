@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from bertbench.config import ModelConfig
 from bertbench.data import IGNORE_INDEX  # positions without a loss
 from bertbench.data.masking import fixed_slots, slot_count
+from bertbench.model import fused_head
 from bertbench.model.fused_head import linear_cross_entropy
 from bertbench.model.packing import Packing, attention_mask_for_sdpa  # noqa: F401 (re-exported)
 
@@ -459,7 +460,8 @@ class BertForPreTraining(nn.Module):
         the labelled positions are projected onto the vocabulary: (N, V) and (N,), row-major. Either way the
         LM loss is the mean over the labelled positions, and NSP's is added (the paper: mean MLM + mean NSP).
         logits=False (training and held-out evaluation), with labels: the loss comes from the head fused with it
-        (bertbench.model.fused_head: the same numbers, without the logits), and lm_logits is None. predictions:
+        (bertbench.model.fused_head: the same numbers, without the logits) where it pays off (not an fp32 CPU
+        step: fused_head.pays_off), and lm_logits is None; the caller needs no logits either way. predictions:
         lm_predictions holds the argmax per row (lm_targets' shape) for accuracies."""
         if nsp_labels is not None and not self.has_nsp:
             raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
@@ -478,7 +480,8 @@ class BertForPreTraining(nn.Module):
             h, targets = h[selected], lm_labels[selected]  # (N, H), (N,)
         loss = lm_loss = nsp_loss = lm_logits = lm_predictions = None
         word = self.bert.embeddings.word.weight
-        if lm_labels is not None and not logits and not torch.compiler.is_compiling():  # inductor fuses its own
+        # inductor fuses its own; an fp32 CPU step was measured faster unfused (fused_head.pays_off)
+        if lm_labels is not None and not logits and not torch.compiler.is_compiling() and fused_head.pays_off(h):
             loss, lm_predictions = self.mlm.loss(h, word, targets, predictions)
         else:
             lm_logits = self.mlm(h, word)  # (..., V_padded)
