@@ -280,7 +280,6 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
         sides.append(common.Side(name, "bertbench", p, FirstCallTimer(step) if compiled else step, tokens,
                                  {"optimizer": "AdamW fused (make_adamw)", "objective": objective_name(cfg),
                                   "vocab_projection": "labelled positions",
-                                  "vocab_head": "unfused (compiled)" if compiled else "fused with the loss",
                                   "step": ("static, compiled" if compiled else "static" if static else "dynamic")}))
     for p in ("32-true", "bf16-mixed"):
         model = build_hf_pretraining(cfg, state).to(device_type)
@@ -345,10 +344,17 @@ def side_reports(sides: list[common.Side], cfg_of: dict[str, ModelConfig], seq_l
     step of the side, recorded, then its products timed alone; eager sides only)."""
     from bertbench.benchmarks import shape_rate
 
+    import torch
+
+    from bertbench.model.fused_head import pays_off_on
+
     reports = {}
     for s in sides:
         compiled = "compiled" in s.extra.get("step", "")
-        reports[s.name] = side_report(s, *side_flops(cfg_of[s.name], seq_len, s.impl, fused_head=not compiled), peak)
+        fused = not compiled and pays_off_on(device_type, torch.bfloat16 if s.precision == "bf16-mixed" else torch.float32)
+        if s.impl == "bertbench":
+            s.extra["vocab_head"] = "fused with the loss" if fused else "unfused"
+        reports[s.name] = side_report(s, *side_flops(cfg_of[s.name], seq_len, s.impl, fused_head=fused), peak)
         if device_type == "cpu" and not compiled:  # a compiled graph's products run inside it, unseen by a dispatch mode
             if progress is not None:
                 progress(f"{s.name}: its matrix products timed alone")

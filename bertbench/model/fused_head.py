@@ -47,7 +47,12 @@ def pays_off(h: torch.Tensor) -> bool:
     measured on, the fused head came out slower than the unfused one (CPU thread time of the head alone, 608
     rows: 465 against 434 ms; bench_ab's fp32 sides: 0.82x the speed-up over transformers), where in bf16 it
     was not (bench_ab: 1.19x). A GPU (not measured here) takes it: its point there is the logits' memory."""
-    return h.device.type != "cpu" or compute_dtype(h) != torch.float32
+    return pays_off_on(h.device.type, compute_dtype(h))
+
+
+def pays_off_on(device_type: str, dtype: torch.dtype) -> bool:
+    """pays_off for a step on `device_type` computing its products in `dtype` (what the benchmarks count)."""
+    return device_type != "cpu" or dtype != torch.float32
 
 
 def chunk_rows(vocab_size: int, chunk_logits: int = CHUNK_LOGITS) -> int:
