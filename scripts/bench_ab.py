@@ -1,21 +1,25 @@
-"""Before/after on one host: `bench pretrain`'s fp32 sides at two commits, alternated in fresh processes.
+"""Before/after on one host: `bench pretrain`'s sides at two commits, alternated in fresh processes.
 
-    python scripts/bench_ab.py OLD_REV [--model-size mini] [--pairs 3] [--steps 8] [--out FILE.json] [--embed DOC]
+    python scripts/bench_ab.py OLD_REV [--model-size mini] [--pairs 3] [--steps 8] [--precision 32-true|bf16-mixed]
+                               [--objective mlm+nsp|clm] [--out FILE.json] [--embed DOC]
     python scripts/bench_ab.py --render FILE.json [--embed DOC]      # the table of a saved result
 
 
 Each pair runs the old checkout, then this one (the next pair the other way round, so neither always runs on a
 warmer or a more loaded machine), each in its own Python process that imports that checkout's `bertbench` first
-(PYTHONPATH beats the editable install) and runs the bench's own `synthetic_batches`, `build_sides` and
-`run_rounds`: bertbench's default CPU step against transformers' on the same batches and the same first weights.
+(PYTHONPATH beats the editable install). MLM+NSP runs the bench's own `synthetic_batches`, `build_sides` and
+`run_rounds`: bertbench's default CPU step against transformers' on the same batches and the same first weights,
+at one precision. The causal LM (`--objective clm`) times our step alone, as each checkout's training step calls it
+(the fused head where the forward has one: `logits=False`), since an older bench has no causal sides.
 
-Why the fp32 sides only: `bench pretrain` also times both sides under bf16 autocast, and on a host without native
-bf16 (AVX2 only: no AVX512-BF16, no AMX) a bf16 matmul is emulated at ~1% of fp32's rate, so one bf16 round of
-BERT-Mini takes minutes. There, precision `auto` (the default path) is fp32, which is what this compares.
+The precision defaults to fp32: on a host without native bf16 (AVX2 only: no AVX512-BF16, no AMX) a bf16 matmul
+is emulated at ~1% of fp32's rate, so one bf16 round of BERT-Mini takes minutes, and precision `auto` (the default
+path) there is fp32. Where bf16 is native, `--precision bf16-mixed` compares the default path.
 
 The result is a JSON file: each run's median step time and tokens/s per side, and per commit the median over runs
-of bertbench's step time, its ratio to transformers' in the same run, and new/old of both. `--embed` writes its
-table into DOC between `<!-- bertbench bench: begin pretrain-ab -->` and its end marker.
+of bertbench's step time, its ratio to transformers' in the same run (MLM+NSP), and new/old of both. `--embed`
+writes its table into DOC between `<!-- bertbench bench: begin NAME -->` and its end marker: NAME `pretrain-ab`,
+with `-bf16` and/or `-clm` appended for the other precision and objective.
 """
 from __future__ import annotations
 
@@ -32,27 +36,47 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Runs inside the checkout under test: only functions both commits have, with the same signatures.
 _SIDE_RUN = r"""
-import json, sys
+import inspect, json, sys
 from bertbench.benchmarks import common
-from bertbench.benchmarks.pretrain import build_sides, synthetic_batches
-from bertbench.config import ModelConfig
+from bertbench.benchmarks.pretrain import build_sides, synthetic_batches, train_step
+from bertbench.config import ModelConfig, OptimConfig
 import bertbench, torch
 
 size, steps, warmup, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+precision, objective = sys.argv[5], sys.argv[6]
+label = {"32-true": "fp32", "bf16-mixed": "bf16"}[precision]
 common.set_threads(threads)
-cfg = ModelConfig.from_size(size, vocab_size=30522)
-batches = synthetic_batches(cfg, warmup + steps, 32, 128)
-sides = [s for s in build_sides(cfg, batches, "32-true") if s.precision == "32-true"]
+cfg = ModelConfig.from_size(size, vocab_size=30522, causal=objective == "clm")
+if objective == "mlm+nsp":
+    batches = synthetic_batches(cfg, warmup + steps, 32, 128)
+    sides = [s for s in build_sides(cfg, batches, precision) if s.precision == precision]
+else:  # the causal LM: our step as this checkout's training step calls the model
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.training.optim import make_adamw
+    gen = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(warmup + steps):
+        ids = torch.randint(5, cfg.vocab_size, (32, 128), generator=gen)
+        batches.append({"input_ids": ids, "labels": torch.cat([ids[:, 1:], torch.full((32, 1), -100)], 1)})
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg, nsp=False).train()
+    fused = {"logits": False} if "logits" in inspect.signature(model.forward).parameters else {}
+    step = train_step(model, make_adamw(model, OptimConfig(), "cpu"),
+                      lambda m, b: m(b["input_ids"], lm_labels=b["labels"], **fused).loss, batches, bf16=label == "bf16")
+    sides = [common.Side(f"bertbench_{label}", "bertbench", precision, step, [32 * 128] * len(batches))]
 common.run_rounds(sides, warmup, steps)
 print(json.dumps({"bertbench_file": bertbench.__file__, "threads": torch.get_num_threads(), "sides": {
     s.name: {"step_ms": round(1000 * common.median(s.seconds), 2), "tokens_per_s": round(common.median(s.rates), 1),
              "loss_last": round(s.losses[-1], 4)} for s in sides}}))
 """
+PRECISIONS = {"32-true": "fp32", "bf16-mixed": "bf16"}
+OBJECTIVES = ("mlm+nsp", "clm")
 
 
-def run_side(checkout: Path, size: str, steps: int, warmup: int, threads: int) -> dict:
+def run_side(checkout: Path, size: str, steps: int, warmup: int, threads: int, precision: str = "32-true",
+             objective: str = "mlm+nsp") -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout), BERTBENCH_PROGRESS="0")
-    r = subprocess.run([sys.executable, "-c", _SIDE_RUN, size, str(steps), str(warmup), str(threads)],
+    r = subprocess.run([sys.executable, "-c", _SIDE_RUN, size, str(steps), str(warmup), str(threads), precision, objective],
                        capture_output=True, text=True, env=env, cwd=checkout)
     if r.returncode != 0:
         sys.exit(f"error: the bench at {checkout} failed:\n{r.stderr[-3000:]}")
@@ -66,11 +90,14 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def summarise(runs: list[dict]) -> dict:
-    ours = [r["sides"]["bertbench_fp32"]["step_ms"] for r in runs]
-    ratio = [r["sides"]["transformers_fp32"]["step_ms"] / r["sides"]["bertbench_fp32"]["step_ms"] for r in runs]
-    return {"bertbench_fp32_step_ms_median": round(statistics.median(ours), 2),
-            "speedup_vs_transformers_median": round(statistics.median(ratio), 3), "runs": runs}
+def summarise(runs: list[dict], label: str = "fp32") -> dict:
+    """Medians over runs: our step's ms and (MLM+NSP) transformers' step over ours in the same run."""
+    ours = [r["sides"][f"bertbench_{label}"]["step_ms"] for r in runs]
+    out = {f"bertbench_{label}_step_ms_median": round(statistics.median(ours), 2)}
+    if all(f"transformers_{label}" in r["sides"] for r in runs):
+        ratio = [r["sides"][f"transformers_{label}"]["step_ms"] / r["sides"][f"bertbench_{label}"]["step_ms"] for r in runs]
+        out["speedup_vs_transformers_median"] = round(statistics.median(ratio), 3)
+    return {**out, "runs": runs}
 
 
 def main() -> None:
@@ -81,6 +108,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--precision", choices=list(PRECISIONS), default="32-true")
+    ap.add_argument("--objective", choices=OBJECTIVES, default="mlm+nsp")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--render", type=Path, help="print (and --embed) the table of a saved result instead of running")
     ap.add_argument("--embed", type=Path)
@@ -91,6 +120,32 @@ def main() -> None:
         ap.error("OLD_REV is required unless --render")
     new_rev = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     old_rev = git("rev-parse", "--short", a.old_rev)
+    runs = run_pairs(a, old_rev)
+    label = PRECISIONS[a.precision]
+    old_s, new_s = summarise(runs["old"], label), summarise(runs["new"], label)
+    step = f"bertbench_{label}_step_ms_median"
+    result = {
+        "benchmark": f"pretrain {label} sides, before/after (scripts/bench_ab.py)",
+        "config": {"model_size": a.model_size, "batch_size": 32, "seq_len": 128, "vocab_size": 30522,
+                   "steps": a.steps, "warmup": a.warmup, "threads": a.threads, "pairs": a.pairs,
+                   **({"precision": a.precision} if a.precision != "32-true" else {}),
+                   **({"objective": a.objective} if a.objective != "mlm+nsp" else {})},
+        "machine": run_machine(),
+        "old": {"rev": old_rev, **old_s},
+        "new": {"rev": new_rev, **new_s},
+        # < 1: the new default step is faster; the ratio to transformers cancels a slower or faster machine moment
+        "new_over_old_step_ms": round(new_s[step] / old_s[step], 3),
+    }
+    if "speedup_vs_transformers_median" in new_s:
+        result["new_over_old_speedup_vs_transformers"] = round(
+            new_s["speedup_vs_transformers_median"] / old_s["speedup_vs_transformers_median"], 3)
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=1) + "\n")
+    show(result, a.out, a.embed)
+
+
+def run_pairs(a: argparse.Namespace, old_rev: str) -> dict[str, list[dict]]:
+    """`a.pairs` pairs of side processes, old and this checkout, the order alternating; the old one a temporary worktree."""
     runs: dict[str, list[dict]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / f"bertbench-{old_rev}"
@@ -99,44 +154,41 @@ def main() -> None:
             for i in range(a.pairs):
                 order = [("old", old), ("new", ROOT)] if i % 2 == 0 else [("new", ROOT), ("old", old)]
                 for label, checkout in order:
-                    runs[label].append(run_side(checkout, a.model_size, a.steps, a.warmup, a.threads))
+                    runs[label].append(run_side(checkout, a.model_size, a.steps, a.warmup, a.threads, a.precision, a.objective))
                     print(f"pair {i + 1}/{a.pairs} {label}: {runs[label][-1]['sides']}", file=sys.stderr)
         finally:
             git("worktree", "remove", "--force", str(old))
-    old_s, new_s = summarise(runs["old"]), summarise(runs["new"])
-    result = {
-        "benchmark": "pretrain fp32 sides, before/after (scripts/bench_ab.py)",
-        "config": {"model_size": a.model_size, "batch_size": 32, "seq_len": 128, "vocab_size": 30522,
-                   "steps": a.steps, "warmup": a.warmup, "threads": a.threads, "pairs": a.pairs},
-        "machine": run_machine(),
-        "old": {"rev": old_rev, **old_s},
-        "new": {"rev": new_rev, **new_s},
-        # < 1: the new default step is faster; the ratio to transformers cancels a slower or faster machine moment
-        "new_over_old_step_ms": round(new_s["bertbench_fp32_step_ms_median"] / old_s["bertbench_fp32_step_ms_median"], 3),
-        "new_over_old_speedup_vs_transformers": round(
-            new_s["speedup_vs_transformers_median"] / old_s["speedup_vs_transformers_median"], 3),
-    }
-    if a.out:
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
-    show(result, a.out, a.embed)
+    return runs
+
+
+def block_name(config: dict) -> str:
+    """pretrain-ab, with -bf16 and/or -clm for the other precision and objective."""
+    precision, objective = config.get("precision", "32-true"), config.get("objective", "mlm+nsp")
+    return "pretrain-ab" + ("" if precision == "32-true" else "-bf16") + ("" if objective == "mlm+nsp" else "-clm")
 
 
 def markdown(result: dict, source: Path | None) -> str:
     c, m = result["config"], result["machine"]
+    label = PRECISIONS[c.get("precision", "32-true")]
+    clm = c.get("objective") == "clm"
+    flags = "".join(f" --{k} {c[k]}" for k in ("precision", "objective") if k in c)
+    what = (f"our causal LM's {label} step (no NSP)" if clm else f"bench pretrain's {label} sides")
     lines = [f"_Generated by `python scripts/bench_ab.py {result['old']['rev']} --model-size {c['model_size']} "
-             f"--pairs {c['pairs']} --steps {c['steps']}` on {m['hardware']}, torch {m['torch']}, {c['threads']} threads"
+             f"--pairs {c['pairs']} --steps {c['steps']}{flags}` on {m['hardware']}, torch {m['torch']}, {c['threads']} threads"
              + (f" (`{source.as_posix()}`)" if source else "") + "; do not edit between the markers._", "",
-             f"bench pretrain's fp32 sides, BERT-{c['model_size'].capitalize()}, batch {c['batch_size']} × "
-             f"{c['seq_len']} tokens; each commit in {c['pairs']} fresh processes, alternated; medians over them.", "",
-             "| commit | bertbench fp32 step ms (runs: min–max) | transformers fp32 / bertbench fp32 |", "|---|---|---|"]
+             f"{what}, BERT-{c['model_size'].capitalize()}, batch {c['batch_size']} × "
+             f"{c['seq_len']} tokens; each commit in {c['pairs']} fresh processes, alternated; medians over them.", ""]
+    lines += ([f"| commit | bertbench {label} step ms (runs: min–max) |", "|---|---|"] if clm else
+              [f"| commit | bertbench {label} step ms (runs: min–max) | transformers {label} / bertbench {label} |", "|---|---|---|"])
     for side in ("old", "new"):
         r = result[side]
-        ms = [run["sides"]["bertbench_fp32"]["step_ms"] for run in r["runs"]]
-        lines.append(f"| {r['rev']} ({side}) | {r['bertbench_fp32_step_ms_median']} ({min(ms)}–{max(ms)}) | "
-                     f"{r['speedup_vs_transformers_median']}× |")
-    lines += ["", f"New / old: step time {result['new_over_old_step_ms']}× (below 1: faster), speed-up over "
-              f"transformers {result['new_over_old_speedup_vs_transformers']}× (above 1: larger)."]
-    return "\n".join(lines)
+        ms = [run["sides"][f"bertbench_{label}"]["step_ms"] for run in r["runs"]]
+        row = f"| {r['rev']} ({side}) | {r[f'bertbench_{label}_step_ms_median']} ({min(ms)}–{max(ms)}) |"
+        lines.append(row if clm else row + f" {r['speedup_vs_transformers_median']}× |")
+    tail = f"New / old: step time {result['new_over_old_step_ms']}× (below 1: faster)"
+    if "new_over_old_speedup_vs_transformers" in result:
+        tail += f", speed-up over transformers {result['new_over_old_speedup_vs_transformers']}× (above 1: larger)"
+    return "\n".join(lines + ["", tail + "."])
 
 
 def show(result: dict, source: Path | None, embed: Path | None) -> None:
@@ -145,8 +197,9 @@ def show(result: dict, source: Path | None, embed: Path | None) -> None:
     if embed:
         from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
-        doc = replace_marked_block(embed.read_text(encoding="utf-8"), "<!-- bertbench bench: begin pretrain-ab -->",
-                                   "<!-- bertbench bench: end pretrain-ab -->", text, str(embed))
+        name = block_name(result["config"])
+        doc = replace_marked_block(embed.read_text(encoding="utf-8"), f"<!-- bertbench bench: begin {name} -->",
+                                   f"<!-- bertbench bench: end {name} -->", text, str(embed))
         atomic_write_text(embed, doc)
 
 

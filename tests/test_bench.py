@@ -228,3 +228,30 @@ def test_the_gpu_table_regenerates_from_the_committed_result_with_model_flops_mf
     bad.write_text('{"benchmark": "finetune"}')
     r = runner.invoke(app, ["bench", "pretrain", "--render", str(bad)])
     assert r.exit_code != 0 and "not a `bench pretrain --json` result" in r.output
+
+
+def test_bench_pretrain_times_both_objectives_side_by_side_against_the_rate_at_their_own_shapes(tmp_path):
+    """--objective mlm+nsp,clm: the causal LM's sides (ours and transformers' BertLMHeadModel, the same weights)
+    run in the same rounds. Each side's products are recorded as they ran and timed alone: the FLOPs recorded
+    are the FLOPs the side's count says it executes, and the share is the products' time alone over the step's."""
+    out = _invoke(["pretrain", *TINY, "--seq-len", "32", "--precision", "32", "--objective", "mlm+nsp,clm"])
+    sides = out["sides"]
+    assert out["config"]["objectives"] == ["mlm+nsp", "clm"]
+    assert {"bertbench_fp32_clm", "bertbench_bf16_clm", "transformers_fp32_clm", "transformers_bf16_clm"} < set(sides)
+    assert {"clm_matched_fp32", "clm_matched_bf16", "matched_fp32"} <= set(out["comparisons"])
+    # no NSP: ln V at the start; transformers' decoder from the same weights starts at our loss (dropout aside)
+    assert sides["bertbench_fp32_clm"]["loss_first"] == pytest.approx(math.log(1000), abs=0.3)
+    assert sides["bertbench_fp32_clm"]["loss_first"] == pytest.approx(sides["transformers_fp32_clm"]["loss_first"], abs=0.05)
+    for name, s in sides.items():
+        recorded = s["matmul_gflop_per_step"] * 1e9 / (4 * 32)  # per token
+        assert recorded == pytest.approx(s["flops_per_token"], rel=0.01), name
+        assert s["shape_rate_gflops_per_s"] > 0 and 0 < s["share_of_shape_rate"]
+        assert s["share_of_shape_rate"] == pytest.approx(s["matmul_gflops_per_s"] / s["shape_rate_gflops_per_s"], rel=0.05, abs=2e-3)
+    saved, doc = tmp_path / "both.json", tmp_path / "perf.md"
+    saved.write_text(json.dumps(out))
+    doc.write_text("<!-- bertbench bench: begin pretrain-tiny-mlmnsp-clm -->\n<!-- bertbench bench: end pretrain-tiny-mlmnsp-clm -->\n")
+    r = runner.invoke(app, ["bench", "pretrain", "--render", str(saved), "--embed", str(doc)])
+    assert r.exit_code == 0, r.output
+    assert "| bertbench_fp32_clm |" in doc.read_text() and "host at these shapes GFLOP/s" in doc.read_text()
+    r = runner.invoke(app, ["bench", "pretrain", *TINY, "--objective", "mlm"])
+    assert r.exit_code != 0 and "error: --objective mlm: expected mlm+nsp and/or clm" in r.output

@@ -3,13 +3,16 @@ and the committed result's table in docs/performance.md regenerates byte for byt
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
 
 from tests.conftest import ROOT
 
-RESULT = ROOT / "leaderboards" / "bench" / "pretrain-mini-cpu-ab-65d04f6.json"
+DOC = ROOT / "docs" / "performance.md"
+# the results whose tables the page holds: each block's first line names its JSON
+RESULTS = sorted(set(re.findall(r"\(`(leaderboards/bench/pretrain-[a-z0-9-]+-ab-[a-z0-9-]+\.json)`\)", DOC.read_text(encoding="utf-8"))))
 
 
 def _script():
@@ -25,11 +28,28 @@ def test_the_side_process_times_both_fp32_sides_of_a_checkout():
     assert all(side["step_ms"] > 0 and side["tokens_per_s"] > 0 for side in out["sides"].values())
 
 
-def test_the_committed_table_regenerates(tmp_path):
+def test_the_committed_tables_regenerate(tmp_path):
+    assert len(RESULTS) >= 3  # fp32 and bf16 MLM+NSP, the causal LM's bf16
     doc = tmp_path / "performance.md"
-    shutil.copy(ROOT / "docs" / "performance.md", doc)
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ab.py"), "--render", str(RESULT.relative_to(ROOT)),
-                        "--embed", str(doc)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert doc.read_text(encoding="utf-8") == (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
-    assert "| 65d04f6 (old) |" in r.stdout
+    shutil.copy(DOC, doc)
+    for result in RESULTS:
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ab.py"), "--render", result, "--embed", str(doc)],
+                           cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "(old) |" in r.stdout and "(new) |" in r.stdout
+    assert doc.read_text(encoding="utf-8") == DOC.read_text(encoding="utf-8")
+
+
+def test_the_causal_lm_side_runs_alone_and_renders_into_its_own_block():
+    script = _script()
+    out = script.run_side(ROOT, "tiny", steps=1, warmup=0, threads=1, precision="bf16-mixed", objective="clm")
+    assert set(out["sides"]) == {"bertbench_bf16"} and out["sides"]["bertbench_bf16"]["step_ms"] > 0
+    summary = script.summarise([out], "bf16")
+    assert "speedup_vs_transformers_median" not in summary  # no transformers side to compare with
+    config = {"model_size": "tiny", "batch_size": 32, "seq_len": 128, "steps": 1, "pairs": 1, "threads": 1,
+              "precision": "bf16-mixed", "objective": "clm"}
+    result = {"config": config, "machine": {"hardware": "a CPU", "torch": "x"}, "old": {"rev": "a", **summary},
+              "new": {"rev": "b", **summary}, "new_over_old_step_ms": 1.0}
+    text = script.markdown(result, None)
+    assert "--precision bf16-mixed --objective clm" in text and "| commit | bertbench bf16 step ms (runs: min–max) |\n" in text
+    assert script.block_name(config) == "pretrain-ab-bf16-clm" and script.block_name({}) == "pretrain-ab"

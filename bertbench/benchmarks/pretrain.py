@@ -61,6 +61,21 @@ def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, s
     return out
 
 
+def causal_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`n` causal-LM batches: random tokens, no padding, each position labelled with the next token (the last
+    position with none): what our left-to-right step reads (`clm_labels`); transformers' shifts `input_ids` itself."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        tokens = torch.randint(5, cfg.vocab_size, (batch_size, seq_len), generator=gen)
+        labels = torch.cat([tokens[:, 1:], torch.full((batch_size, 1), IGNORE_INDEX, dtype=torch.long)], 1)
+        out.append({"input_ids": tokens, "token_type_ids": torch.zeros_like(tokens),
+                    "attention_mask": torch.ones_like(tokens), "clm_labels": labels})
+    return out
+
+
 def model_flops_per_token(config: dict[str, Any]) -> float:
     """The full model's training FLOPs per token for a result's "config": every position projected onto the
     real vocabulary (transformers' step; the count MFU tables use)."""
@@ -105,17 +120,21 @@ def predicted_share(seq_len: int) -> float:
     return max(1, round(PAPER_MASK_RATIO * seq_len)) / seq_len
 
 
-def side_flops(cfg: ModelConfig, seq_len: int, impl: str) -> tuple[float, float]:
-    """(the FLOPs per token a side executes, the full model's): ours projects the padded vocabulary and runs the
-    last layer at the masked positions (+ [CLS]) only; transformers executes the full model, every position
-    projected onto the real vocabulary, which is also the count every side's model-FLOPs MFU uses."""
+def side_flops(cfg: ModelConfig, seq_len: int, impl: str, fused_head: bool = True) -> tuple[float, float]:
+    """(the FLOPs per token a side executes, the full model's). Ours, masked LM: the vocabulary projection and
+    the last layer at the masked positions (+ [CLS]) only; causal LM: every position but the last projected.
+    Our fused head scores the real vocabulary, the unfused one (a compiled step) the padded one. transformers
+    executes the full model, every position projected onto the real vocabulary, which is also the count every
+    side's model-FLOPs MFU uses."""
     from bertbench.model.bert import flops_per_token
 
     full = flops_per_token(cfg, seq_len, vocab_padding=False)
     if impl != "bertbench":
         return full, full
+    if cfg.causal:
+        return flops_per_token(cfg, seq_len, (seq_len - 1) / seq_len, vocab_padding=not fused_head), full
     share = predicted_share(seq_len)
-    return flops_per_token(cfg, seq_len, share, share + 1 / seq_len), full
+    return flops_per_token(cfg, seq_len, share, share + 1 / seq_len, vocab_padding=not fused_head), full
 
 
 def hf_config(cfg: ModelConfig):
@@ -132,6 +151,15 @@ def build_hf_pretraining(cfg: ModelConfig, ours_state: dict):
 
     from bertbench.model.hf_compat import state_dict_to_hf
 
+    if cfg.causal:  # the left-to-right LM: transformers' BERT decoder, the same weights without NSP and pooler
+        from transformers import BertLMHeadModel
+
+        config = hf_config(cfg)
+        config.is_decoder = True
+        model = BertLMHeadModel._from_config(config, attn_implementation="sdpa")
+        hf = {k: v for k, v in state_dict_to_hf(ours_state, cfg).items() if k in model.state_dict()}
+        model.load_state_dict(hf)
+        return model.train()
     model = BertForPreTraining._from_config(hf_config(cfg), attn_implementation="sdpa")
     model.load_state_dict(state_dict_to_hf(ours_state, cfg))
     return model.train()
@@ -173,9 +201,13 @@ def train_step(model, opt, forward: Callable[[Any, dict], Any], batches: list[di
 
 
 def ours_forward(model, b: dict, static: bool = False):
-    """The pre-training forward training runs (BertForPreTraining.forward, or compile_step's), on the slots."""
+    """The pre-training forward training runs (BertForPreTraining.forward, or compile_step's): the masked LM on
+    the slots, or the causal LM; the loss from the fused head, as PretrainModule.training_step asks for it."""
+    if "clm_labels" in b:
+        return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["clm_labels"], static=static,
+                     logits=False).loss
     return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["lm_slot_labels"], b["nsp_labels"],
-                 lm_positions=b["lm_positions"], static=static).loss
+                 lm_positions=b["lm_positions"], static=static, logits=False).loss
 
 
 def static_batch(b: dict) -> dict:
@@ -210,6 +242,9 @@ class FirstCallTimer:
 
 
 def hf_forward(model, b: dict):
+    if "clm_labels" in b:  # BertLMHeadModel shifts the labels itself
+        return model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
+                     labels=b["input_ids"]).loss
     return model(
         input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
         labels=b["lm_labels"], next_sentence_label=b["nsp_labels"],
@@ -219,14 +254,15 @@ def hf_forward(model, b: dict):
 def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, seed: int = 0,
                 device_type: str = "cpu", compile: bool = False) -> list[common.Side]:
     """bertbench at its default precision, fp32 and bf16 (deduplicated), and compiled at its default precision
-    when asked; transformers at fp32 and bf16."""
+    when asked; transformers at fp32 and bf16. A causal `cfg` (the left-to-right LM, no NSP): names end in `_clm`."""
     import torch
 
     from bertbench.model.bert import BertForPreTraining, compile_step
     from bertbench.training.optim import make_adamw
 
     torch.manual_seed(seed)
-    base = BertForPreTraining(cfg).train()
+    base = BertForPreTraining(cfg, nsp=not cfg.causal).train()
+    suffix = "_clm" if cfg.causal else ""
     state = {k: v.clone() for k, v in base.state_dict().items()}
     optim = OptimConfig()
     tokens = [b["input_ids"].numel() for b in batches]
@@ -240,17 +276,23 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
         call = compile_step(model) if compiled else model
         forward = lambda _, b, call=call, s=static or compiled: ours_forward(call, b, s)  # noqa: E731
         step = train_step(model, opt, forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
-        name = f"bertbench_{common.PRECISION_LABEL[p]}" + ("_compiled" if compiled else "")
+        name = f"bertbench_{common.PRECISION_LABEL[p]}" + ("_compiled" if compiled else "") + suffix
         sides.append(common.Side(name, "bertbench", p, FirstCallTimer(step) if compiled else step, tokens,
-                                 {"optimizer": "AdamW fused (make_adamw)", "vocab_projection": "masked positions",
+                                 {"optimizer": "AdamW fused (make_adamw)", "objective": objective_name(cfg),
+                                  "vocab_projection": "labelled positions",
                                   "step": ("static, compiled" if compiled else "static" if static else "dynamic")}))
     for p in ("32-true", "bf16-mixed"):
         model = build_hf_pretraining(cfg, state).to(device_type)
         opt = hf_adamw(model, optim.lr, optim.weight_decay)
         step = train_step(model, opt, hf_forward, batches, bf16=p == "bf16-mixed", device_type=device_type)
-        sides.append(common.Side(f"transformers_{common.PRECISION_LABEL[p]}", "transformers", p, step, tokens,
-                                 {"optimizer": "AdamW fused (Trainer default)", "vocab_projection": "all positions"}))
+        sides.append(common.Side(f"transformers_{common.PRECISION_LABEL[p]}{suffix}", "transformers", p, step, tokens,
+                                 {"optimizer": "AdamW fused (Trainer default)", "objective": objective_name(cfg),
+                                  "vocab_projection": "all positions"}))
     return sides
+
+
+def objective_name(cfg: ModelConfig) -> str:
+    return "clm" if cfg.causal else "mlm+nsp"
 
 
 def side_report(side: common.Side, flops_per_token: float, model_flops_per_token: float, peak: dict[str, float]) -> dict[str, Any]:
@@ -280,6 +322,67 @@ def side_report(side: common.Side, flops_per_token: float, model_flops_per_token
     }
 
 
+def objective_sides(cfg: ModelConfig, objectives: tuple[str, ...], n: int, batch_size: int, seq_len: int,
+                    precision: str, device_type: str, compile: bool) -> tuple[list[common.Side], dict[str, ModelConfig]]:
+    """Every objective's sides (build_sides on its own batches: `n` of them), and each side's model config."""
+    import dataclasses
+
+    sides, cfg_of = [], {}
+    for objective in dict.fromkeys(objectives):
+        ocfg = dataclasses.replace(cfg, causal=objective == "clm")
+        make = causal_batches if ocfg.causal else synthetic_batches
+        batches = [{k: v.to(device_type) for k, v in b.items()} for b in make(ocfg, n, batch_size, seq_len)]
+        for side in build_sides(ocfg, batches, precision, device_type=device_type, compile=compile):
+            sides.append(side)
+            cfg_of[side.name] = ocfg
+    return sides, cfg_of
+
+
+def side_reports(sides: list[common.Side], cfg_of: dict[str, ModelConfig], seq_len: int, peak: dict[str, Any],
+                 device_type: str, next_index: int, progress: Optional[Callable[[str], None]]) -> dict[str, dict]:
+    """side_report of every side, and on a CPU the host's rate at the side's own products (shape_rate: one more
+    step of the side, recorded, then its products timed alone; eager sides only)."""
+    from bertbench.benchmarks import shape_rate
+
+    import torch
+
+    from bertbench.model.fused_head import pays_off_on
+
+    reports = {}
+    for s in sides:
+        compiled = "compiled" in s.extra.get("step", "")
+        fused = not compiled and pays_off_on(device_type, torch.bfloat16 if s.precision == "bf16-mixed" else torch.float32)
+        if s.impl == "bertbench":
+            s.extra["vocab_head"] = "fused with the loss" if fused else "unfused"
+        reports[s.name] = side_report(s, *side_flops(cfg_of[s.name], seq_len, s.impl, fused_head=fused), peak)
+        if device_type == "cpu" and not compiled:  # a compiled graph's products run inside it, unseen by a dispatch mode
+            if progress is not None:
+                progress(f"{s.name}: its matrix products timed alone")
+            reports[s.name].update(shape_rate.measure(s.step, next_index, common.median(s.seconds)))
+    return reports
+
+
+def objective_comparisons(by_name: dict[str, common.Side], objectives: tuple[str, ...], default: str) -> dict[str, Any]:
+    """Per objective (the causal LM's prefixed `clm_`): our default and matched precisions against transformers,
+    and a compiled side against the eager one when there is one."""
+    comparisons: dict[str, Any] = {}
+    label = common.PRECISION_LABEL[default]
+    for objective in dict.fromkeys(objectives):
+        suffix, prefix = ("_clm", "clm_") if objective == "clm" else ("", "")
+        ours, theirs = (lambda name: by_name[f"bertbench_{name}{suffix}"]), (lambda name: by_name[f"transformers_{name}{suffix}"])
+        comparisons[f"{prefix}headline_default_vs_transformers_fp32"] = common.compare(ours(label), theirs("fp32"))
+        comparisons[f"{prefix}matched_fp32"] = common.compare(ours("fp32"), theirs("fp32"))
+        comparisons[f"{prefix}matched_bf16"] = common.compare(ours("bf16"), theirs("bf16"))
+        compiled = by_name.get(f"bertbench_{label}_compiled{suffix}")
+        if compiled is not None:
+            comparisons[f"{prefix}compiled_vs_eager"] = common.compare(compiled, ours(label))
+            comparisons[f"{prefix}compiled_vs_transformers_matched"] = common.compare(compiled, theirs(label))
+    return comparisons
+
+
+BENCH_OBJECTIVES = ("mlm+nsp", "clm")  # what `bench pretrain --objective` times: the paper's BERT and its LTR baseline
+
+
 def run(
     model_size: str,
     vocab_size: int = 30522,
@@ -292,7 +395,9 @@ def run(
     progress: Optional[Callable[[str], None]] = None,
     accelerator: str = "cpu",
     compile: bool = False,
+    objectives: tuple[str, ...] = ("mlm+nsp",),
 ) -> dict[str, Any]:
+    """objectives: mlm+nsp and/or clm, their sides timed side by side in the same rounds."""
     from bertbench.errors import BertbenchError
 
     device_type = common.device_type(accelerator)
@@ -302,10 +407,11 @@ def run(
         raise BertbenchError(f"--seq-len {seq_len}: expected 8..{cfg.max_position_embeddings}")
     if batch_size < 1 or vocab_size < 8:
         raise BertbenchError("--batch-size must be ≥ 1 and --vocab-size ≥ 8")
+    if not objectives or any(o not in BENCH_OBJECTIVES for o in objectives):
+        raise BertbenchError(f"--objective {','.join(objectives)}: expected {' and/or '.join(BENCH_OBJECTIVES)}, e.g. mlm+nsp,clm")
     common.set_threads(threads)
     meter = common.PeakMeter(device_type=device_type)
-    batches = [{k: v.to(device_type) for k, v in b.items()} for b in synthetic_batches(cfg, warmup + steps, batch_size, seq_len)]
-    sides = build_sides(cfg, batches, default, device_type=device_type, compile=compile)
+    sides, cfg_of = objective_sides(cfg, objectives, warmup + steps, batch_size, seq_len, default, device_type, compile)
     common.run_rounds(sides, warmup, steps, progress, after_round=meter.sample)
     peak = meter.result()
     datasheet = common.gpu_peak(device_type)
@@ -314,19 +420,10 @@ def run(
 
     share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
-    reports = {s.name: side_report(s, *side_flops(cfg, seq_len, s.impl), peak) for s in sides}
-    ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}"]
+    reports = side_reports(sides, cfg_of, seq_len, peak, device_type, warmup + steps, progress)
+    comparisons = objective_comparisons(by_name, objectives, default)
+    ours_default = by_name[f"bertbench_{common.PRECISION_LABEL[default]}" + ("" if "mlm+nsp" in objectives else "_clm")]
     collate_ms = 1000 * collate_seconds(cfg, batch_size, seq_len)
-    comparisons = {
-        "headline_default_vs_transformers_fp32": common.compare(ours_default, by_name["transformers_fp32"]),
-        "matched_fp32": common.compare(by_name["bertbench_fp32"], by_name["transformers_fp32"]),
-        "matched_bf16": common.compare(by_name["bertbench_bf16"], by_name["transformers_bf16"]),
-    }
-    compiled = by_name.get(f"bertbench_{common.PRECISION_LABEL[default]}_compiled")
-    if compiled is not None:
-        comparisons["compiled_vs_eager"] = common.compare(compiled, ours_default)
-        comparisons["compiled_vs_transformers_matched"] = common.compare(
-            compiled, by_name[f"transformers_{common.PRECISION_LABEL[default]}"])
     return {
         "benchmark": "pretrain",
         "machine": common.machine(),
@@ -345,6 +442,7 @@ def run(
             "lr": OptimConfig().lr,
             "grad_clip": 1.0,
             "compile": compile,
+            **({"objectives": list(dict.fromkeys(objectives))} if tuple(objectives) != ("mlm+nsp",) else {}),
         },
         "default_precision": default,
         "device": common.device_name(device_type),

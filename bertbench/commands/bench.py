@@ -95,6 +95,7 @@ def _markdown(result: dict[str, Any], command: str) -> str:
             lines.append(f"| {name} | {s['precision']} | {s['tokens_per_s']:.0f} | {s['step_ms']:.1f} | "
                          f"{100 * s['mfu_bf16_peak']:.1f}% | {100 * model_mfu:.1f}% | {compiled} | "
                          f"{s['loss_first']:.3f} → {s['loss_last']:.3f} |")
+        lines += _shape_rate_lines(sides)
         if "collate_ms_per_batch" in result:
             lines += ["", f"Collating a batch on the host (pad, mask, fixed slots; one core): {result['collate_ms_per_batch']:.1f} "
                       f"ms, {100 * result['collate_share_of_step']:.1f}% of our default step."]
@@ -111,10 +112,27 @@ def _markdown(result: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def _shape_rate_lines(sides: dict[str, Any]) -> list[str]:
+    """The executed product FLOPs of each side's step against the host's rate at those very products (each timed
+    alone in the same run: benchmarks/shape_rate.py); none for a result measured before it was recorded."""
+    rows = [(name, s) for name, s in sides.items() if s.get("shape_rate_gflops_per_s")]
+    if not rows:
+        return []
+    lines = ["", "Matrix products a step executes (forward, backward; counted as they ran) against the host's rate at "
+             "the same products, each timed alone in this run: the share is how close the step comes to doing nothing "
+             "but its products at their best rate.", "",
+             "| side | products GFLOP/step | executed GFLOP/s | host at these shapes GFLOP/s | share |", "|---|---|---|---|---|"]
+    for name, s in rows:
+        lines.append(f"| {name} | {s['matmul_gflop_per_step']:.1f} | {s['matmul_gflops_per_s']:.0f} | "
+                     f"{s['shape_rate_gflops_per_s']:.0f} | {100 * s['share_of_shape_rate']:.1f}% |")
+    return lines
+
+
 def _embed(result: dict[str, Any], target: Optional[Path], command: str) -> None:
     if target is None:
         return
-    _embed_block(target, f"{result['benchmark']}-{result['config']['model_size']}", _markdown(result, command))
+    objectives = "".join(f"-{o.replace('+', '')}" for o in result["config"].get("objectives", []))  # mlm+nsp alone: none
+    _embed_block(target, f"{result['benchmark']}-{result['config']['model_size']}{objectives}", _markdown(result, command))
 
 
 def pretrain(
@@ -132,6 +150,8 @@ def pretrain(
                                           "the default precision (its compile time reported).")] = False,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="A sweep, e.g. 64,128,256: one run per "
                                                        "batch size (instead of --batch-size).")] = None,
+    objective: Annotated[str, typer.Option("--objective", help="mlm+nsp, clm (the left-to-right LM), or both "
+                                           "(mlm+nsp,clm: timed side by side in the same rounds).")] = "mlm+nsp",
     render: Annotated[Optional[Path], typer.Option("--render", help="Print (and --embed) the table of a saved --json "
                                                    "result instead of running.")] = None,
     as_json: AsJson = False,
@@ -149,7 +169,7 @@ def pretrain(
         return
     kwargs = dict(model_size=model_size, vocab_size=vocab_size, seq_len=seq_len, precision=precision, steps=steps,
                   warmup=warmup, threads=threads, progress=common.progress_to_stderr(quiet), accelerator=accelerator,
-                  compile=compile)
+                  compile=compile, objectives=tuple(o.strip() for o in objective.split(",") if o.strip()))
     if batch_sizes:
         sweep = _int_list(batch_sizes, "--batch-sizes")
         result = bench_pretrain.run_sweep(sweep, **kwargs)
@@ -158,7 +178,8 @@ def pretrain(
         result = bench_pretrain.run(batch_size=batch_size, **kwargs)
         size_flag = f"--batch-size {batch_size}"
     result["command"] = (f"bertbench bench pretrain --accelerator {accelerator} --model-size {model_size} {size_flag} "
-                         f"--seq-len {seq_len} --steps {steps} --warmup {warmup}" + (" --compile" if compile else ""))
+                         f"--seq-len {seq_len} --steps {steps} --warmup {warmup}" + (" --compile" if compile else "")
+                         + (f" --objective {objective}" if objective != "mlm+nsp" else ""))
     _emit(result, as_json)
     _embed(result, embed, result["command"])
 

@@ -28,6 +28,10 @@ to the phase's length and P is the recipe's cap. On CPU the dynamic form is fast
 batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
 once, in its config (`config.step_choice`).
 
+Training and held-out evaluation take the LM loss from the head fused with it (forward's `logits=False`:
+bertbench.model.fused_head), which never makes the batch's logits; tests/test_fused_head.py checks it against
+the unfused head below.
+
 The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
 decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
 `state_dict()` strips them and `load_state_dict()` adds them back, so checkpoints, the HF export and
@@ -46,6 +50,8 @@ import torch.nn.functional as F
 from bertbench.config import ModelConfig
 from bertbench.data import IGNORE_INDEX  # positions without a loss
 from bertbench.data.masking import fixed_slots, slot_count
+from bertbench.model import fused_head
+from bertbench.model.fused_head import linear_cross_entropy
 from bertbench.model.packing import Packing, attention_mask_for_sdpa  # noqa: F401 (re-exported)
 
 VOCAB_MULTIPLE = 64  # the word embedding / decoder rows are padded to a multiple of this inside the model
@@ -71,21 +77,25 @@ def _pad_rows(state_dict: dict, key: str, rows: int) -> None:
 
 
 class _BitsDropout(torch.autograd.Function):
-    """Dropout with four elements per 64-bit random draw (16 bits each); keeps the bool mask for backward."""
+    """Dropout with four elements per 64-bit random draw (16 bits each). The 0/1 mask is kept in x's dtype: a
+    multiply by a bool mask is a type-promoting one, several times slower on CPU than a same-dtype multiply
+    (measured here). The scale stays a Python float, applied at fp32 precision (a bf16 mask holding 1/(1-p)
+    would round it: 1/0.9 → 1.109)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
         n = x.numel()
         bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
         keep = bits.view(torch.int16)[:n].view(x.shape) >= -32768 + round(p * 65536)  # P(keep) = 1 - p ± 1e-5
-        ctx.save_for_backward(keep)
+        mask = keep.to(x.dtype)
+        ctx.save_for_backward(mask)
         ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(keep).mul_(ctx.scale)
+        return x.mul(mask).mul_(ctx.scale)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None
+        (mask,) = ctx.saved_tensors
+        return grad.mul(mask).mul_(ctx.scale), None
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -339,16 +349,25 @@ class MLMHead(nn.Module):
         self.register_state_dict_post_hook(_strip_bias_rows)
         self.register_load_state_dict_pre_hook(_pad_bias_rows)
 
+    def transform(self, h: torch.Tensor) -> torch.Tensor:
+        return self.norm(F.gelu(self.dense(h)))  # (..., H)
+
     def forward(self, h: torch.Tensor, word_weight: torch.Tensor) -> torch.Tensor:
         """(..., V_padded) logits, -inf in the padding columns: a softmax over them is the real vocabulary's,
         and no gradient reaches the padding rows. Slice [..., :vocab_size] for the real logits."""
         # The decoder weight is passed in, not stored: tied to the word embeddings without a second
         # state-dict entry (safetensors refuses aliased tensors).
-        h = self.norm(F.gelu(self.dense(h)))  # (..., H)
+        h = self.transform(h)  # (..., H)
         bias, extra = self.bias, self.bias.numel() - self.vocab_size
         if extra:
             bias = torch.cat([bias[: self.vocab_size], bias.new_full((extra,), float("-inf"))])
         return F.linear(h, word_weight, bias)  # (..., V_padded)
+
+    def loss(self, h: torch.Tensor, word_weight: torch.Tensor, targets: torch.Tensor,
+             predictions: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """(the mean cross-entropy over targets ≠ IGNORE_INDEX, the argmax per position when `predictions`):
+        forward's logits fed to F.cross_entropy, without the logits (bertbench.model.fused_head)."""
+        return linear_cross_entropy(self.transform(h), word_weight, self.bias, targets, self.vocab_size, predictions)
 
 
 @dataclass
@@ -357,7 +376,8 @@ class PreTrainingOutput:
     of either objective: the masked LM's, or the causal LM's next-token predictions."""
 
     last_hidden_state: Optional[torch.Tensor]  # (B, T, H); None with MLM labels (last layer at masked positions only)
-    lm_logits: torch.Tensor  # (B, T, V), or (N, V) at the N labelled positions when labels were given
+    lm_logits: Optional[torch.Tensor]  # (B, T, V), or (N, V) at the N labelled positions when labels were given;
+    # None when the fused head computed the loss (forward's logits=False)
     nsp_logits: Optional[torch.Tensor]  # (B, 2); None for a model without the NSP head
     loss: Optional[torch.Tensor] = None
     lm_loss: Optional[torch.Tensor] = None
@@ -365,6 +385,8 @@ class PreTrainingOutput:
     lm_targets: Optional[torch.Tensor] = None  # (N,) labels matching lm_logits' rows when labels were given
     # The static step gives lm_logits (B, P, V) at the fixed slots and lm_targets (B, P), IGNORE_INDEX at
     # unused slots (a causal model: (B, T, V) and its (B, T) labels).
+    lm_predictions: Optional[torch.Tensor] = None  # argmax per row of lm_targets' shape, when asked for
+
 
     def __getitem__(self, key: str):
         return getattr(self, key)
@@ -425,6 +447,8 @@ class BertForPreTraining(nn.Module):
         nsp_labels: Optional[torch.Tensor] = None,
         lm_positions: Optional[torch.Tensor] = None,
         static: bool = False,
+        logits: bool = True,
+        predictions: bool = False,
     ) -> PreTrainingOutput:
         """The pre-training forward: training, held-out evaluation and `bench pretrain` call it (compile_step compiles it).
 
@@ -434,7 +458,11 @@ class BertForPreTraining(nn.Module):
         static: no value read back to the host (see the module's docstring): lm_logits and lm_targets keep
         the labels' shape, (B, P|T, V) and (B, P|T), IGNORE_INDEX where nothing is predicted. Otherwise only
         the labelled positions are projected onto the vocabulary: (N, V) and (N,), row-major. Either way the
-        LM loss is the mean over the labelled positions, and NSP's is added (the paper: mean MLM + mean NSP)."""
+        LM loss is the mean over the labelled positions, and NSP's is added (the paper: mean MLM + mean NSP).
+        logits=False (training and held-out evaluation), with labels: the loss comes from the head fused with it
+        (bertbench.model.fused_head: the same numbers, without the logits) where it pays off (not an fp32 CPU
+        step: fused_head.pays_off), and lm_logits is None; the caller needs no logits either way. predictions:
+        lm_predictions holds the argmax per row (lm_targets' shape) for accuracies."""
         if nsp_labels is not None and not self.has_nsp:
             raise ValueError("nsp_labels given to a model without an NSP head (built with nsp=False)")
         if lm_labels is not None and lm_positions is None and not self.cfg.causal:
@@ -450,15 +478,24 @@ class BertForPreTraining(nn.Module):
         if lm_labels is not None and not static:  # ~15% of MLM's positions: for small models most of the FLOPs
             selected = lm_labels != IGNORE_INDEX
             h, targets = h[selected], lm_labels[selected]  # (N, H), (N,)
-        lm_logits = self.mlm(h, self.bert.embeddings.word.weight)  # (..., V_padded)
-        loss = lm_loss = nsp_loss = None
-        if lm_labels is not None:
-            loss = lm_loss = F.cross_entropy(lm_logits.flatten(0, -2).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        loss = lm_loss = nsp_loss = lm_logits = lm_predictions = None
+        word = self.bert.embeddings.word.weight
+        # inductor fuses its own; an fp32 CPU step was measured faster unfused (fused_head.pays_off)
+        if lm_labels is not None and not logits and not torch.compiler.is_compiling() and fused_head.pays_off(h):
+            loss, lm_predictions = self.mlm.loss(h, word, targets, predictions)
+        else:
+            lm_logits = self.mlm(h, word)  # (..., V_padded)
+        if lm_labels is not None and lm_logits is not None:
+            loss = F.cross_entropy(lm_logits.flatten(0, -2).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        lm_loss = loss
+        if predictions and lm_logits is not None:
+            lm_predictions = lm_logits[..., : self.cfg.vocab_size].argmax(-1)
         if nsp_labels is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
             loss = nsp_loss if loss is None else loss + nsp_loss
-        lm_logits = lm_logits[..., : self.cfg.vocab_size]  # a view without the padding columns
-        return PreTrainingOutput(enc.last_hidden_state, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets)
+        if lm_logits is not None:
+            lm_logits = lm_logits[..., : self.cfg.vocab_size]  # a view without the padding columns
+        return PreTrainingOutput(enc.last_hidden_state, lm_logits, nsp_logits, loss, lm_loss, nsp_loss, targets, lm_predictions)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -559,8 +596,9 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
     predicted_share: the share of positions that go through the vocabulary projection.
     last_layer_share: the share of positions at which the last layer computes its output (queries, output
     projection, FFN); its keys and values are computed at every position (see BertModel.forward).
-    vocab_padding: the decoder projects onto the padded vocabulary (what this model executes); False counts
-    the real vocabulary (what an unpadded model, transformers', executes).
+    vocab_padding: the decoder projects onto the padded vocabulary (what the unfused head executes: a compiled
+    step, or a caller asking for logits); False counts the real vocabulary (what the head fused with its loss
+    executes, and an unpadded model, transformers').
     """
     H, L, I = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size
     V = padded_vocab(cfg.vocab_size) if vocab_padding else cfg.vocab_size

@@ -49,15 +49,16 @@ class Score:
 
 def model_counts(model, batch: dict[str, Any]) -> Counts:
     """The one place held-out evaluation calls a bertbench model: its own LM loss (a mean over its labelled
-    positions) and logits, and its NSP logits where the batch has NSP labels."""
+    positions) and argmax per position (the head fused with its loss, model.fused_head: no logits kept), and its NSP
+    logits where the batch has NSP labels."""
     from bertbench.data import IGNORE_INDEX
 
     out = model(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"),
                 attention_mask=batch.get("attention_mask"), lm_labels=batch["lm_labels"],
-                lm_positions=batch.get("lm_positions"))
+                lm_positions=batch.get("lm_positions"), logits=False, predictions=True)
     labelled = out.lm_targets != IGNORE_INDEX  # counted by its labels: padding and unused slots are none
     n = int(labelled.sum())
-    counts = Counts(float(out.lm_loss) * n, float(((out.lm_logits.argmax(-1) == out.lm_targets) & labelled).sum()), n)
+    counts = Counts(float(out.lm_loss) * n, float(((out.lm_predictions == out.lm_targets) & labelled).sum()), n)
     if "nsp_labels" in batch and out.nsp_logits is not None:
         counts.nsp_correct = float((out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum())
         counts.nsp_pairs = batch["nsp_labels"].numel()

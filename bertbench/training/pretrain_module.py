@@ -130,6 +130,7 @@ class PretrainModule(L.LightningModule):
             nsp_labels=batch.get("nsp_labels"),
             lm_positions=batch.get("lm_positions"),  # the masked LM's labels come in prediction slots
             static=self.step.static,
+            logits=False,  # the loss from the head fused with it (model.fused_head): no logits to keep
         )
         # Nothing here reads the device or talks to the other ranks: the losses stay on the device for the run
         # log's rows, and the weights below are host integers the loader counted (training.batches).
