@@ -279,11 +279,10 @@ def test_compile_auto_on_a_gpu_decides_from_a_flop_floor_where_nothing_was_measu
     reason says what decided it; a measured step time wins over the floor."""
     import json
 
-    from bertbench.benchmarks import common
     from bertbench.config import ModelConfig, PretrainConfig
     from bertbench.model.bert import BertForPreTraining, flops_per_token
-    from bertbench.runtime.devices import cuda_step_floor
-    from bertbench.training import pretrain_run
+    from bertbench.runtime import devices
+    from bertbench.training.step import choose_step, cuda_step_floor
 
     base = ModelConfig.from_size("base", vocab_size=30522)
     h100 = {"bf16": 989.4e3, "fp32": 66.9e3, "source": "H100 datasheet, dense"}
@@ -293,12 +292,12 @@ def test_compile_auto_on_a_gpu_decides_from_a_flop_floor_where_nothing_was_measu
     assert cuda_step_floor(base, 256, 128, 0.15, "bf16-mixed", None) is None  # a GPU without a datasheet entry
 
     monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))  # nothing measured anywhere
-    monkeypatch.setattr(common, "gpu_peak", lambda device_type: h100)
+    monkeypatch.setattr(devices, "gpu_peak", lambda device_type: h100)
     model = BertForPreTraining(ModelConfig.from_size("mini", vocab_size=1000))
     for steps, compiled in ((5_000_000, True), (50, False)):  # ≥ 2,826 s of eager steps (> 4 × 600 s); 0.03 s
         cfg = PretrainConfig(model_size="mini", max_steps=steps, batch_size=256, compile="auto")
-        step = pretrain_run.choose_step(cfg, model, "cuda", "bf16-mixed", tmp_path / f"step-{steps}.json", False)
+        step = choose_step(cfg, model, "cuda", "bf16-mixed", tmp_path / f"step-{steps}.json", False)
         assert step.choice.compiled is compiled and step.choice.reason.startswith("eager step ≥ "), step.choice.reason
         assert json.loads((tmp_path / f"step-{steps}.json").read_text())["compiled"] is compiled
-    cpu = pretrain_run.choose_step(cfg, model, "cpu", "32-true", tmp_path / "cpu.json", False)
+    cpu = choose_step(cfg, model, "cpu", "32-true", tmp_path / "cpu.json", False)
     assert not cpu.choice.compiled and "eager step ≥" not in cpu.choice.reason  # the CPU's rule is its own

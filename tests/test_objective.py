@@ -74,6 +74,7 @@ def test_recipes_and_presets_mean_what_they_meant():
              "mask25": "mlm+nsp", "mask40": "mlm+nsp",  # the masking preset's ratios
              "tiny": "mlm+nsp", "mini": "mlm+nsp", "small": "mlm+nsp"}  # the table6 preset's sizes
     meant["wide_mlm_nsp"] = "mlm+nsp"  # the claims preset's L2-H256 MLM+NSP
+    meant["mask100"] = "mlm+nsp"  # claims-3's MLM+NSP with every masked position [MASK]
     for name in list_presets():
         preset = load_preset(name)
         for v in preset.variants:

@@ -87,17 +87,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-# Dense (no sparsity) peaks from the vendors' datasheets, in TFLOP/s: bf16 on the tensor cores, and fp32
-# without them. Matched on torch.cuda.get_device_name(); a GPU not listed is measured (PeakMeter) instead.
-GPU_PEAK_TFLOPS = {
-    "H200": {"bf16": 989.4, "fp32": 66.9},  # SXM; the same compute as H100 SXM, more memory
-    "H100": {"bf16": 989.4, "fp32": 66.9},  # SXM (the PCIe card: 756 / 51)
-    "A100": {"bf16": 312.0, "fp32": 19.5},
-    "L40S": {"bf16": 362.1, "fp32": 91.6},
-    "L4": {"bf16": 121.0, "fp32": 30.3},
-}
-
-
 def device_type(accelerator: str) -> str:
     """cpu | cuda (gpu) | auto → the torch device type; asking for a GPU where there is none is one line."""
     import torch
@@ -113,17 +102,6 @@ def device_name(device_type: str) -> str:
     import torch
 
     return torch.cuda.get_device_name(0) if device_type == "cuda" else "cpu"
-
-
-def gpu_peak(device_type: str) -> Optional[dict[str, Any]]:
-    """The datasheet peak of this GPU in GFLOP/s ({"bf16", "fp32", "source"}), or None (CPU, or not listed)."""
-    if device_type != "cuda":
-        return None
-    name = device_name(device_type)
-    for key, peak in GPU_PEAK_TFLOPS.items():
-        if key in name:
-            return {"bf16": peak["bf16"] * 1000, "fp32": peak["fp32"] * 1000, "source": f"{key} datasheet, dense"}
-    return None
 
 
 class PeakMeter:

@@ -93,9 +93,10 @@ def environment(device_type: str, dry_run: bool, shape: Shape) -> dict[str, Any]
     import torch
 
     from bertbench.benchmarks import common
+    from bertbench.runtime.devices import gpu_peak
     from bertbench.runtime.provenance import code_version, library_versions
 
-    peak = common.gpu_peak(device_type)
+    peak = gpu_peak(device_type)
     if peak is None:  # a CPU, or a GPU without a datasheet entry: a bf16 matmul measured here
         measured = common.PeakMeter(n=256 if dry_run else 2048, device_type=device_type).result()
         peak = {"bf16": measured["bf16"], "source": f"measured bf16 matmul ({device_type})"}
@@ -181,6 +182,7 @@ def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS
         warmup: Optional[int] = None, say: Callable[[str], None] = print, command: str = "") -> list[dict[str, Any]]:
     """Every side in order, each line appended to `out` as soon as it is measured; returns the lines."""
     from bertbench.benchmarks import common
+    from bertbench.runtime.devices import gpu_peak
     from bertbench.benchmarks.gpu_sides import Inputs
 
     t_start = time.perf_counter()

@@ -149,8 +149,9 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
                          precision="bf16-mixed", accelerator="gpu" if cuda else "cpu", devices="1", compile="off",
                          eval_every=0, checkpoint_every=0, num_workers=0)
     model = copy.deepcopy(inputs.initial)
+    step = fixed_step(static=True)
     module = PretrainModule(model, cfg.optim, cfg.max_steps, fused_optimizer=True, dropout_seed=cfg.seed,
-                            step=fixed_step(static=True), sync_every=cfg.log_every)
+                            step=step, sync_every=cfg.log_every)
     own = pretrain_run._callbacks(cfg, out_dir, None, signals, cfg.precision, 0)
 
     class Timed(L.Callback):
@@ -160,7 +161,7 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             m.after(batch_idx, outputs["loss"] if isinstance(outputs, dict) else outputs)
 
-    callbacks, progress_bar = pretrain_run._all_callbacks(cfg, out_dir, None, lambda: {}, own, (Timed(),))
+    callbacks, progress_bar = pretrain_run._all_callbacks(cfg, out_dir, None, lambda: {}, own, step, (Timed(),))
     trainer = pretrain_run._trainer(cfg, out_dir, cfg.precision, True, progress_bar, callbacks)
     batches = [bench_pretrain.static_batch(b) for b in inputs.cpu_batches(spec.batch_size)]
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from bertbench.benchmarks import common
+from bertbench.runtime.devices import gpu_peak
 from bertbench.config import PAPER_MASK_RATIO, ModelConfig, OptimConfig
 from bertbench.data import IGNORE_INDEX
 
@@ -268,7 +269,7 @@ def build_sides(cfg: ModelConfig, batches: list[dict], default_precision: str, s
     tokens = [b["input_ids"].numel() for b in batches]
     precisions = list(dict.fromkeys([default_precision, "32-true", "bf16-mixed"]))
     sides = []
-    static = device_type == "cuda"  # the step training runs there (config.step_choice)
+    static = device_type == "cuda"  # the step training runs there (training.step.step_choice)
     variants = [(p, False) for p in precisions] + ([(default_precision, True)] if compile else [])
     for p, compiled in variants:
         model = copy.deepcopy(base).to(device_type)
@@ -414,7 +415,7 @@ def run(
     sides, cfg_of = objective_sides(cfg, objectives, warmup + steps, batch_size, seq_len, default, device_type, compile)
     common.run_rounds(sides, warmup, steps, progress, after_round=meter.sample)
     peak = meter.result()
-    datasheet = common.gpu_peak(device_type)
+    datasheet = gpu_peak(device_type)
     if datasheet is not None:  # on a GPU, MFU is against its datasheet's dense peak, the convention of MFU tables
         peak = {**datasheet, "measured_matmul": peak}
 

@@ -26,7 +26,7 @@ is set by the batch's: no packing, an attention mask always, the vocabulary proj
 kernels) and what `torch.compile(fullgraph=True)` can trace whole (`compile_step`); the collator then pads
 to the phase's length and P is the recipe's cap. On CPU the dynamic form is faster (less work: packing, P the
 batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
-once, in its config (`config.step_choice`).
+once, in its config (`training.step.step_choice`).
 
 Training and held-out evaluation take the LM loss from the head fused with it (forward's `logits=False`:
 bertbench.model.fused_head), which never makes the batch's logits; tests/test_fused_head.py checks it against

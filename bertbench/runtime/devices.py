@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
 
@@ -93,34 +93,25 @@ def count_option(flag: str, value: Optional[str]) -> Optional[int]:
     return int(text)
 
 
-def cuda_step_floor(model_cfg, batch_size: int, seq_len: int, mask_ratio: float, precision: str,
-                    peak: Optional[dict]) -> Optional[float]:
-    """The least time one eager training step can take on this GPU: the FLOPs it executes ÷ the datasheet's dense
-    peak (bf16 under bf16 autocast, else fp32), as if at 100% MFU. `compile: auto` decides from it where nothing
-    has been measured on this device yet (training.pretrain_run): without it a first long run on a GPU stayed eager
-    for its whole life. A floor, so it can only understate the eager time, never talk a short run into a compile.
-    None where the GPU's peak is not known (benchmarks.common.gpu_peak)."""
-    if not peak:
+# Dense (no sparsity) peaks from the vendors' datasheets, in TFLOP/s: bf16 on the tensor cores, and fp32
+# without them. Matched on torch.cuda.get_device_name(); a GPU not listed is measured (PeakMeter) instead.
+GPU_PEAK_TFLOPS = {
+    "H200": {"bf16": 989.4, "fp32": 66.9},  # SXM; the same compute as H100 SXM, more memory
+    "H100": {"bf16": 989.4, "fp32": 66.9},  # SXM (the PCIe card: 756 / 51)
+    "A100": {"bf16": 312.0, "fp32": 19.5},
+    "L40S": {"bf16": 362.1, "fp32": 91.6},
+    "L4": {"bf16": 121.0, "fp32": 30.3},
+}
+
+
+def gpu_peak(device_type: str) -> Optional[dict[str, Any]]:
+    """The datasheet peak of this GPU in GFLOP/s ({"bf16", "fp32", "source"}), or None (CPU, or not listed)."""
+    if device_type != "cuda":
         return None
-    from bertbench.model.bert import flops_per_token
+    import torch
 
-    # the masked positions go through the vocabulary and the last layer (the static step's masked-only head)
-    flops = flops_per_token(model_cfg, seq_len, predicted_share=mask_ratio, last_layer_share=mask_ratio)
-    gflops = peak["bf16"] if "bf16" in precision else peak["fp32"]
-    return flops * batch_size * seq_len / (gflops * 1e9)
-
-
-FLOOR_REASON = "its FLOPs ÷ this GPU's datasheet peak: nothing measured here yet"
-
-
-def with_step_floor(measured: Optional[dict], device_type: str, model_cfg, cfg, precision: str
-                    ) -> tuple[Optional[dict], Optional[float]]:
-    """`measured` (training.step_times) with cuda_step_floor as the eager step time where a GPU has none yet, and
-    the floor (None where it was not used)."""
-    if device_type != "cuda" or (measured or {}).get("eager_step_seconds"):
-        return measured, None
-    from bertbench.benchmarks.common import gpu_peak
-
-    floor = cuda_step_floor(model_cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
-                            gpu_peak(device_type))
-    return (measured, None) if floor is None else ({**(measured or {}), "eager_step_seconds": floor}, floor)
+    name = torch.cuda.get_device_name(0)
+    for key, peak in GPU_PEAK_TFLOPS.items():
+        if key in name:
+            return {"bf16": peak["bf16"] * 1000, "fp32": peak["fp32"] * 1000, "source": f"{key} datasheet, dense"}
+    return None

@@ -165,6 +165,39 @@ def fixed_step(static: bool) -> TrainingStep:
     return TrainingStep(StepChoice(static, False, "set by the caller"), device="", shape=None)
 
 
+def cuda_step_floor(model_cfg, batch_size: int, seq_len: int, mask_ratio: float, precision: str,
+                    peak: Optional[dict]) -> Optional[float]:
+    """The least time one eager training step can take on this GPU: the FLOPs it executes ÷ the datasheet's dense
+    peak (bf16 under bf16 autocast, else fp32), as if at 100% MFU. `compile: auto` decides from it where nothing
+    has been measured on this device yet (choose_step): without it a first long run on a GPU stayed eager
+    for its whole life. A floor, so it can only understate the eager time, never talk a short run into a compile.
+    None where the GPU's peak is not known (runtime.devices.gpu_peak)."""
+    if not peak:
+        return None
+    from bertbench.model.bert import flops_per_token
+
+    # the masked positions go through the vocabulary and the last layer (the static step's masked-only head)
+    flops = flops_per_token(model_cfg, seq_len, predicted_share=mask_ratio, last_layer_share=mask_ratio)
+    gflops = peak["bf16"] if "bf16" in precision else peak["fp32"]
+    return flops * batch_size * seq_len / (gflops * 1e9)
+
+
+FLOOR_REASON = "its FLOPs ÷ this GPU's datasheet peak: nothing measured here yet"
+
+
+def with_step_floor(measured: Optional[dict], device_type: str, model_cfg, cfg, precision: str
+                    ) -> tuple[Optional[dict], Optional[float]]:
+    """`measured` (training.step_times) with cuda_step_floor as the eager step time where a GPU has none yet, and
+    the floor (None where it was not used)."""
+    if device_type != "cuda" or (measured or {}).get("eager_step_seconds"):
+        return measured, None
+    from bertbench.runtime.devices import gpu_peak
+
+    floor = cuda_step_floor(model_cfg, cfg.batch_size, cfg.data.max_seq_len, cfg.data.mask_ratio, precision,
+                            gpu_peak(device_type))
+    return (measured, None) if floor is None else ({**(measured or {}), "eager_step_seconds": floor}, floor)
+
+
 def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, kept: Path, resuming: bool) -> TrainingStep:
     """Decide the training step once (step_choice) from what earlier runs measured on this device
     (training.step_times), and keep it in `kept`: a resumed run with the same `compile` setting reads it back
@@ -176,7 +209,6 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     from bertbench.model.bert import compile_step
     from bertbench.runtime.files import atomic_write_text
     from bertbench.runtime.progress import say
-    from bertbench.runtime.devices import FLOOR_REASON, with_step_floor
     from bertbench.runtime.provenance import hardware
     from bertbench.training import step_times
 
