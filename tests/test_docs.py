@@ -31,7 +31,7 @@ def no_data(tmp_path, monkeypatch) -> Path:
     return tmp_path / "no-data"
 
 
-DRAFT_MARK = "<!-- bertbench draft: pre-registered, not run; no records yet -->"
+DRAFT_MARK = "<!-- bertbench draft: pre-registered; no records yet -->"
 
 
 def test_every_committed_study_has_a_page_and_every_page_a_study():
