@@ -49,13 +49,16 @@ def plan(
     scratch = tempfile.TemporaryDirectory(prefix="bertbench-plan-")
     results = [_from_git(_git_spec(str(p)), Path(scratch.name) / str(i)) if str(p).startswith((GIT_PREFIX, RETIRED_PREFIX))
                else p for i, p in enumerate(given)]
-    beside = claims_beside(results)  # read as the report reads it, before any record
-    if claim is None and not beside:
-        raise BertbenchError("plan: no --claim, and no claims.yaml beside the records to plan from")
-    records = load_records(results, task_versions(tasks_dir))  # each record's task known, at its version
-    if not records:
-        raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
-    data, threads = collect(records), stage_threads(results)
+    try:  # everything read from the folders is in memory after this: a folder unpacked from git goes at once
+        beside = claims_beside(results)  # read as the report reads it, before any record
+        if claim is None and not beside:
+            raise BertbenchError("plan: no --claim, and no claims.yaml beside the records to plan from")
+        records = load_records(results, task_versions(tasks_dir))  # each record's task known, at its version
+        if not records:
+            raise BertbenchError(f"no *{RECORD_SUFFIX} files under {', '.join(map(str, results))}")
+        data, threads = collect(records), stage_threads(results)
+    finally:
+        scratch.cleanup()
     lines = [line for name in ([claim] if claim is not None else [c.text for c in beside])
              for line in plan_claim(data, name, effect, max_seeds, threads=threads, beside=beside, design=shape,
                                     family=family or (len(beside) if claim is None and beside else 1),
@@ -69,7 +72,6 @@ def plan(
                  *(["--pretrain-sd", f"{pretrain_sd:g}"] if pretrain_sd is not None else [])]
         name = Path(str(given[0]).rstrip("/")).name.rpartition(":")[2]
         _embed(embed, f"{claim}@{name}", given, claim, effect, max_seeds, lines, extra)
-    scratch.cleanup()
 
 
 GIT_PREFIX = "git:"  # git:REV:PATH, a folder of records as a commit of this repository has it
