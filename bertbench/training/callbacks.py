@@ -246,7 +246,7 @@ class PeriodicCheckpoint(L.Callback):
         if signalled:
             self.signal_step = step
             trainer.should_stop = True
-        fault_point("after_step", step)
+        fault_point("after_step", step, stop_noted=lambda: self.signals.received is not None)
 
 
 class Snapshots(L.Callback):
