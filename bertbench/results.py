@@ -603,6 +603,11 @@ class PretrainSummary:
         schedule = self.schedule or {}
         return schedule.get("budget_seconds") if schedule.get("kind") == "wall-clock" else None
 
+    @property
+    def steps_budget(self) -> Optional[dict[str, Any]]:
+        """The time budget a study converted into this run's steps (studies.budget); None when none did."""
+        return (self.schedule or {}).get("steps_budget")
+
     def pretraining_info(self) -> dict[str, Any]:
         """The `model.pretraining` block a fine-tuning record copies from this summary (keys it lacks: null)."""
         return {key: getattr(self, key) for key in PRETRAINING_KEYS}
@@ -612,7 +617,7 @@ class PretrainSummary:
 PRETRAINING_KEYS = (
     "objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
     "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
-    "budget_seconds", "procedure_fingerprint",
+    "budget_seconds", "procedure_fingerprint", "steps_budget",
 )
 
 

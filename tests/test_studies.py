@@ -266,7 +266,7 @@ def _finish(stages) -> None:
 
     for stage in stages:
         if stage.name.startswith("pretrain "):
-            cfg, run_dir, key = stage.args
+            cfg, run_dir, key = stage.args[:3]  # then the study's step decision, if any
             keys.write_key(run_dir / keys.STAGE_FILE, key)
             (run_dir / "summary.json").write_text("{}")
         else:

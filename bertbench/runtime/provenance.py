@@ -92,13 +92,14 @@ def now_iso() -> str:
 
 
 def bf16_native(device_type: str) -> bool:
-    """Whether the hardware computes bf16 natively (detected, not assumed)."""
+    """Whether the hardware computes bf16 natively (detected, not assumed). On a CPU: AVX512-BF16 or AMX, and torch's
+    kernels at an AVX512 level (ATEN_CPU_CAPABILITY=avx2 makes this host an AVX2-only one: fp32, as there)."""
     import torch
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
     flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16"} & flags)
+    return bool({"avx512_bf16", "amx_bf16"} & flags) and "AVX512" in torch.backends.cpu.get_cpu_capability()
 
 
 def resolve_precision(precision: str, device_type: str) -> str:

@@ -47,6 +47,7 @@ class Planner:
     echo: Callable[[str], None]
     devices: int = 1  # the study's devices (RunPreset.devices): with several, each pre-training has its own
     stamp: Optional[dict[str, str]] = None  # the pre-registration's, set by `plan` (preregistration_stamp)
+    budget: Optional[dict[str, Any]] = None  # the study's step decision (studies.budget): every pre-training's steps
 
     def plan(self) -> list[Stage]:
         self.stamp = self.preregistration_stamp()
@@ -97,6 +98,8 @@ class Planner:
         label = v.name if seed is None else f"{v.name}-seed{seed}"
         if seed is not None:
             cfg = dataclasses.replace(cfg, seed=seed)
+        if self.budget is not None:
+            cfg = dataclasses.replace(cfg, max_steps=self.budget["steps"])
         key = keys.pretrain_key(cfg, self.data_dir)
         run_dir = keys.find_keyed_dir(self.out / "pretrain", label, key)
         name = f"pretrain {label.replace('-seed', ' seed')}"
@@ -106,8 +109,9 @@ class Planner:
             return model, None
         model.pretraining = name
         if several_devices(cfg):
-            return model, Stage(name, _pretrain_process_stage, (cfg, run_dir, key, name), alone=True)
-        return model, Stage(name, _pretrain_stage, (cfg, run_dir, key), alone=self.devices == 1 and runs_alone(cfg))
+            return model, Stage(name, _pretrain_process_stage, (cfg, run_dir, key, name, self.budget), alone=True)
+        return model, Stage(name, _pretrain_stage, (cfg, run_dir, key, self.budget),
+                            alone=self.devices == 1 and runs_alone(cfg))
 
     def finetune_stages(self, m: Model, tasks: list[str], feature_based: bool,
                         seeds: Optional[list[int]] = None) -> list[Stage]:
@@ -155,7 +159,8 @@ def several_devices(cfg: PretrainConfig) -> bool:
     return cfg.num_nodes > 1 or not one
 
 
-def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: str) -> None:
+def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: str,
+                            budget: Optional[dict] = None) -> None:
     """A pre-training on several devices as its own `bertbench pretrain --recipe <its config> --resume auto`
     process (see the module's notes), with this process's view of the devices. Its lines pass through; its
     `error:` line becomes this stage's error."""
@@ -173,7 +178,7 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
 
     from bertbench.training.step import study_compile
 
-    keys.write_key(run_dir / keys.STAGE_FILE, key)
+    _start_run_dir(run_dir, key, budget)
     cfg = study_compile(cfg, run_dir.parent.parent)  # the study's step (its folder's step.json), not the key's
     recipe = run_dir / "stage-config.yaml"  # the whole config, so the process trains exactly this stage's
     atomic_write_text(recipe, yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -248,11 +253,22 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str) -> None:
+def _start_run_dir(run_dir: Path, key: str, budget: Optional[dict]) -> None:
+    """The stage's key first (the folder is this stage's, finished or not), and the study's step decision, which
+    the pre-training's summary copies (studies.budget)."""
+    from bertbench.runtime.files import atomic_write_json
+    from bertbench.training.step import BUDGET_FILE
+
+    keys.write_key(run_dir / keys.STAGE_FILE, key)
+    if budget is not None:
+        atomic_write_json(run_dir / BUDGET_FILE, budget)
+
+
+def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str, budget: Optional[dict] = None) -> None:
     from bertbench.training.pretrain_run import pretrain
     from bertbench.training.step import study_compile
 
-    keys.write_key(run_dir / keys.STAGE_FILE, key)  # first: the folder is this stage's, finished or not
+    _start_run_dir(run_dir, key, budget)
     pretrain(study_compile(cfg, run_dir.parent.parent), run_dir, resume="auto")  # the study's step, said once
 
 

@@ -72,6 +72,9 @@ class RunPreset:
     # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended
     # first (a stage's thread count is the order of its floating-point sums; studies.scheduler).
     fixed_threads: bool = False
+    # The pre-trainings' steps: as many as fit this many minutes here, converted once from this host's calibrated
+    # step time and kept in the study's folder (studies.budget), at most pretrain.max_steps. None: max_steps.
+    step_budget_minutes: Optional[float] = None
     # Pre-train every pre-trained variant once per seed (its initialisation and data order), each a stage of
     # its own; every (variant, seed) checkpoint is fine-tuned with the tasks' fine-tuning seeds. Empty: once,
     # with `pretrain.seed`, as a preset without this key always did. A variant may give its own.
@@ -131,6 +134,8 @@ def load_preset(name_or_path: str) -> RunPreset:
             decides=decisive_terms(preset, prereg, p))
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
+    if preset.step_budget_minutes is not None and not preset.step_budget_minutes > 0:
+        raise BertbenchError(f"{p}: step_budget_minutes {preset.step_budget_minutes}: expected a positive number")
     if preset.devices < 1:
         raise BertbenchError(f"{p}: devices {preset.devices}: expected an integer ≥ 1")
     return preset

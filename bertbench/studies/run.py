@@ -82,8 +82,17 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     base = variant_config(preset, VariantSpec("base"), data_dir)
     trains_tokenizer = not base.tokenizer or base.tokenizer == "train"
     tokenizer = ensure_tokenizer(base, data_dir, out, stage, echo) if trains_tokenizer else base.tokenizer
-    # 2. the plan: pre-trainings, fine-tunings, Figure 5's follow-ups (whatever is not finished)
-    stages = Planner(preset, data_dir, out, tokenizer, echo, devices).plan()
+    # 2. the plan: pre-trainings (their steps from the preset's time budget, decided once here), fine-tunings,
+    # Figure 5's follow-ups (whatever is not finished)
+    budget = None
+    if preset.step_budget_minutes is not None and launcher is not None:
+        echo(f"study: step_budget_minutes is converted on the host that trains; on Slurm every pre-training takes "
+             f"max_steps {base.max_steps:,}")
+    elif preset.step_budget_minutes is not None:
+        from bertbench.studies.budget import study_steps
+
+        budget = study_steps(preset.step_budget_minutes, base, tokenizer, out, stage_threads(base, workers), echo)
+    stages = Planner(preset, data_dir, out, tokenizer, echo, devices, budget=budget).plan()
     pretrains = trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages)
     if workers > 1 and pretrains and launcher is None:
         # the corpus tokenised here once, with every thread, into the cache that every pre-training then
@@ -113,6 +122,18 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     runs = earlier_runs(out)
     atomic_write_json(out / "stages.json", {**times, **({RUNS_KEY: runs} if runs else {})})
     return times
+
+
+def stage_threads(cfg, workers: int) -> int:
+    """The threads a pre-training of `cfg` starts on: every thread alone (studies.plan.runs_alone, or one worker),
+    else its share beside the other workers (studies.scheduler)."""
+    import torch
+
+    from bertbench.studies.plan import runs_alone
+    from bertbench.studies.scheduler import thread_shares
+
+    total = torch.get_num_threads()
+    return total if workers == 1 or runs_alone(cfg) else thread_shares(total, workers)[-1]
 
 
 def earlier_runs(out: Path) -> list[dict[str, Any]]:

@@ -8,9 +8,11 @@ Run directory:
     metrics.csv        step, tokens, lr, losses, held-out metrics, tokens/s
     summary.json       what the run was and what it reached (read by finetune records and the report)
     step.json          the training step chosen (static or not, compiled or not, and why), kept for a resume
+    budget.json        in a study with a step budget: the steps it bought (studies.budget), also in the summary
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from bertbench.config import (
 from bertbench.errors import BertbenchError
 from bertbench.runtime.devices import first_process
 from bertbench.runtime.faults import fault_point
+from bertbench.training.step import BUDGET_FILE
 
 
 
@@ -168,7 +171,6 @@ def procedure_fingerprint(cfg: PretrainConfig, model_config: dict[str, Any]) -> 
     or machines: two pre-trainings share it exactly when they are seeds of one procedure
     (results.pretraining_procedure)."""
     import hashlib
-    import json
 
     skip = {*_NOT_PROCEDURE, *RESUMABLE_CHANGES}
     settings = {k: v for k, v in asdict(cfg).items() if k not in skip}
@@ -401,6 +403,8 @@ def _pretrain_locked(
     if not trainer.is_global_zero:  # the other processes of a multi-process run: rank 0 evaluates and writes
         return {"worker_rank": trainer.global_rank}
     summary = _final_summary(cfg, trainer, module, step, eval_fn, run_log, identity, prep_seconds, datas[-1])
+    if (budget := out_dir / BUDGET_FILE).is_file():  # the steps a study's time budget bought (studies.budget)
+        summary.schedule["steps_budget"] = json.loads(budget.read_text())
     _write_outputs(cfg, out_dir, module, tokenizer, summary)
     return summary.to_json()
 

@@ -34,6 +34,7 @@ MIN_TIMED_STEPS = 10  # timed steps a median needs; fewer: nothing is recorded
 TIMED_WINDOW = 4096  # the latest timed steps kept (a long run's median is over its recent steps, memory bounded)
 STEP_FILE = "step.json"  # the run's step choice, kept so that a resumed run takes the step its first session took
 STUDY_STEP_FILE = "step.json"  # in a study's folder: the `compile` its pre-trainings with `auto` all take
+BUDGET_FILE = "budget.json"  # in a study's folder and its run folders: the steps a time budget bought (studies.budget)
 
 
 @dataclass

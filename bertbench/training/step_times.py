@@ -10,6 +10,11 @@ run; step times are kept per batch, length and precision under it:
 
 Each finished run records what it measured (training.step.TrainingStep.record: a step time is a median over
 the steps after warm-up, and a short run has none); the latest measurement replaces the one before.
+
+A study whose pre-training steps come from a time budget (studies.budget) reads a calibrated step time instead,
+under "calibrated" by shape and threads (`"32x128 bf16-mixed, 1 thread": {"step_seconds": 0.07, "measured_at":
+…}`): measured once, when none is there, and never replaced by a run's, so that every study here converts its
+budget from the same number (delete the file to measure again).
 """
 from __future__ import annotations
 
@@ -58,3 +63,27 @@ def record(device: str, model_size: str, shape: str, path: Optional[Path] = None
             target = size if key == "compile_seconds" else size.setdefault("steps", {}).setdefault(shape, {})
             target[key] = round(value, 4)
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _calibrated(data: dict, device: str, model_size: str) -> dict:
+    return data.setdefault(device, {}).setdefault(model_size, {}).setdefault("calibrated", {})
+
+
+def calibration(device: str, model_size: str, shape: str, threads: int, path: Optional[Path] = None) -> Optional[dict]:
+    """{step_seconds, measured_at} kept by `keep_calibration` for this device, size, shape and thread count; or None."""
+    entry = _calibrated(_read(path or store_path()), device, model_size).get(f"{shape}, {threads} thread(s)")
+    ok = isinstance(entry, dict) and isinstance(entry.get("step_seconds"), (int, float)) and entry["step_seconds"] > 0
+    return entry if ok else None
+
+
+def keep_calibration(device: str, model_size: str, shape: str, threads: int, seconds: float,
+                     path: Optional[Path] = None) -> dict:
+    from bertbench.runtime.files import atomic_write_text
+    from bertbench.runtime.provenance import now_iso
+
+    path = path or store_path()
+    data = _read(path)
+    entry = {"step_seconds": round(seconds, 5), "measured_at": now_iso()}
+    _calibrated(data, device, model_size)[f"{shape}, {threads} thread(s)"] = entry
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return entry

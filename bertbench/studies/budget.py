@@ -1,0 +1,121 @@
+"""A study's pre-training steps from a time budget (a preset's `step_budget_minutes`), decided once.
+
+A wall-clock schedule (`budget_minutes`) ends a run on the clock, so its steps, and every record after it, depend
+on how busy the host was that day. A step budget is turned into a step count once, before the first stage: the
+steps whose planned time fits the budget, rounded down to a multiple of STEP_MULTIPLE (a recalibration's noise
+then rarely moves them) and capped by `pretrain.max_steps`. A step's planned time is each phase's calibrated step
+time, weighted by the phase's share of the steps, times STUDY_OVERHEAD. The calibration is kept in the host's
+step-time store (training.step_times: device, model size, shape, precision and threads) and measured only where
+none is there: CALIBRATION_STEPS eager steps on synthetic batches after training.step.WARMUP_STEPS, on the thread
+share a stage gets. So a rerun on the same host, in a fresh folder too, converts the same budget into the same steps.
+
+The decision (the budget, each phase's step time with where and when it was measured, the steps) is kept in the
+study's folder (BUDGET_FILE), where every later invocation takes it as it is; it is copied into each
+pre-training's run folder, into its summary.json (`schedule.steps_budget`) and from there into every fine-tuning
+record (`model.pretraining.steps_budget`). On Slurm the jobs run on other hosts: the budget is not applied there.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bertbench.config import PretrainConfig
+from bertbench.training.step import BUDGET_FILE
+
+STEP_MULTIPLE = 500
+CALIBRATION_STEPS = 20
+# A study's pre-training step (its loop, collating, evaluations, checkpoints; beside a fine-tuning on the other
+# core) over the calibrated step alone: TODO-MEASURE
+STUDY_OVERHEAD = 1.15
+
+
+def budget_steps(seconds: float, step_seconds: float, cap: int, multiple: int = STEP_MULTIPLE) -> int:
+    """The steps of `step_seconds` that fit `seconds`, rounded down to `multiple` (one at least), at most `cap`."""
+    return min(cap, max(multiple, int(seconds / step_seconds) // multiple * multiple))
+
+
+def study_steps(minutes: Optional[float], cfg: PretrainConfig, tokenizer: str, out: Path, threads: int,
+                echo: Callable[[str], None]) -> Optional[dict[str, Any]]:
+    """The study's step decision: the one kept in `out` for this budget and cap, else decided now and kept."""
+    if minutes is None:
+        return None
+    kept = out / BUDGET_FILE
+    try:
+        decision = json.loads(kept.read_text())
+    except (OSError, ValueError):
+        decision = None
+    if not (isinstance(decision, dict) and decision.get("budget_minutes") == minutes
+            and decision.get("max_steps") == cfg.max_steps and isinstance(decision.get("steps"), int)):
+        from bertbench.runtime.files import atomic_write_json
+
+        decision = decide(minutes, cfg, tokenizer, threads)
+        atomic_write_json(kept, decision)
+    echo(f"study: pre-training {decision['steps']:,} steps: {decision['reason']} ({kept})")
+    return decision
+
+
+def decide(minutes: float, cfg: PretrainConfig, tokenizer: str, threads: int) -> dict[str, Any]:
+    """Convert `minutes` into steps from this host's calibrated step times (calibrated now where none is kept)."""
+    import torch
+
+    from bertbench.model.tokenizer import WordPieceTokenizer
+    from bertbench.runtime.provenance import hardware, resolve_precision
+    from bertbench.training import step_times
+
+    device_type = "cuda" if cfg.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available() else "cpu"
+    precision, device = resolve_precision(cfg.precision, device_type), hardware()
+    phases = [(p.batch_size or cfg.batch_size, p.max_seq_len, p.fraction) for p in cfg.phases] or [
+        (cfg.batch_size, cfg.data.max_seq_len, 1.0)]
+    vocab = WordPieceTokenizer.load(Path(tokenizer)).vocab_size
+    measured = []
+    for batch, seq, fraction in phases:
+        shape = step_times.shape_key(batch, seq, precision)
+        entry = step_times.calibration(device, cfg.model_size, shape, threads) or step_times.keep_calibration(
+            device, cfg.model_size, shape, threads, calibrate(cfg, vocab, batch, seq, precision, threads, device_type))
+        measured.append({"shape": shape, "fraction": fraction, **entry})
+    step = STUDY_OVERHEAD * sum(m["fraction"] * m["step_seconds"] for m in measured) / sum(m["fraction"] for m in measured)
+    steps = budget_steps(minutes * 60, step, cfg.max_steps)
+    why = (f"{minutes:g} min ÷ {step * 1000:.1f} ms a step (calibrated on {device}, {threads} thread(s), "
+           f"× {STUDY_OVERHEAD:g} for a study's step), rounded down to {STEP_MULTIPLE}, at most max_steps {cfg.max_steps:,}")
+    return {"budget_minutes": minutes, "max_steps": cfg.max_steps, "steps": steps, "device": device,
+            "threads": threads, "overhead": STUDY_OVERHEAD, "phases": measured,
+            "planned_minutes": round(steps * step / 60, 1), "reason": why}
+
+
+def calibrate(cfg: PretrainConfig, vocab_size: int, batch: int, seq: int, precision: str, threads: int,
+              device_type: str = "cpu", steps: int = CALIBRATION_STEPS) -> float:
+    """The median seconds of a pre-training step of `cfg`'s model at this shape, on `threads` threads."""
+    import statistics
+    import time
+
+    import torch
+
+    from bertbench.benchmarks.pretrain import causal_batches, ours_forward, synthetic_batches, train_step
+    from bertbench.config import trains_nsp
+    from bertbench.model.bert import BertForPreTraining
+    from bertbench.training.optim import make_adamw
+    from bertbench.training.pretrain_run import model_config_for
+    from bertbench.training.step import WARMUP_STEPS
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(0)
+        model_cfg = model_config_for(cfg, vocab_size)
+        nsp = trains_nsp(cfg.objective)
+        model = BertForPreTraining(model_cfg, nsp=nsp).to(device_type).train()
+        batches = (causal_batches if model_cfg.causal else synthetic_batches)(model_cfg, 4, batch, seq)
+        batches = [{k: v if v is None else v.to(device_type) for k, v in {**b, "nsp_labels": b.get("nsp_labels") if nsp
+                                                                             else None}.items()} for b in batches]
+        static = device_type == "cuda"
+        run = train_step(model, make_adamw(model, cfg.optim, device_type), lambda m, b: ours_forward(m, b, static),
+                         batches, bf16=precision == "bf16-mixed", device_type=device_type)
+        seconds = []
+        for i in range(WARMUP_STEPS + steps):
+            t0 = time.perf_counter()
+            run(i)
+            seconds.append(time.perf_counter() - t0)
+        return statistics.median(seconds[WARMUP_STEPS:])
+    finally:
+        torch.set_num_threads(before)
