@@ -91,7 +91,8 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     elif preset.step_budget_minutes is not None:
         from bertbench.studies.budget import study_steps
 
-        budget = study_steps(preset.step_budget_minutes, base, tokenizer, out, stage_threads(base, workers), echo)
+        budget = stage("budget", lambda: study_steps(preset.step_budget_minutes, base, tokenizer, out,
+                                                     stage_threads(base, workers), echo))  # its calibration's time
     stages = Planner(preset, data_dir, out, tokenizer, echo, devices, budget=budget).plan()
     pretrains = trains_tokenizer and any(s.name.startswith("pretrain ") for s in stages)
     if workers > 1 and pretrains and launcher is None:
