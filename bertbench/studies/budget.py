@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from bertbench.config import PretrainConfig
 from bertbench.training.step import BUDGET_FILE
@@ -35,11 +35,9 @@ def budget_steps(seconds: float, step_seconds: float, cap: int, multiple: int = 
     return min(cap, max(multiple, int(seconds / step_seconds) // multiple * multiple))
 
 
-def study_steps(minutes: Optional[float], cfg: PretrainConfig, tokenizer: str, out: Path, threads: int,
-                echo: Callable[[str], None]) -> Optional[dict[str, Any]]:
+def study_steps(minutes: float, cfg: PretrainConfig, tokenizer: str, out: Path, threads: int,
+                echo: Callable[[str], None]) -> dict[str, Any]:
     """The study's step decision: the one kept in `out` for this budget and cap, else decided now and kept."""
-    if minutes is None:
-        return None
     kept = out / BUDGET_FILE
     try:
         decision = json.loads(kept.read_text())
