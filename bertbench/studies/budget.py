@@ -26,8 +26,8 @@ from bertbench.training.step import BUDGET_FILE
 STEP_MULTIPLE = 500
 CALIBRATION_STEPS = 20
 # A study's pre-training step (its loop, collating, evaluations, checkpoints; beside a fine-tuning on the other
-# core) over the calibrated step alone. A first estimate: the committed cpu-quick run's stage took 94.3 ms a step;
-# its calibration on the same host is still to be measured (docs/performance.md, the demo's minutes).
+# core) over the calibrated step alone. A first estimate, to be fitted: the committed cpu-quick run's stage took
+# 94.3 ms a step, and a calibration outside the CLI (glibc malloc untuned) 140 ms (docs/performance.md).
 STUDY_OVERHEAD = 1.15
 
 
