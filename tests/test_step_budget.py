@@ -47,25 +47,25 @@ def test_a_budget_is_converted_once_from_the_kept_calibration_and_a_rerun_takes_
     monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(study_budget, "calibrate", lambda *a, **k: pytest.fail("calibrated with a calibration kept"))
     preset, cfg = _quick()
-    _store((0.05, 0.10))  # this host's calibration: 0.6 × 50 ms + 0.4 × 100 ms = 70 ms a step
+    _store((0.10, 0.20))  # this host's calibration: 0.6 × 100 ms + 0.4 × 200 ms = 140 ms a step
     first = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
-    assert first["steps"] == budget_steps(540, STUDY_OVERHEAD * 0.07, 8000) == 6500
-    assert [p["step_seconds"] for p in first["phases"]] == [0.05, 0.1] and first["threads"] == 1
+    assert first["steps"] == budget_steps(540, STUDY_OVERHEAD * 0.14, 8000) == 5000
+    assert [p["step_seconds"] for p in first["phases"]] == [0.1, 0.2] and first["threads"] == 1
     assert all(p["measured_at"] for p in first["phases"]) and json.loads((tmp_path / "a" / BUDGET_FILE).read_text()) == first
     # a fresh folder on the same host: the same store, the same decision
     assert study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "b", 1, lambda line: None) == first
     # a later calibration (here: one twice as slow) does not move a study that has decided ...
-    _store((0.10, 0.20))
+    _store((0.20, 0.40))
     assert study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None) == first
     # ... and another budget is decided anew
-    assert study_steps(6.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)["steps"] == 2000
+    assert study_steps(6.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)["steps"] == 1500
     # every pre-training of the plan trains the decided steps, keyed on them, and its stage carries the decision
     (tmp_path / "a" / BUDGET_FILE).unlink()
-    _store((0.05, 0.10))
+    _store((0.10, 0.20))
     decided = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
     planned = [s for s in Planner(preset, tmp_path / "data", tmp_path / "a", str(FIXTURE_VOCAB), lambda line: None,
                                   budget=decided).plan() if s.name.startswith("pretrain ")]
-    assert [(s.args[0].max_steps, s.args[3]) for s in planned] == [(6500, decided)]
+    assert [(s.args[0].max_steps, s.args[3]) for s in planned] == [(5000, decided)]
     plain = [s for s in Planner(preset, tmp_path / "data", tmp_path / "a", str(FIXTURE_VOCAB),
                                 lambda line: None).plan() if s.name.startswith("pretrain ")]
     assert plain[0].args[0].max_steps == 8000 and plain[0].args[1] != planned[0].args[1]  # another key
@@ -74,10 +74,10 @@ def test_a_budget_is_converted_once_from_the_kept_calibration_and_a_rerun_takes_
 def test_a_host_with_no_calibration_measures_once_and_keeps_it(tmp_path, monkeypatch):
     monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(tmp_path / "cache"))
     calls = []
-    monkeypatch.setattr(study_budget, "calibrate", lambda *a, **k: calls.append(a[2:4]) or 0.07)
+    monkeypatch.setattr(study_budget, "calibrate", lambda *a, **k: calls.append(a[2:4]) or 0.14)
     _, cfg = _quick()
     first = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
-    assert calls == [(128, 32), (32, 128)] and first["steps"] == 6500
+    assert calls == [(128, 32), (32, 128)] and first["steps"] == 5000
     assert study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "b", 1, lambda line: None) == first
     assert len(calls) == 2  # kept: never measured again here
 
