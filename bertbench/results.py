@@ -192,7 +192,7 @@ class ResultRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     pretrain_seed: Optional[int] = None
     # A pre-registered study's run: {"sha256": of its pre-registration, "registered_at": when it was written}
-    # (bertbench.report.registration); None (absent) outside one.
+    # (bertbench.registration); None (absent) outside one.
     preregistration: Optional[dict[str, str]] = None
     schema_version: int = SCHEMA_VERSION
 

@@ -40,7 +40,7 @@ def plan(
     from bertbench.report.plan import plan_claim, stage_threads
     from bertbench.results import RECORD_SUFFIX, load_records
     from bertbench.tasks import task_versions
-    from bertbench.report.claims import claims_beside
+    from bertbench.claims import claims_beside
 
     import tempfile
 

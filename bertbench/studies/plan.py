@@ -82,7 +82,7 @@ class Planner:
         record of its fine-tunings carries; None for a study without one."""
         if self.preset.preregistration is None:
             return None
-        from bertbench.report.registration import PREREGISTRATION_FILE, read_stamp
+        from bertbench.registration import PREREGISTRATION_FILE, read_stamp
 
         path = self.out / "results" / PREREGISTRATION_FILE
         return read_stamp(path) if path.is_file() else None

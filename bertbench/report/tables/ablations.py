@@ -9,7 +9,7 @@ from bertbench.config import is_masked
 from bertbench.reference import PaperNumbers
 from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
 from bertbench.report.model import fmt_stats, fmt_value, marks, size_variants, stats_for
-from bertbench.report.labels import masking_suffix
+from bertbench.claims import masking_suffix
 from bertbench.results import mask_procedure
 
 

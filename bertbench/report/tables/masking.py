@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bertbench.config import PAPER_MASK_RATIO
-from bertbench.report.labels import masking_suffix, objective_label
+from bertbench.claims import masking_suffix, objective_label
 from bertbench.report.model import MISSING, ReportData, Table, Variant, glue_rows
 from bertbench.report.multibootstrap import multi_bootstrap
 from bertbench.report.comparison import difference, side
