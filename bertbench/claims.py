@@ -254,6 +254,6 @@ def names_variant(name: str, v) -> Optional[bool]:
 
 
 
-__all__ = ["CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "Claim", "Claims", "DEFAULT_APPROACH", "FILE", "FORM",
+__all__ = ["CLAIMS_FILE", "COMMAND_LINE", "Claim", "Claims", "DEFAULT_APPROACH", "FILE", "FORM",
            "OBJECTIVE_WORDS", "ORIGINS", "PAPER", "PREREGISTRATION", "claims_beside", "load_claims", "load_claims_file",
            "masking_suffix", "names_variant", "objective_label", "parse_claim", "statements"]

@@ -16,32 +16,10 @@ from typing import Any
 
 from bertbench.errors import BertbenchError, did_you_mean
 
-__all__ = [
-    "METRICS",
-    "MetricSpec",
-    "accuracy",
-    "compute",
-    "entity_counts",
-    "f1",
-    "get_metric",
-    "mcc",
-    "NEAR_CONSTANT_SHARE",
-    "near_constant",
-    "normalize_answer",
-    "pearson",
-    "seqeval_f1",
-    "seqeval_f1_strict",
-    "seqeval_precision",
-    "seqeval_recall",
-    "spearman",
-    "squad_em",
-    "squad_f1",
-    "squad_v1_per_question",
-    "squad_v1_scores",
-    "squad_v2_em",
-    "squad_v2_f1",
-    "squad_v2_scores",
-]
+__all__ = ["METRICS", "MetricSpec", "accuracy", "compute", "entity_counts", "f1", "get_metric", "mcc",
+           "NEAR_CONSTANT_SHARE", "near_constant", "normalize_answer", "pearson", "seqeval_f1", "seqeval_f1_strict",
+           "seqeval_precision", "seqeval_recall", "spearman", "squad_em", "squad_f1", "squad_v1_per_question",
+           "squad_v1_scores", "squad_v2_em", "squad_v2_f1", "squad_v2_scores"]
 
 
 @dataclass(frozen=True)

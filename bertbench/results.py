@@ -674,9 +674,7 @@ def provenance() -> dict[str, Any]:
 PREREGISTRATION_ENV = "BERTBENCH_PREREGISTRATION"
 
 
-__all__ = [
-    "EVAL_KINDS", "FORMATS_COMMIT", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
-        "ResultRecord", "portable_path", "read_summary", "write_summary",
-    "SCHEMA_VERSION", "load_records", "mask_procedure",
-    "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",
-]
+__all__ = ["EVAL_KINDS", "FORMATS_COMMIT", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary",
+           "RECORD_SUFFIX", "Record", "ResultRecord", "portable_path", "read_summary", "write_summary",
+           "SCHEMA_VERSION", "load_records", "mask_procedure", "pretraining_procedure", "provenance", "read_record",
+           "record_filename", "validate_record", "write_record"]

@@ -9,7 +9,8 @@ import json
 import pytest
 import yaml
 
-from bertbench.claims import CLAIMS_PATH, THRESHOLD_SOURCES, load_claims
+from bertbench.reference.claims import CLAIMS_PATH
+from bertbench.claims import THRESHOLD_SOURCES, load_claims
 from bertbench.report.claims import (
     CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, REPRODUCED, direction_and_p, evaluate,
 )

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
-from bertbench.report.plan import StageThreads, _costs, plan_claim, stage_threads
+from bertbench.stages import StageThreads, stage_threads
+from bertbench.report.plan import _costs, plan_claim
 from bertbench.claims import load_claims
 from bertbench.report.claims import claim_sides
 from bertbench.results import load_records

@@ -26,17 +26,8 @@ from bertbench.data.task_readers import ChoiceExample, Example, TextExample
 from bertbench.errors import BertbenchError
 from bertbench.tasks import TaskSpec
 
-__all__ = [
-    "IGNORE_INDEX",
-    "QADecoding",
-    "build_features",
-    "choice_features",
-    "decode_qa",
-    "decode_tokens",
-    "pair_features",
-    "qa_features",
-    "token_features",
-]
+__all__ = ["IGNORE_INDEX", "QADecoding", "build_features", "choice_features", "decode_qa", "decode_tokens",
+           "pair_features", "qa_features", "token_features"]
 
 Feature = dict[str, Any]
 

@@ -611,8 +611,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
     return 3.0 * ((L - 1) * per_layer + last + head)
 
 
-__all__ = [
-    "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
-    "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
-    "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_step",
-]
+__all__ = ["Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
+           "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
+           "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_step"]

@@ -16,7 +16,8 @@ from bertbench.claims import (
 )
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import ReportData, Variant
 from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
 from bertbench.report.comparison import Difference, Side, difference, gain_side, side
 

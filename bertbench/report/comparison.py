@@ -15,15 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from bertbench.claims import DEFAULT_APPROACH
 from bertbench.report.model import (
-    DEFAULT_APPROACH,
-    ReportData,
-    RowKey,
-    Variant,
-    component_for,
-    is_degenerate,
-    is_near_constant,
-    metric_for,
+    ReportData, RowKey, Variant, component_for, is_degenerate, is_near_constant, metric_for,
 )
 from bertbench.report.multibootstrap import Component, Estimate, multi_bootstrap
 from bertbench.report.multibootstrap import Side as Runs

@@ -678,8 +678,5 @@ def fmt_count(n: Optional[float]) -> str:
     return f"{n:.0f}"
 
 
-__all__ = [
-    "Cell", "GENERATED_MARKER", "ReportData", "RowKey", "Stats", "Table", "Variant",
-    "collect", "fmt_stats", "glue_rows", "is_degenerate", "paper_columns", "paper_number_for",
-    "seed_stats", "size_variants",
-]
+__all__ = ["Cell", "GENERATED_MARKER", "ReportData", "RowKey", "Stats", "Table", "Variant", "collect", "fmt_stats",
+           "glue_rows", "is_degenerate", "paper_columns", "paper_number_for", "seed_stats", "size_variants"]

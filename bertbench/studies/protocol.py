@@ -31,18 +31,8 @@ from typing import Optional
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
 from bertbench.registration import (
-    CONFIRMATORY_PRETRAIN_SEEDS,
-    LOG_FILE,
-    PREREGISTRATION_FILE,
-    append_log,
-    committed_registration,
-    copy_registration,
-    parse_preregistration,
-    progress,
-    read_stamp,
-    refuse_withdrawn,
-    registrations_dir,
-    write_preregistration,
+    CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
+    parse_preregistration, progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
 )
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 

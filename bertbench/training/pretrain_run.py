@@ -19,16 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.config import (
-    DATA_SPEED_ONLY,
-    DataConfig,
-    ModelConfig,
-    PretrainConfig,
-    is_causal,
-    is_masked,
-    keyed_data_fields,
-    limits_text,
-    save_config,
-    trains_nsp,
+    DATA_SPEED_ONLY, DataConfig, ModelConfig, PretrainConfig, is_causal, is_masked, keyed_data_fields, limits_text,
+    save_config, trains_nsp,
 )
 from bertbench.errors import BertbenchError
 from bertbench.runtime.devices import first_process

@@ -7,7 +7,8 @@ from typing import Optional
 
 from bertbench.config import is_masked
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
 from bertbench.report.model import fmt_stats, fmt_value, marks, size_variants, stats_for
 from bertbench.claims import masking_suffix
 from bertbench.results import mask_procedure

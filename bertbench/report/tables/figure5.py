@@ -6,7 +6,8 @@ prints no table for the figure, so the report describes its claim in words and s
 """
 from __future__ import annotations
 
-from bertbench.report.model import DEFAULT_APPROACH, ReportData, RowKey, Table, Variant, fmt_stats, seed_stats
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import ReportData, RowKey, Table, Variant, fmt_stats, seed_stats
 
 OBJECTIVES = ("MLM+NSP", "LTR (causal)")  # the figure's two curves
 PAPER_CLAIM = (

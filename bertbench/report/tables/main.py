@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, Cell, GlueRow, ReportData, Table, paper_cell
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import MISSING, Cell, GlueRow, ReportData, Table, paper_cell
 from bertbench.report.model import turc_columns, direction, fmt_stats, glue_paper_number, glue_rows, is_degenerate
 from bertbench.report.model import marks, near_constant_flags, paper_columns, seed_stats
 from bertbench.report.external import external_main_notes

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Optional
 
 from bertbench.report.comparison import DEV_KINDS, Difference, difference, row_side
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import EXAMPLES, FINETUNE, PRETRAIN, Estimate
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, pretrain_seed
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import MISSING, ReportData, Table, pretrain_seed
 from bertbench.runtime.progress import fmt_lr
 
 PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
