@@ -491,20 +491,12 @@ def build_pretraining_data(
             sort_keys=True,
         ).encode()
     ).hexdigest()
-    stats = dict(
-        documents=corpus.num_documents,
-        train_documents=len(train_docs),
-        heldout_documents=len(heldout_docs),
-        sentences=corpus.num_sentences,
-        tokens=corpus.num_tokens,
-        train_instances=len(train),
-        heldout_instances=len(heldout),
-        mean_length=_index_meta(train)["mean_length"],
-        isnext_share=_index_meta(train)["isnext_share"] if trains_nsp(objective) else None,
-        corpus_seconds=round(t_corpus, 3),
-        instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
-        cache=str(corpus.path),
-    )
+    stats = dict(documents=corpus.num_documents, train_documents=len(train_docs), heldout_documents=len(heldout_docs),
+                 sentences=corpus.num_sentences, tokens=corpus.num_tokens, train_instances=len(train),
+                 heldout_instances=len(heldout), mean_length=_index_meta(train)["mean_length"],
+                 isnext_share=_index_meta(train)["isnext_share"] if trains_nsp(objective) else None,
+                 corpus_seconds=round(t_corpus, 3), instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
+                 cache=str(corpus.path))
     return PretrainingData(train, heldout, train_docs, heldout_docs, stats, fingerprint, corpus)
 
 

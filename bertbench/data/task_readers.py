@@ -312,13 +312,9 @@ def rows_to_examples(
         elif task.type == "multiple_choice":
             endings = [_text(row, c, where, f"ending {i}") for i, c in enumerate(columns.endings or [])]
             raw = row[label_col] if has_label else None
-            out.append(ChoiceExample(
-                ex_id,
-                _text(row, columns.context, where, "context"),
-                _text(row, columns.prefix, where, "prefix") or "",
-                endings,
-                _label_index(task, raw, hub_labels, where),
-            ))
+            out.append(ChoiceExample(ex_id, _text(row, columns.context, where, "context"),
+                                     _text(row, columns.prefix, where, "prefix") or "", endings,
+                                     _label_index(task, raw, hub_labels, where)))
         elif task.type == "span_qa":
             context = _text(row, columns.context, where, "context")
             ans = _get(row, columns.answers, where, "answers")

@@ -46,11 +46,8 @@ def _set_post_processor(tok, vocab: dict[str, int]) -> None:
     from tokenizers import processors
 
     cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
 
 
 def read_vocab_file(path: Path) -> dict[str, int]:

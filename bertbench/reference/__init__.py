@@ -164,20 +164,13 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
     glue = data["glue_score"] if isinstance(data["glue_score"], dict) else {}
     glue_scores = _glue_scores(glue, sources, tasks, metrics, problems)
 
-    return PaperNumbers(
-        numbers=tuple(numbers),
-        sources=MappingProxyType(dict(sources)),
-        tasks=MappingProxyType(dict(tasks)),
-        metrics=MappingProxyType(dict(metrics)),
-        task_aliases=MappingProxyType(dict(task_aliases)),
-        metric_aliases=MappingProxyType(dict(metric_aliases)),
-        main_table_sources=main_sources,
-        columns=tuple(columns),
-        turc_sizes=MappingProxyType(dict(turc_sizes)),
-        turc_source=str(turc_source),
-        glue_source=str(glue.get("source")),
-        glue_scores=tuple(glue_scores),
-    )
+    return PaperNumbers(numbers=tuple(numbers), sources=MappingProxyType(dict(sources)),
+                        tasks=MappingProxyType(dict(tasks)), metrics=MappingProxyType(dict(metrics)),
+                        task_aliases=MappingProxyType(dict(task_aliases)),
+                        metric_aliases=MappingProxyType(dict(metric_aliases)), main_table_sources=main_sources,
+                        columns=tuple(columns), turc_sizes=MappingProxyType(dict(turc_sizes)),
+                        turc_source=str(turc_source), glue_source=str(glue.get("source")),
+                        glue_scores=tuple(glue_scores))
 
 
 def _numbers(data: dict, sources: dict, tasks: dict, metrics: dict, problems: list[str]) -> list[PaperNumber]:
@@ -275,17 +268,9 @@ def _parse_number(
                         f"got {dict(config)}")
     if len(problems) > before:
         return None
-    return PaperNumber(
-        source=raw["source"],
-        system=raw["system"],
-        task=raw["task"],
-        metric=raw["metric"],
-        split=raw["split"],
-        value=float(value),
-        uncertain=raw.get("uncertain", False),
-        note=raw.get("note"),
-        config=MappingProxyType(dict(raw.get("config", {}))),
-    )
+    return PaperNumber(source=raw["source"], system=raw["system"], task=raw["task"], metric=raw["metric"],
+                       split=raw["split"], value=float(value), uncertain=raw.get("uncertain", False),
+                       note=raw.get("note"), config=MappingProxyType(dict(raw.get("config", {}))))
 
 
 __all__ = ["PAPER_NUMBERS_PATH", "PaperColumn", "PaperNumber", "PaperNumbers", "SPLITS", "load_paper_numbers"]

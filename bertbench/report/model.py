@@ -617,15 +617,11 @@ def glue_rows(data: ReportData) -> list[GlueRow]:
     for covered in sorted(coverage, key=lambda c: (-len(c), c)):
         groups = {g for _, _, g in covered}
         full = len(covered) == len(scores)
-        out.append(GlueRow(
-            covered=covered,
-            label="GLUE" if full else f"GLUE ({len(groups)} of {n_tasks} tasks)",
-            metric="avg of " + ", ".join(f"{paper.tasks[t]} {paper.metrics[m]}" for t, m, _ in covered),
-            eval_kinds=tuple(sorted({k for _, ks in coverage[covered].values() for k in ks})),
-            ours={label: value for label, (value, _) in coverage[covered].items()},
-            full=full,
-            marks={label: marks[label] for label in coverage[covered]},
-        ))
+        out.append(GlueRow(covered=covered, label="GLUE" if full else f"GLUE ({len(groups)} of {n_tasks} tasks)",
+                           metric="avg of " + ", ".join(f"{paper.tasks[t]} {paper.metrics[m]}" for t, m, _ in covered),
+                           eval_kinds=tuple(sorted({k for _, ks in coverage[covered].values() for k in ks})),
+                           ours={label: value for label, (value, _) in coverage[covered].items()}, full=full,
+                           marks={label: marks[label] for label in coverage[covered]}))
     return out
 
 
