@@ -1,11 +1,6 @@
 """Result records -> the report's data model (`ReportData`, `Table`, `Variant`, `RowKey`, `Cell`, formatting),
-the GLUE-score rows, the paper's numbers for a column, and the long rows (the CSV/JSON content).
-
-The bottom of `bertbench.report`: it imports no other report module but the statistics. The tables, built
-on it, are in `report.tables`, the whole report in `report.build`, the markdown, terminal and plots
-in `report.render`. Pure and deterministic: the same records give the same bytes (stable ordering, fixed
-decimals, no dates or absolute paths). Reading records is `bertbench.results`' job, writing files is
-`report.run`'s.
+the GLUE-score rows and the paper's numbers for a column. Pure and deterministic: the same records give the same
+bytes (stable ordering, fixed decimals, no dates or absolute paths).
 
 How numbers are grouped (docs/statistics.md says it for a reader): a column ("variant") is
 `report.labels.variant_label(record)`, with the model fingerprint appended where two checkpoints share a label; a
@@ -341,11 +336,10 @@ def _size_rank(size: str) -> float:
 
 
 def _variant_sort_key(label: str, record: Record) -> tuple:
-    size = record["model"]["size"]
-    pre = record["model"]["pretraining"]
-    size_rank = _size_rank(size)
+    size, pre = record["model"]["size"], record["model"]["pretraining"]
     # the models we did not pre-train after ours (their order among themselves: by size, then label)
-    return (bool(record["model"].get("external")), size_rank, size, _OBJECTIVE_ORDER.get(objective_label(pre), 9), masking_suffix(pre), label)
+    return (bool(record["model"].get("external")), _size_rank(size), size, _OBJECTIVE_ORDER.get(objective_label(pre), 9),
+            masking_suffix(pre), label)
 
 
 def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = None) -> ReportData:
@@ -484,9 +478,7 @@ def stats_for(data: ReportData, variant: Variant, ptask: str, pmetric: str, appr
               kinds: Sequence[str]) -> tuple[Optional[Stats], Optional[RowKey]]:
     """Our stats for a paper (task, metric), as `metric_for` finds them."""
     metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
-    if metric is None:
-        return None, None
-    return seed_stats(data.cell(variant, row).records, metric), row
+    return (None, None) if metric is None else (seed_stats(data.cell(variant, row).records, metric), row)
 
 
 # --- the main table ---------------------------------------------------------------------------------
@@ -524,11 +516,8 @@ def _paper_candidates(paper: PaperNumbers, systems: Sequence[str], sources: Sequ
 
 def paper_number_for(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[str],
                      row: RowKey) -> tuple[Optional[PaperNumber], bool]:
-    """The paper number a column sets beside a row, and whether its metric is the row's.
-
-    Same metric first (else the paper's own metric for the task, labelled), then the split matching
-    ours (dev for dev and devsplit rows, test for test rows), then the other split.
-    """
+    """The paper number a column sets beside a row, and whether its metric is the row's: the same metric first (else
+    the paper's own for the task), then the split matching ours (dev for dev and devsplit rows), then the other."""
     ptask = paper.paper_task(row.task)
     if ptask is None or row.approach != DEFAULT_APPROACH:
         return None, False
@@ -538,8 +527,7 @@ def paper_number_for(paper: PaperNumbers, systems: Sequence[str], sources: Seque
     pool = same_metric or candidates
     if not pool:
         return None, False
-    want = "test" if row.eval_kind == "test" else "dev"
-    metric_order = list(paper.metrics)
+    want, metric_order = "test" if row.eval_kind == "test" else "dev", list(paper.metrics)
     return sorted(pool, key=lambda n: (n.split != want, metric_order.index(n.metric)))[0], bool(same_metric)
 
 
@@ -557,9 +545,7 @@ def paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Sequence[st
 
 def paper_columns(data: ReportData) -> list[PaperColumnSpec]:
     """The main table's paper columns as (name, systems, sources): the paper's, then Turc et al.'s."""
-    paper = data.paper
-    columns = [(c.name, c.systems, paper.main_table_sources) for c in paper.columns]
-    return columns + turc_columns(data)
+    return [(c.name, c.systems, data.paper.main_table_sources) for c in data.paper.columns] + turc_columns(data)
 
 
 def direction(metric: str) -> str:
