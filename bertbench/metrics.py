@@ -245,12 +245,8 @@ def squad_v1_per_question(
     return out
 
 
-def _find_best_thresh(
-    predictions: Mapping[str, str],
-    scores: Mapping[str, float],
-    na_probs: Mapping[str, float],
-    has_ans: Mapping[str, bool],
-) -> tuple[float, float]:
+def _find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float], na_probs: Mapping[str, float],
+                      has_ans: Mapping[str, bool]) -> tuple[float, float]:
     """The official `find_best_thresh`, quirks kept so numbers match the leaderboard's.
 
     Start from "every question predicted no-answer" (score = number of NoAns questions), then open
@@ -272,12 +268,8 @@ def _find_best_thresh(
     return 100.0 * best / len(scores), best_thresh
 
 
-def squad_v2_scores(
-    predictions: Mapping[str, str],
-    references: Mapping[str, Sequence[str]],
-    no_answer_probs: Mapping[str, float] | None = None,
-    threshold: float = 1.0,
-) -> dict[str, float]:
+def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                    no_answer_probs: Mapping[str, float] | None = None, threshold: float = 1.0) -> dict[str, float]:
     """Official SQuAD v2.0 scores.
 
     An unanswerable question has gold [""] (or []); the prediction "" scores 1 on it. A question is

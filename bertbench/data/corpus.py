@@ -613,15 +613,8 @@ def tokenized_corpus_folder(corpus: list[str], tokenizer, max_documents: Optiona
     return _corpus_folder(cache_key(shards, max_documents, tokenizer, doc_sentences), cache_dir)
 
 
-def load_tokenized_corpus(
-    corpus: list[str],
-    tokenizer,
-    max_documents: Optional[int] = None,
-    num_proc: int = 0,
-    cache_dir: Optional[Path] = None,
-    log=None,
-    doc_sentences: int = 0,
-) -> TokenizedCorpus:
+def load_tokenized_corpus(corpus: list[str], tokenizer, max_documents: Optional[int] = None, num_proc: int = 0,
+                          cache_dir: Optional[Path] = None, log=None, doc_sentences: int = 0) -> TokenizedCorpus:
     """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
     `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size.
     `doc_sentences` > 0 cuts each .txt file into documents of at least that many sentences (`txt_documents`)."""

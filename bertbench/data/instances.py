@@ -445,14 +445,8 @@ def _build_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_lab
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_pretraining_data(
-    data_cfg,
-    tokenizer,
-    objective: str = "mlm+nsp",
-    seed: Optional[int] = None,
-    cache_dir=None,
-    log=None,
-) -> PretrainingData:
+def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None, cache_dir=None,
+                           log=None) -> PretrainingData:
     """Tokenised corpus (cached) → held-out split → instances (→ static masks when `masking == "static"`).
 
     `seed` drives the training instances (sentence pairing, short targets, static masks); None means

@@ -84,14 +84,8 @@ def read_vocab_file(path: Path) -> dict[str, int]:
 # into one canonical order and rebuilt with `_build`, which drops the trainer's own tokenizer settings.
 
 
-def train_vocab(
-    texts: Iterable[str],
-    vocab_size: int,
-    lowercase: bool = True,
-    strip_accents: Optional[bool] = None,
-    min_frequency: int = 2,
-    limit_alphabet: Optional[int] = 1000,
-) -> dict[str, int]:
+def train_vocab(texts: Iterable[str], vocab_size: int, lowercase: bool = True, strip_accents: Optional[bool] = None,
+                min_frequency: int = 2, limit_alphabet: Optional[int] = 1000) -> dict[str, int]:
     """A WordPiece vocabulary (token -> id) learnt from `texts`, the same in every process: [PAD] [UNK] [CLS]
     [SEP] [MASK], the alphabet (most frequent first), the "##c" continuation symbols (sorted), then the
     merged tokens in the order they were learnt."""
@@ -224,15 +218,8 @@ class WordPieceTokenizer:
         return cls(_build(read_vocab_file(path), lowercase, strip_accents), lowercase, strip_accents)
 
     @classmethod
-    def train(
-        cls,
-        texts: Iterable[str],
-        vocab_size: int,
-        lowercase: bool = True,
-        strip_accents: Optional[bool] = None,
-        min_frequency: int = 2,
-        limit_alphabet: int = 1000,
-    ) -> "WordPieceTokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int, lowercase: bool = True, strip_accents: Optional[bool] = None,
+              min_frequency: int = 2, limit_alphabet: int = 1000) -> "WordPieceTokenizer":
         """Train a vocabulary on `texts`: the same texts and settings give the same vocab.txt, byte for byte,
         in any process (see `train_vocab`)."""
         vocab = train_vocab(texts, vocab_size, lowercase, strip_accents, min_frequency, limit_alphabet)
@@ -308,13 +295,8 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def encode_batch(
-        self,
-        texts: list[str],
-        pairs: Optional[list[str]] = None,
-        max_length: Optional[int] = None,
-        truncation: str = "longest_first",
-    ) -> list[Encoding]:
+    def encode_batch(self, texts: list[str], pairs: Optional[list[str]] = None, max_length: Optional[int] = None,
+                     truncation: str = "longest_first") -> list[Encoding]:
         tok = self.backend
         if max_length is not None:
             tok.enable_truncation(max_length=max_length, strategy=truncation)
@@ -334,16 +316,9 @@ class WordPieceTokenizer:
         """Text of `ids` (a list or a 1-D tensor), word pieces joined; special tokens kept unless skipped."""
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-    def __call__(
-        self,
-        text: str | list[str],
-        text_pair: Optional[str | list[str]] = None,
-        *,
-        padding: bool | str = False,
-        truncation: bool | str = False,
-        max_length: Optional[int] = None,
-        return_tensors: Optional[str] = None,
-    ) -> dict:
+    def __call__(self, text: str | list[str], text_pair: Optional[str | list[str]] = None, *,
+                 padding: bool | str = False, truncation: bool | str = False, max_length: Optional[int] = None,
+                 return_tensors: Optional[str] = None) -> dict:
         """Encode like a transformers tokenizer: `tok("text")`, `tok("a", "b")`, `tok(["a", "b"])`, with
         `return_tensors="pt"`. Returns {"input_ids", "token_type_ids", "attention_mask"}: lists for one text, lists
         of lists for a batch, (B, T) tensors with "pt" (B = 1 for one text). A batch is padded to its longest with

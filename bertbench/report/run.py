@@ -58,21 +58,11 @@ def _check_replaceable(out: Path, force: bool) -> None:
             )
 
 
-def make_report(
-    results: list[Path],
-    out: Optional[Path] = None,
-    csv: Optional[Path] = None,
-    json_out: Optional[Path] = None,
-    plots: Optional[Path] = None,
-    embed: Optional[Path] = None,
-    force: bool = False,
-    wide: bool = False,
-    index: bool = False,
-    claims: Sequence[str] = (),
-    tasks_dir: Optional[str] = None,
-    echo: Callable[[str], None] = print,
-    warn: Callable[[str], None] = print,
-) -> None:
+def make_report(results: list[Path], out: Optional[Path] = None, csv: Optional[Path] = None,
+                json_out: Optional[Path] = None, plots: Optional[Path] = None, embed: Optional[Path] = None,
+                force: bool = False, wide: bool = False, index: bool = False, claims: Sequence[str] = (),
+                tasks_dir: Optional[str] = None, echo: Callable[[str], None] = print,
+                warn: Callable[[str], None] = print) -> None:
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
     `claims`: the user's own claims (report.claims), judged beside those of a claims.yaml in `results`.
     `tasks_dir`: folders of the user's own tasks, beside tasks/ (`paths.task_folders`)."""

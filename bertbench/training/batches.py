@@ -47,16 +47,8 @@ def device_batch(global_batch: int, world_size: int, grad_accum: int) -> int:
 
 
 class StepBatchDataset(Dataset):
-    def __init__(
-        self,
-        instances: Sequence[Any],
-        collate: Callable[..., dict[str, torch.Tensor]],
-        global_batch: int,
-        seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-        grad_accum: int = 1,
-    ):
+    def __init__(self, instances: Sequence[Any], collate: Callable[..., dict[str, torch.Tensor]], global_batch: int,
+                 seed: int, rank: int = 0, world_size: int = 1, grad_accum: int = 1):
         if len(instances) == 0:
             raise ValueError("no training instances")
         self.instances = instances

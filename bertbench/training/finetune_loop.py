@@ -151,17 +151,9 @@ def _schedule(opt, hp: FinetuneHParams, n: int) -> tuple[Any, int]:
     return sched, total
 
 
-def train(
-    model,
-    train_features: Sequence[dict],
-    eval_features: Sequence[dict],
-    hp: FinetuneHParams,
-    seed: int,
-    device: torch.device,
-    bf16: bool,
-    progress: Optional[Callable[[str], None]] = None,
-    on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None,
-) -> LoopResult:
+def train(model, train_features: Sequence[dict], eval_features: Sequence[dict], hp: FinetuneHParams, seed: int,
+          device: torch.device, bf16: bool, progress: Optional[Callable[[str], None]] = None,
+          on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None) -> LoopResult:
     """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
     gets a line (step/total, time left) every `bertbench.progress.every_seconds()`; `on_epoch` gets each
     epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there), and

@@ -34,19 +34,10 @@ def linear_warmup_decay(progress: float, warmup: float) -> float:
 
 
 class PretrainModule(L.LightningModule):
-    def __init__(
-        self,
-        model: BertForPreTraining,
-        optim: OptimConfig,
-        max_steps: int,
-        budget_seconds: Optional[float] = None,
-        eval_fn=None,
-        eval_every: int = 0,
-        fused_optimizer: bool = False,
-        dropout_seed: int = 0,
-        step: Optional[TrainingStep] = None,
-        sync_every: int = 1,
-    ):
+    def __init__(self, model: BertForPreTraining, optim: OptimConfig, max_steps: int,
+                 budget_seconds: Optional[float] = None, eval_fn=None, eval_every: int = 0,
+                 fused_optimizer: bool = False, dropout_seed: int = 0, step: Optional[TrainingStep] = None,
+                 sync_every: int = 1):
         """sync_every: with several processes, the budget's stop is agreed (a collective) every this many steps
         only (the run log's rows: RunLog), so between them no step waits for the others.
 
