@@ -129,18 +129,13 @@ def _squad_rows(path: Path) -> Iterator[Row]:
     for a_i, article in enumerate(data["data"]):
         try:
             title = article["title"]
-            for p_i, para in enumerate(article["paragraphs"]):
-                context = para["context"]
+            for para in article["paragraphs"]:
                 for qa in para["qas"]:
                     answers = qa.get("answers", [])
-                    row = {
-                        "id": qa["id"],
-                        "title": title,
-                        "context": context,
-                        "question": qa["question"],
-                        "answers": {"text": [x["text"] for x in answers], "answer_start": [x["answer_start"] for x in answers]},
-                    }
-                    row["is_impossible"] = qa.get("is_impossible", False)  # v1.1 files: every question answerable
+                    row = {"id": qa["id"], "title": title, "context": para["context"], "question": qa["question"],
+                           "answers": {"text": [x["text"] for x in answers],
+                                       "answer_start": [x["answer_start"] for x in answers]},
+                           "is_impossible": qa.get("is_impossible", False)}  # v1.1 files: every question answerable
                     yield f"{path} (question id {qa['id']})", row
         except (KeyError, TypeError) as err:
             raise BertbenchError(f"{path}: article {a_i} ({article.get('title', '?') if isinstance(article, dict) else '?'}): "
