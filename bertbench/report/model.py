@@ -240,6 +240,11 @@ class RowKey:
     approach: str
     metric: str  # the records' primary metric
 
+    @property
+    def shown_task(self) -> str:
+        """The task as a table's row names it: with its approach unless fine-tuning."""
+        return self.task if self.approach == DEFAULT_APPROACH else f"{self.task} ({self.approach})"
+
 
 @dataclass(frozen=True)
 class Variant:
