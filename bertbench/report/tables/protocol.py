@@ -15,13 +15,11 @@ PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5
 
 
 def _selection(records: list) -> Optional[dict[str, Any]]:
-    found = [r["finetune"].get("selection") for r in records if r["finetune"].get("selection")]
-    return found[0] if found else None
+    return next((r["finetune"]["selection"] for r in records if r["finetune"].get("selection")), None)
 
 
 def _drop(records: list) -> Optional[float]:
-    drops = [(r.get("extra") or {}).get("last_epoch_loss_drop") for r in records]
-    drops = [d for d in drops if d is not None]
+    drops = [d for r in records if (d := (r.get("extra") or {}).get("last_epoch_loss_drop")) is not None]
     return max(drops) if drops else None
 
 
