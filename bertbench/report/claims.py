@@ -60,10 +60,6 @@ def _check_tasks(data: ReportData, claim: Claim) -> None:
                                      f"(its records have {', '.join(sorted(have))})")
 
 
-def _series(data: ReportData, variant: Variant) -> tuple[Variant, ...]:
-    return data.checkpoints.get(variant.label, (variant,))
-
-
 def _step(variant: Variant) -> Optional[tuple[str, int]]:
     """Where on the pre-training run a checkpoint lies: its step, or its token count in records without steps."""
     pre = variant.pretraining or {}
@@ -82,8 +78,7 @@ def claim_sides(data: ReportData, claim: Claim, va: Variant, vb: Variant):
     # Figure 5: points of the two pre-training runs at the same pre-training step (the figure's x-axis), both
     # fine-tuned. Not at the same token count: a masked LM's sentence pairs are sometimes short (the paper's
     # 10% of short targets), a causal LM's text is packed, so the same steps hold slightly different counts.
-    ta = {_step(v): v for v in _series(data, va) if at(v)}
-    tb = {_step(v): v for v in _series(data, vb) if at(v)}
+    ta, tb = ({_step(v): v for v in data.checkpoints.get(x.label, (x,)) if at(v)} for x in (va, vb))
     common = sorted(set(ta) & set(tb) - {None})
     if len(common) < 2:  # with one checkpoint, "earliest" would be the final model
         return None, None, "not two checkpoints at the same pre-training step with these scores"
