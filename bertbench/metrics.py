@@ -34,9 +34,7 @@ class MetricSpec:
 
 def _check_pair(predictions: Sequence[Any], references: Sequence[Any]) -> None:
     if len(predictions) != len(references):
-        raise BertbenchError(
-            f"Got {len(predictions)} predictions for {len(references)} references; they must pair up."
-        )
+        raise BertbenchError(f"Got {len(predictions)} predictions for {len(references)} references; they must pair up.")
     if len(references) == 0:
         raise BertbenchError("Cannot score an empty set of predictions.")
 
@@ -283,9 +281,7 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
     if no_answer_probs is not None:
         lacking = [qid for qid in references if qid not in no_answer_probs]
         if lacking:
-            raise BertbenchError(
-                f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}"
-            )
+            raise BertbenchError(f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}")
     # has_ans mirrors the official `bool(qa["answers"])` on the raw gold strings.
     has_ans = {qid: any(golds) for qid, golds in references.items()}
     exact_raw: dict[str, float] = {}

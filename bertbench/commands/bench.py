@@ -45,10 +45,8 @@ def _emit(result: dict[str, Any], as_json: bool) -> None:
         loss = f"  loss {s['loss_first']:.3f} → {s['loss_last']:.3f}" if "loss_last" in s else ""
         typer.echo(f"  {name:<28}{rate}{mfu}{loss}")
     for name, c in result.get("comparisons", {}).items():
-        typer.echo(
-            f"  {name:<40} {c['ours']} / {c['theirs']}: {c['speedup_median']:.2f}x "
-            f"(rounds {c['speedup_min']:.2f}–{c['speedup_max']:.2f})"
-        )
+        typer.echo(f"  {name:<40} {c['ours']} / {c['theirs']}: {c['speedup_median']:.2f}x "
+                   f"(rounds {c['speedup_min']:.2f}–{c['speedup_max']:.2f})")
     typer.echo(f"allocator: {m.get('allocator', 'tcmalloc' if m['tcmalloc'] else 'glibc')}")
     if result.get("hint"):
         typer.echo(f"hint: {result['hint']}")

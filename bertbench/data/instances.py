@@ -199,10 +199,8 @@ def nsp_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob
                     doc_b = d
                 seg_a, seg_b = _truncate_pair(seg_a, seg_b, max_tokens, rng)
                 la, lb = seg_a[1] - seg_a[0], seg_b[1] - seg_b[0]
-                b.add(
-                    [(b.CLS, 1), (seg_a[0], la), (b.SEP, 1), (seg_b[0], lb), (b.SEP, 1)],
-                    type_start=la + 2, label=label, doc_a=d, doc_b=doc_b,
-                )
+                b.add([(b.CLS, 1), (seg_a[0], la), (b.SEP, 1), (seg_b[0], lb), (b.SEP, 1)],
+                      type_start=la + 2, label=label, doc_a=d, doc_b=doc_b)
                 chunk_start, cur = i + 1, 0
                 target = _target(rng, max_tokens, short_seq_prob)
             i += 1

@@ -386,10 +386,8 @@ def _hub_rows(task: TaskSpec, source: str, local_paths: list[Path]) -> Iterator[
     except Exception as err:  # any failure of the hub (offline, missing, renamed) -> one clear line
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         offline = ", ".join(str(p) for p in local_paths) or "(no local file is defined for this split)"
-        raise BertbenchError(
-            f"could not load {label} from the hub ({type(err).__name__}: {msg}); "
-            f"to run without the hub, put the official file at: {offline}"
-        ) from None
+        raise BertbenchError(f"could not load {label} from the hub ({type(err).__name__}: {msg}); "
+                             f"to run without the hub, put the official file at: {offline}") from None
     for i, row in enumerate(ds):
         yield f"{label} row {i}", row
 

@@ -270,18 +270,10 @@ class WordPieceTokenizer:
         ordered = sorted(vocab, key=vocab.__getitem__)
         atomic_write_text(folder / "vocab.txt", "".join(t + "\n" for t in ordered))
         atomic_write_text(folder / "tokenizer.json", self.backend.to_str())
-        atomic_write_json(
-            folder / "tokenizer_config.json",
-            {
-                "tokenizer_class": "BertTokenizer",
-                "do_lower_case": self.lowercase,
-                "strip_accents": self.strip_accents,
-                "tokenize_chinese_chars": True,
-                "model_max_length": 512,
-                "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                "cls_token": "[CLS]", "mask_token": "[MASK]",
-            },
-        )
+        atomic_write_json(folder / "tokenizer_config.json", {
+            "tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": True, "model_max_length": 512, "unk_token": "[UNK]", "sep_token": "[SEP]",
+            "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"})
 
     # -- use ----------------------------------------------------------------------------------
     @property

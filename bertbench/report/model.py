@@ -429,10 +429,8 @@ def _check_unique_seeds(recs: list[LoadedRecord]) -> None:
         seed = (pretrain_seed(rec.data), rec.data["seed"])
         if seed in seen:
             shown = seed[1] if seed[0] is None else f"pre-training {seed[0]}, fine-tuning {seed[1]}"
-            raise BertbenchError(
-                f"{rec.path}: same model, task, setting and seed ({shown}) as {seen[seed].path}; "
-                f"remove one of them (a copied run would count twice)"
-            )
+            raise BertbenchError(f"{rec.path}: same model, task, setting and seed ({shown}) as {seen[seed].path}; "
+                                 f"remove one of them (a copied run would count twice)")
         seen[seed] = rec
 
 

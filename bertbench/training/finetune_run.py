@@ -479,15 +479,11 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
 
     req, task, source, h = job.req, job.task, job.source, job.task.hparams
     device, bf16 = job.device, job.bf16
-    hp = FinetuneHParams(
-        lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
-        batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
-        warmup_fraction=h.warmup_proportion, max_steps=req.max_steps,
-    )
-    model = TaskModel(
-        source.backbone(seed), task.type, task.num_labels,
-        FeatureBasedConfig() if req.feature_based else None,
-    )
+    hp = FinetuneHParams(lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
+                         batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
+                         warmup_fraction=h.warmup_proportion, max_steps=req.max_steps)
+    model = TaskModel(source.backbone(seed), task.type, task.num_labels,
+                      FeatureBasedConfig() if req.feature_based else None)
 
     def candidate(entry: dict, outputs=None) -> tuple[Scored, Scored]:
         """Score the model as it is now: (on the selection set, on dev); the entry notes both."""

@@ -462,12 +462,10 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
     fused = precision != "16-mixed" and "fsdp" not in str(cfg.strategy).lower()
-    module = PretrainModule(
-        model, cfg.optim, cfg.max_steps,
-        budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
-        eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
-        step=step, sync_every=cfg.log_every,
-    )
+    module = PretrainModule(model, cfg.optim, cfg.max_steps,
+                            budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
+                            eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
+                            step=step, sync_every=cfg.log_every)
     return model, module, eval_fn, fused, step
 
 

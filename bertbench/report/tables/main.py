@@ -93,12 +93,10 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
         rows.append((glue.label, MISSING, glue.metric, "↑", "/".join(glue.eval_kinds), *ours,
                      *(_glue_paper_cell(paper, systems, sources, glue) for _, systems, sources in columns)))
     if rows:
-        notes.append(
-            "GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
-            "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
-            "A partial row averages only the tasks we have, and the paper cells beside it average the same "
-            "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted."
-        )
+        notes.append("GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
+                     "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
+                     "A partial row averages only the tasks we have, and the paper cells beside it average the same "
+                     "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted.")
         shown = "; ".join(f"{n.system} {n.value:.1f}" for n in paper.find(task="glue", metric="leaderboard_score")
                           if n.source != paper.turc_source)
         notes.append(f"Not Table 1's average: the official GLUE leaderboard scores quoted in the paper ({shown}) "
