@@ -188,7 +188,8 @@ def inspect(
     sentences), one .jsonl line or one WikiExtractor <doc> block. The tokenised corpus is cached (see
     `bertbench data cache`)."""
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
+    from bertbench.config import parse_mask_procedure
+    from bertbench.data.masking import TokenTables, make_collator
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
