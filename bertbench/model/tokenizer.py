@@ -37,9 +37,8 @@ def _normalizer(lowercase: bool, strip_accents: Optional[bool]):
     from tokenizers import normalizers
 
     # strip_accents=None follows `lowercase`, exactly as BertTokenizer's do_lower_case does.
-    return normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
-    )
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents,
+                                      lowercase=lowercase)
 
 
 def _set_post_processor(tok, vocab: dict[str, int]) -> None:
@@ -189,15 +188,9 @@ class WordPieceTokenizer:
     """A BERT WordPiece tokenizer. Wraps a `tokenizers.Tokenizer` (available as `.backend`)."""
 
     def __init__(self, backend, lowercase: bool = True, strip_accents: Optional[bool] = None):
-        self.backend = backend
-        self.lowercase = lowercase
-        self.strip_accents = strip_accents
+        self.backend, self.lowercase, self.strip_accents = backend, lowercase, strip_accents
         vocab = backend.get_vocab()
-        self.pad_id = vocab["[PAD]"]
-        self.unk_id = vocab["[UNK]"]
-        self.cls_id = vocab["[CLS]"]
-        self.sep_id = vocab["[SEP]"]
-        self.mask_id = vocab["[MASK]"]
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIAL_TOKENS)
 
     # -- construction -------------------------------------------------------------------------
     @property
@@ -323,9 +316,7 @@ class WordPieceTokenizer:
             raise BertbenchError(f"text_pair: {len(pairs)} second segments for {len(texts)} texts")
         if return_tensors not in (None, "pt"):
             raise BertbenchError(f"return_tensors={return_tensors!r}: only 'pt' (torch) or None")
-        cut = None
-        if truncation:
-            cut = max_length or 512
+        cut = (max_length or 512) if truncation else None
         encs = self.encode_batch(texts, pairs, cut, "longest_first" if truncation is True else truncation or "longest_first")
         ids = [e.input_ids for e in encs]
         types = [e.token_type_ids for e in encs]
