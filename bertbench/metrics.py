@@ -213,9 +213,7 @@ def _check_qids(predictions: Mapping[str, str], references: Mapping[str, Sequenc
         raise BertbenchError(f"{len(missing)} SQuAD question(s) have no prediction: {shown}")
 
 
-def squad_v1_scores(
-    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]
-) -> dict[str, float]:
+def squad_v1_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """Official SQuAD v1.1 scores: {"exact_match", "f1"}, each the max over gold answers, averaged.
 
     Predictions for question ids that are not in `references` are ignored, as the official script does.

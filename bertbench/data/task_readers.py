@@ -286,10 +286,8 @@ def _check_answer(context: str, text: str, start: Any, where: str) -> Answer:
     return Answer(text, start)
 
 
-def rows_to_examples(
-    task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_labels: Optional[list[str]] = None, split: str = "",
-    from_hub: bool = False,
-) -> list[Example]:
+def rows_to_examples(task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_labels: Optional[list[str]] = None,
+                     split: str = "", from_hub: bool = False) -> list[Example]:
     """Map rows to the task type's examples via `columns`; every value is checked, errors name the row."""
     out: list[Example] = []
     label_col = columns.label
