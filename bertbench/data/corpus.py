@@ -52,11 +52,8 @@ _SNIFF_BYTES = 4096
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("BERTBENCH_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "bertbench"
+    env, xdg = os.environ.get("BERTBENCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME")
+    return Path(env) if env else (Path(xdg) if xdg else Path.home() / ".cache") / "bertbench"
 
 
 # ----------------------------------------------------------------------------------------------
