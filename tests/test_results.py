@@ -21,7 +21,8 @@ from bertbench.results import (
     validate_record,
     write_record,
 )
-from bertbench.report.labels import masking_suffix, variant_label
+from bertbench.claims import masking_suffix
+from bertbench.report.labels import variant_label
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 COMMITTED = Path(__file__).resolve().parent.parent / "leaderboards" / "records"

@@ -33,9 +33,8 @@ def code_version() -> str:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
             return _passed_in()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
         return f"bertbench {__version__} git:{sha.stdout.strip()}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
         return _passed_in()
@@ -97,8 +96,7 @@ def bf16_native(device_type: str) -> bool:
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
-    flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16"} & flags)
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 def resolve_precision(precision: str, device_type: str) -> str:
