@@ -228,4 +228,7 @@ def test_inductor_compiled_pretraining_in_the_lightning_loop_matches_eager_and_r
     # measured here: losses equal to metrics.csv's 5 decimals, weights within 2e-6 relative; the bounds are the
     # DDP tests' (tests/test_pretrain_ddp.py), which allow for other machines' float sums
     assert losses < 1e-3 and rel < 1e-4
-    assert max_rel(weights(tmp_path / "straight"), weights(tmp_path / "split")) == 0.0
+    # the resumed session builds its step again: in the full suite (inductor's cache warm from other tests) its
+    # kernels can sum in another order than the straight run's, so the weights agree to float32's last places
+    # (1.3e-6 relative seen), not to the bit; the losses above agree to metrics.csv's 5 decimals
+    assert max_rel(weights(tmp_path / "straight"), weights(tmp_path / "split")) < 1e-5
