@@ -15,13 +15,9 @@ from bertbench import __version__
 from bertbench.commands import bench, convert, data, finetune, plan, pretrain, report, run, tasks
 from bertbench.errors import BertbenchError
 
-app = typer.Typer(
-    name="bertbench",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers.",
-    pretty_exceptions_enable=False,
-)
+app = typer.Typer(name="bertbench", no_args_is_help=True, add_completion=False,
+                  help="Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers.",
+                  pretty_exceptions_enable=False)
 
 
 def _flags_show_no_value_placeholder() -> None:

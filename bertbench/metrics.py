@@ -16,32 +16,10 @@ from typing import Any
 
 from bertbench.errors import BertbenchError, did_you_mean
 
-__all__ = [
-    "METRICS",
-    "MetricSpec",
-    "accuracy",
-    "compute",
-    "entity_counts",
-    "f1",
-    "get_metric",
-    "mcc",
-    "NEAR_CONSTANT_SHARE",
-    "near_constant",
-    "normalize_answer",
-    "pearson",
-    "seqeval_f1",
-    "seqeval_f1_strict",
-    "seqeval_precision",
-    "seqeval_recall",
-    "spearman",
-    "squad_em",
-    "squad_f1",
-    "squad_v1_per_question",
-    "squad_v1_scores",
-    "squad_v2_em",
-    "squad_v2_f1",
-    "squad_v2_scores",
-]
+__all__ = ["METRICS", "MetricSpec", "accuracy", "compute", "entity_counts", "f1", "get_metric", "mcc",
+           "NEAR_CONSTANT_SHARE", "near_constant", "normalize_answer", "pearson", "seqeval_f1", "seqeval_f1_strict",
+           "seqeval_precision", "seqeval_recall", "spearman", "squad_em", "squad_f1", "squad_v1_per_question",
+           "squad_v1_scores", "squad_v2_em", "squad_v2_f1", "squad_v2_scores"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +34,7 @@ class MetricSpec:
 
 def _check_pair(predictions: Sequence[Any], references: Sequence[Any]) -> None:
     if len(predictions) != len(references):
-        raise BertbenchError(
-            f"Got {len(predictions)} predictions for {len(references)} references; they must pair up."
-        )
+        raise BertbenchError(f"Got {len(predictions)} predictions for {len(references)} references; they must pair up.")
     if len(references) == 0:
         raise BertbenchError("Cannot score an empty set of predictions.")
 
@@ -237,9 +213,7 @@ def _check_qids(predictions: Mapping[str, str], references: Mapping[str, Sequenc
         raise BertbenchError(f"{len(missing)} SQuAD question(s) have no prediction: {shown}")
 
 
-def squad_v1_scores(
-    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]
-) -> dict[str, float]:
+def squad_v1_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """Official SQuAD v1.1 scores: {"exact_match", "f1"}, each the max over gold answers, averaged.
 
     Predictions for question ids that are not in `references` are ignored, as the official script does.
@@ -267,12 +241,8 @@ def squad_v1_per_question(
     return out
 
 
-def _find_best_thresh(
-    predictions: Mapping[str, str],
-    scores: Mapping[str, float],
-    na_probs: Mapping[str, float],
-    has_ans: Mapping[str, bool],
-) -> tuple[float, float]:
+def _find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float], na_probs: Mapping[str, float],
+                      has_ans: Mapping[str, bool]) -> tuple[float, float]:
     """The official `find_best_thresh`, quirks kept so numbers match the leaderboard's.
 
     Start from "every question predicted no-answer" (score = number of NoAns questions), then open
@@ -294,12 +264,8 @@ def _find_best_thresh(
     return 100.0 * best / len(scores), best_thresh
 
 
-def squad_v2_scores(
-    predictions: Mapping[str, str],
-    references: Mapping[str, Sequence[str]],
-    no_answer_probs: Mapping[str, float] | None = None,
-    threshold: float = 1.0,
-) -> dict[str, float]:
+def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                    no_answer_probs: Mapping[str, float] | None = None, threshold: float = 1.0) -> dict[str, float]:
     """Official SQuAD v2.0 scores.
 
     An unanswerable question has gold [""] (or []); the prediction "" scores 1 on it. A question is
@@ -313,9 +279,7 @@ def squad_v2_scores(
     if no_answer_probs is not None:
         lacking = [qid for qid in references if qid not in no_answer_probs]
         if lacking:
-            raise BertbenchError(
-                f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}"
-            )
+            raise BertbenchError(f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}")
     # has_ans mirrors the official `bool(qa["answers"])` on the raw gold strings.
     has_ans = {qid: any(golds) for qid, golds in references.items()}
     exact_raw: dict[str, float] = {}

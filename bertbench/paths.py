@@ -31,12 +31,7 @@ def task_folders(tasks_dir: Union[str, Path, None] = None) -> tuple[Path, ...]:
     error)."""
     folders = _folder_list(str(tasks_dir), "--tasks-dir") if tasks_dir else []
     folders += _folder_list(os.environ.get(TASKS_DIR_VARIABLE, ""), f"${TASKS_DIR_VARIABLE}:")
-    out: list[Path] = []
-    for folder in [*folders, TASKS_DIR]:
-        folder = folder.resolve()
-        if folder not in out:
-            out.append(folder)
-    return tuple(out)
+    return tuple(dict.fromkeys(folder.resolve() for folder in [*folders, TASKS_DIR]))
 
 
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
@@ -44,10 +39,7 @@ RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recip
 
 def default_data_dir() -> Path:
     """`--data-dir` default: $BERTBENCH_DATA_DIR, else ../shared/data beside the checkout."""
-    env = os.environ.get("BERTBENCH_DATA_DIR")
-    if env:
-        return Path(env)
-    return PROJECT_ROOT.parent / "shared" / "data"
+    return Path(os.environ.get("BERTBENCH_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data")
 
 
 def _relative(path: str, folder: Path, spelling: str) -> str:

@@ -66,16 +66,14 @@ Rules a writer must know:
 - `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
   example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
   relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
-  `example_predictions` and `example_gold` (classification: one digit per example;
-  regression: values to six significant digits, space-separated; both in eval order: the report's multi-bootstrap
-  recomputes F1, MCC and correlations on resampled examples from them), `example_stats` (a metric's per-example
-  sufficient statistics where predictions alone are not enough, in eval order: `seqeval_f1`, CoNLL's
-  "tp,predicted,gold" entity counts per sentence; `squad_em` and `squad_f1`, SQuAD v1.1's score per question in
-  [0, 1]; space-separated), `near_constant` (true: at least
-  95% of the predictions are one label or one value; flagged like `degenerate`). Records written before
-  these keys existed lack them, and the report says which sources of noise their intervals cover.
-- `pretrain_seed` (top level, optional): the pre-training seed of the checkpoint; absent or null is one
-  unknown pre-training seed (or none: random init).
+  `example_predictions` and `example_gold` (classification: one digit per example; regression: values to six
+  significant digits, space-separated; both in eval order: the report's multi-bootstrap recomputes F1, MCC and
+  correlations on resampled examples from them), `example_stats` (a metric's per-example sufficient statistics
+  where predictions alone are not enough, in eval order: `seqeval_f1`, CoNLL's "tp,predicted,gold" entity counts
+  per sentence; `squad_em` and `squad_f1`, SQuAD v1.1's score per question in [0, 1]; space-separated),
+  `near_constant` (true: at least 95% of the predictions are one label or one value; flagged like `degenerate`).
+  Records written before these keys existed lack them, and the report says which sources of noise their
+  intervals cover.
 """
 from __future__ import annotations
 
@@ -169,10 +167,8 @@ class LoadedRecord:
 
 @dataclass
 class ResultRecord:
-    """One result record as `bertbench finetune` makes it. `write_record` is its one writer; `read_record` its
-    one reader, which refuses an older form in one line naming FORMATS_COMMIT.
-    `pretrain_seed` (optional): the seed of the pre-training behind the model; None (written as absent) means
-    unknown, one pre-training seed."""
+    """One result record as `bertbench finetune` makes it (`write_record` its one writer, `read_record` its one
+    reader). `pretrain_seed`: the seed of the pre-training behind the model; None (absent) is one unknown seed."""
 
     task: str
     task_version: int
@@ -192,7 +188,7 @@ class ResultRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     pretrain_seed: Optional[int] = None
     # A pre-registered study's run: {"sha256": of its pre-registration, "registered_at": when it was written}
-    # (bertbench.report.registration); None (absent) outside one.
+    # (bertbench.registration); None (absent) outside one.
     preregistration: Optional[dict[str, str]] = None
     schema_version: int = SCHEMA_VERSION
 
@@ -282,9 +278,8 @@ def _is(value: Any, kind: Optional[str]) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)  # _NUM
 
 
-def _check_section(
-    obj: dict, spec: dict, prefix: str, problems: list[str], *, strict: bool, optional: Optional[dict] = None
-) -> None:
+def _check_section(obj: dict, spec: dict, prefix: str, problems: list[str], *, strict: bool,
+                   optional: Optional[dict] = None) -> None:
     optional = optional or {}
     for key, (kind, nullable) in spec.items():
         if key not in obj:
@@ -360,9 +355,7 @@ def _check_external(model: dict, problems: list[str]) -> None:
                         "model was trained)")
 
 
-def validate_record(
-    obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None
-) -> Record:
+def validate_record(obj: Any, where: str = "record", known_task_versions: Optional[Mapping[str, int]] = None) -> Record:
     """Check a record against the schema; every problem is listed in one `BertbenchError` naming `where`.
     An older version is one line naming the commit that still reads it (FORMATS_COMMIT)."""
     if not isinstance(obj, dict):
@@ -375,10 +368,7 @@ def validate_record(
         older = _is(version, _INT) and version < SCHEMA_VERSION
         hint = ("written by a newer bertbench; upgrade bertbench" if newer else
                 f"an older format: read it with `git checkout {FORMATS_COMMIT}`" if older else "not a version this bertbench reads")
-        raise BertbenchError(
-            f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})"
-        )
-
+        raise BertbenchError(f"{where}: unknown record schema_version {version!r} ({hint}; this one reads {SCHEMA_VERSION})")
     problems: list[str] = []
     _check_section(obj, _TOP, "", problems, strict=True, optional=_TOP_OPTIONAL)
     if isinstance(obj.get("split"), dict):
@@ -420,11 +410,9 @@ def validate_record(
             raise BertbenchError(f"{where}: {did_you_mean(task, known_task_versions, 'task')} (a task of your own: "
                                  "give its folder with --tasks-dir)")
         if known_task_versions[task] != task_version:
-            raise BertbenchError(
-                f"{where}: unknown task version: {task!r} version {task_version} in the record, but the task "
-                f"registry has version {known_task_versions[task]}; re-run the fine-tuning or report with the "
-                f"code that wrote it"
-            )
+            raise BertbenchError(f"{where}: unknown task version: {task!r} version {task_version} in the record, but the "
+                                 f"task registry has version {known_task_versions[task]}; re-run the fine-tuning or "
+                                 "report with the code that wrote it")
     return obj  # type: ignore[return-value]
 
 
@@ -470,13 +458,10 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON; an undefined metric is written as null")
 
 
-def load_records(
-    dirs: Iterable[Union[str, Path]], known_task_versions: Optional[Mapping[str, int]] = None
-) -> list[LoadedRecord]:
-    """Every `*.record.json` under the given folders (recursively) or given as files, sorted by path.
-
-    A missing path or any invalid record raises one `BertbenchError` that names every bad file.
-    """
+def load_records(dirs: Iterable[Union[str, Path]], known_task_versions: Optional[Mapping[str, int]] = None
+                 ) -> list[LoadedRecord]:
+    """Every `*.record.json` under the given folders (recursively) or given as files, sorted by path; a missing
+    path or any invalid record raises one `BertbenchError` that names every bad file."""
     files: dict[Path, Path] = {}
     for entry in dirs:
         entry = Path(entry)
@@ -521,8 +506,7 @@ def pretraining_procedure(record: Record) -> str:
     keys = {k: pre.get(k) for k in _PROCEDURE_KEYS}
     if pre.get("budget_seconds") is not None:  # minutes on the clock ended it: its steps are an outcome, like tokens
         keys.update(steps=None, budget_seconds=pre["budget_seconds"])
-    # every other setting (lr, phases, shape …); older records lack it
-    if pre.get("procedure_fingerprint") is not None:
+    if pre.get("procedure_fingerprint") is not None:  # every other setting (lr, phases, shape …); older records lack it
         keys["procedure_fingerprint"] = pre["procedure_fingerprint"]
     identity = json.dumps([record["model"]["size"], keys], sort_keys=True)
     return "procedure:" + hashlib.sha256(identity.encode()).hexdigest()[:16]
@@ -614,11 +598,9 @@ class PretrainSummary:
 
 
 # The summary's keys a fine-tuning record copies into `model.pretraining`.
-PRETRAINING_KEYS = (
-    "objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
-    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps", "full_sentences",
-    "budget_seconds", "procedure_fingerprint", "steps_budget",
-)
+PRETRAINING_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mask", "tokens_seen", "wall_seconds",
+                    "data_fingerprint", "code_version", "hardware", "run_dir", "heldout", "precision", "steps",
+                    "full_sentences", "budget_seconds", "procedure_fingerprint", "steps_budget")
 
 
 def write_summary(path: Path, summary: PretrainSummary) -> Path:
@@ -679,9 +661,7 @@ def provenance() -> dict[str, Any]:
 PREREGISTRATION_ENV = "BERTBENCH_PREREGISTRATION"
 
 
-__all__ = [
-    "EVAL_KINDS", "FORMATS_COMMIT", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary", "RECORD_SUFFIX", "Record",
-        "ResultRecord", "portable_path", "read_summary", "write_summary",
-    "SCHEMA_VERSION", "load_records", "mask_procedure",
-    "pretraining_procedure", "provenance", "read_record", "record_filename", "validate_record", "write_record",
-]
+__all__ = ["EVAL_KINDS", "FORMATS_COMMIT", "GRID_SUFFIX", "LoadedRecord", "PREREGISTRATION_ENV", "PretrainSummary",
+           "RECORD_SUFFIX", "Record", "ResultRecord", "portable_path", "read_summary", "write_summary",
+           "SCHEMA_VERSION", "load_records", "mask_procedure", "pretraining_procedure", "provenance", "read_record",
+           "record_filename", "validate_record", "write_record"]

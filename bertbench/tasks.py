@@ -192,13 +192,10 @@ class TaskSpec:
         `data_dir`, or as written when absolute, or beside the task's YAML file when written ./… or ../…."""
         if self.local is None:
             return []
-        name = self.source_split(split)
-        if name not in self.local.files:
+        spelt = self.local.files.get(self.source_split(split))
+        if spelt is None:
             return []
-        spelt = self.local.files[name]
-        if beside_yaml(spelt):
-            return [Path(self.path).parent / spelt]
-        return [Path(data_dir) / spelt]  # an absolute path stays itself
+        return [Path(self.path).parent / spelt if beside_yaml(spelt) else Path(data_dir) / spelt]  # absolute: itself
 
     def missing_local_files(self, data_dir: Path, roles: tuple[str, ...] = ("train", "eval")) -> list[Path]:
         """Local files needed for fine-tuning and evaluation that are absent from `data_dir`."""
@@ -333,12 +330,6 @@ def _line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
     return path, 1
 
 
-def _metric_names() -> set[str]:
-    from bertbench.metrics import METRICS
-
-    return set(METRICS)
-
-
 def _problems(t: TaskSpec, sound: set[str]) -> list[Problem]:
     """Every semantic problem of a task, from its `sound` fields (those `_shape_problems` found no fault in): a
     check runs when every field it reads is sound, so one misspelt key does not hide the rest of the file's."""
@@ -356,7 +347,6 @@ def _problems(t: TaskSpec, sound: set[str]) -> list[Problem]:
 
 
 def _label_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its labels."""
     p: list[Problem] = []
     if t.type in ("regression", "span_qa"):
         if t.labels:
@@ -385,11 +375,12 @@ def _label_problems(t: TaskSpec) -> list[Problem]:
 
 
 def _metric_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its metrics."""
+    from bertbench.metrics import METRICS
+
     p: list[Problem] = []
     if not t.metrics:
         p.append(("metrics", "at least one metric (the primary one first)"))
-    known = _metric_names()
+    known = set(METRICS)
     typed = set().union(*METRICS_FOR_TYPE.values())
     for m in t.metrics:
         if m not in known:
@@ -400,7 +391,6 @@ def _metric_problems(t: TaskSpec) -> list[Problem]:
 
 
 def _column_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its columns."""
     p: list[Problem] = []
     need = REQUIRED_COLUMNS[t.type]
     for name, cols in (("inputs", t.inputs), ("hub.columns", t.hub.columns if t.hub else None)):
@@ -415,7 +405,6 @@ def _column_problems(t: TaskSpec) -> list[Problem]:
 
 
 def _source_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its sources and splits."""
     p: list[Problem] = []
     if t.local is None and t.hub is None:
         p.append(("local", "a task needs a local source, a hub source, or both"))
@@ -452,7 +441,6 @@ def _source_problems(t: TaskSpec) -> list[Problem]:
 
 
 def _devsplit_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its devsplit."""
     p: list[Problem] = []
     if (t.devsplit is not None) != (t.eval_kind == "devsplit"):
         p.append(("devsplit", "give a devsplit block exactly when eval_kind is 'devsplit'"))
@@ -469,7 +457,6 @@ def _devsplit_problems(t: TaskSpec) -> list[Problem]:
 
 
 def _hparam_problems(t: TaskSpec) -> list[Problem]:
-    """The task's problems with its hyper-parameters."""
     p: list[Problem] = []
     h = t.hparams
     for key, bad, expected in (("batch_size", h.batch_size < 1, "an integer ≥ 1"), ("epochs", h.epochs <= 0, "> 0"),
@@ -660,8 +647,7 @@ def resolve_task_names(spec: str, tasks_dir: Union[str, Path, None] = None) -> l
     """'rte,stsb' | 'glue' | 'all' | a mix ('glue,squad_v1_devsplit') -> task names, in order, no repeats. A bad
     task file is an error here only when its task, its family or 'all' is asked for."""
     reg = task_registry(tasks_dir)
-    tasks = reg.tasks
-    groups = task_groups(tasks)
+    tasks, groups = reg.tasks, task_groups(reg.tasks)
     out: list[str] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:

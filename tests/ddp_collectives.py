@@ -1,10 +1,13 @@
-"""`python tests/ddp_collectives.py pretrain …`: `bertbench pretrain` with its static step run eagerly and, with
+"""`python tests/ddp_collectives.py pretrain …`: `bertbench pretrain` with its static step run eagerly (or, with
+$BERTBENCH_COMPILE=inductor, compiled as it is and each graph given to inductor counted) and, with
 $BERTBENCH_COLLECTIVES set, every blocking collective of torch.distributed counted per training step
 (tests/test_pretrain_ddp.py).
 
 The static step: `--compile on` chooses it, and here torch.compile returns the function it is given, so the
 step runs eagerly (inductor would build C++ in each process, half a minute; torch's own switch,
-TORCH_COMPILE_DISABLE, refuses a fullgraph compile instead).
+TORCH_COMPILE_DISABLE, refuses a fullgraph compile instead). With $BERTBENCH_COMPILE=inductor, torch.compile
+is left alone (compile_step's own backend) and `InductorGraphs` counts the graphs inductor is given; with
+$BERTBENCH_GRAPHS set each rank writes the count to $BERTBENCH_GRAPHS/rank-R.json at exit.
 
 Each process (Lightning starts the other ranks by running this script again) wraps torch.distributed's
 collectives in Python, notes which optimiser step each call came in (a callback marks the start of each
@@ -92,9 +95,55 @@ def eager_compile() -> None:
     torch.compile = lambda fn, *args, **kwargs: fn
 
 
+class InductorGraphs:
+    """Counts the graphs handed to inductor (torch._inductor.compile_fx.compile_fx, which the "inductor" backend
+    looks up at each call; its calls from inside itself are not counted) and dynamo's graphs, in this process.
+    Under DDP, dynamo's DDPOptimizer splits one traced graph at the gradient buckets and hands inductor each
+    piece. Also used in-process (tests/test_static_compile.py): `install()` returns an undo."""
+
+    def __init__(self) -> None:
+        self.graphs, self.rank, self._depth = 0, int(os.environ.get("LOCAL_RANK", "0")), 0
+
+    def install(self):
+        import torch._inductor.compile_fx as compile_fx_module
+
+        original = compile_fx_module.compile_fx
+
+        @functools.wraps(original)
+        def counting(*args, **kwargs):
+            if self._depth == 0:
+                self.graphs += 1
+                if dist.is_available() and dist.is_initialized():
+                    self.rank = dist.get_rank()
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        compile_fx_module.compile_fx = counting
+        return lambda: setattr(compile_fx_module, "compile_fx", original)
+
+    def stats(self) -> dict:
+        from torch._dynamo.utils import counters
+
+        return {"inductor_graphs": self.graphs, "dynamo_graphs": counters["stats"]["unique_graphs"]}
+
+    def write(self) -> None:
+        folder = Path(os.environ["BERTBENCH_GRAPHS"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"rank-{self.rank}.json").write_text(json.dumps(self.stats()))
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    eager_compile()
+    if os.environ.get("BERTBENCH_COMPILE") == "inductor":
+        graphs = InductorGraphs()
+        graphs.install()
+        if os.environ.get("BERTBENCH_GRAPHS"):
+            atexit.register(graphs.write)
+    else:
+        eager_compile()
     if os.environ.get("BERTBENCH_COLLECTIVES"):
         install()
         mark_steps()

@@ -7,24 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from bertbench.cli import app
-from bertbench.report.claims import (
-    COMMAND_LINE,
-    EXPLORATORY,
-    FILE,
-    NOT_RUN,
-    PRE_REGISTERED,
-    Claims,
-    contributions,
-    evaluate,
-    load_claims,
-    parse_claim,
-    statements,
-)
+from bertbench.claims import COMMAND_LINE, FILE, Claims, load_claims, parse_claim, statements
+from bertbench.report.claims import EXPLORATORY, NOT_RUN, PRE_REGISTERED, contributions, evaluate
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
 from bertbench.report.tables.claims import claims_table
-from bertbench.report.registration import PREREGISTRATION_FILE, parse_preregistration
-from bertbench.report.registration import write_preregistration
+from bertbench.registration import PREREGISTRATION_FILE, parse_preregistration
+from bertbench.registration import write_preregistration
 from bertbench.results import record_filename, write_record
 
 from record_factory import FAIR, GOLD, GOOD, POOR, variant

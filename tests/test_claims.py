@@ -9,17 +9,10 @@ import json
 import pytest
 import yaml
 
+from bertbench.reference.claims import CLAIMS_PATH
+from bertbench.claims import THRESHOLD_SOURCES, load_claims
 from bertbench.report.claims import (
-    CLAIMS_PATH,
-    CONTRADICTED,
-    INCONCLUSIVE,
-    NOT_MEASURABLE,
-    NOT_RUN,
-    REPRODUCED,
-    THRESHOLD_SOURCES,
-    direction_and_p,
-    evaluate,
-    load_claims,
+    CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, REPRODUCED, direction_and_p, evaluate,
 )
 from bertbench.report.tables.claims import claims_table
 from bertbench.errors import BertbenchError

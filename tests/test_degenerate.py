@@ -8,7 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bertbench.report.model import collect
-from bertbench.report.claims import INCONCLUSIVE, PAPER, Claim, Claims, evaluate
+from bertbench.claims import PAPER, Claim, Claims
+from bertbench.report.claims import INCONCLUSIVE, evaluate
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.paired import differences_table, fmt_difference
 

@@ -15,7 +15,8 @@ def test_a_claim_against_random_init_covers_the_pre_trained_sides_seeds():
     resamples them, and its Covers label says P; random init's one seed None once kept P out of the label."""
     from bertbench.report.model import collect
     from bertbench.report.multibootstrap import PRETRAIN
-    from bertbench.report.claims import evaluate, load_claims
+    from bertbench.claims import load_claims
+    from bertbench.report.claims import evaluate
     from bertbench.report.tables.paired import fmt_covers
 
     data = collect(load_records([ROOT / "leaderboards" / "records" / "cpu-hour"]))

@@ -196,7 +196,8 @@ def test_a_folder_is_kept_as_given_and_never_as_a_machine_path(tmp_path, monkeyp
 
 def test_a_user_claim_may_name_the_external_model_by_its_label(hf_run):
     from bertbench.report.model import collect
-    from bertbench.report.claims import Claims, evaluate, parse_claim
+    from bertbench.claims import Claims, parse_claim
+    from bertbench.report.claims import evaluate
 
     def evaluate_user_claims(data, claims):
         return evaluate(data, Claims({}, ()), claims)

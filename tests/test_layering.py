@@ -19,14 +19,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("bertbench.config", "bertbench.reference", "bertbench.metrics", "bertbench.tasks")),
     ("typed run outputs: result records, pre-training summaries, a study's stages file",
      ("bertbench.results", "bertbench.stages")),
+    # Below the report and the studies alike: what a claim states and a study's pre-registration are read by the
+    # report (which judges them) and written and checked by the studies (which must not reach into the report).
+    ("what a study states before it runs: claims, the names they give a variant, the pre-registration's file",
+     ("bertbench.claims", "bertbench.registration")),
     ("data: corpus, instances, masking, task readers and features", ("bertbench.data",)),
     ("model: the network, tokenizer, checkpoints, HF interchange", ("bertbench.model",)),
     ("training: pre-training and fine-tuning runs, their settings", ("bertbench.training",)),
     ("benchmarks: `bertbench bench`", ("bertbench.benchmarks",)),
     ("report statistics (pure)", ("bertbench.report.stats", "bertbench.report.multibootstrap")),
     ("report data model and result tables", ("bertbench.report", "bertbench.report.model")),
-    ("report tables built on the model, the registration's file",
-     ("bertbench.report.tables", "bertbench.report.claims", "bertbench.report.registration")),
+    ("report tables built on the model, the claims' judge", ("bertbench.report.tables", "bertbench.report.claims")),
     ("the whole report", ("bertbench.report.build",)),
     ("report renderers: markdown, terminal, plots", ("bertbench.report.render",)),
     ("the run's report (`bertbench report` as a function) and the seed plan", ("bertbench.report.run", "bertbench.report.plan")),
@@ -218,7 +221,7 @@ def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path):
         "bertbench.errors (base: errors, paths, the process and its files) imports bertbench.report.model "
         "(report data model and result tables)",
         "bertbench.report.model (report data model and result tables) imports bertbench.report.tables.claims "
-        "(report tables built on the model, the registration's file)",
+        "(report tables built on the model, the claims' judge)",
     ]
 
 

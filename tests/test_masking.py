@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertbench.config import DataConfig
+from bertbench.config import DataConfig, parse_mask_procedure
 from bertbench.data.masking import (
     IGNORE_INDEX,
     CausalCollator,
@@ -17,7 +17,6 @@ from bertbench.data.masking import (
     make_collator,
     mask_tokens,
     masking_counts,
-    parse_mask_procedure,
     select_positions,
 )
 from bertbench.errors import BertbenchError

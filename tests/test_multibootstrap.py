@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from bertbench import metrics as M
+from bertbench.metrics import near_constant
 from bertbench.report.multibootstrap import (
     EXAMPLES,
     FINETUNE,
@@ -21,7 +22,6 @@ from bertbench.report.multibootstrap import (
     holm,
     minimum_detectable_effect,
     multi_bootstrap,
-    near_constant,
     plan_designs,
     variance_components,
 )

@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
-from bertbench.report.plan import StageThreads, _costs, plan_claim, stage_threads
-from bertbench.report.claims import claim_sides, load_claims
+from bertbench.stages import StageThreads, stage_threads
+from bertbench.report.plan import _costs, plan_claim
+from bertbench.claims import load_claims
+from bertbench.report.claims import claim_sides
 from bertbench.results import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,7 +269,7 @@ def test_plan_sizes_the_claims_study_on_the_pessimistic_pre_training_variance():
 def test_plan_takes_a_claim_line_and_a_claims_yaml_beside_the_records(tmp_path, cpu_hour):
     """`--claim` in the report's grammar plans a user claim on the records; a claims.yaml beside them is read as
     the report reads it (by name, or every claim when no --claim is given)."""
-    from bertbench.report.claims import load_claims_file
+    from bertbench.claims import load_claims_file
 
     data, _ = cpu_hour
     line = "mlm+nsp − mlm on stsb > 0"

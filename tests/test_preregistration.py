@@ -12,13 +12,14 @@ from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
-from bertbench.report.claims import EXPLORATORY, PRE_REGISTERED, evaluate, load_claims, parse_claim
-from bertbench.report.registration import (
+from bertbench.claims import load_claims, parse_claim
+from bertbench.report.claims import EXPLORATORY, PRE_REGISTERED, evaluate
+from bertbench.registration import (
     PREREGISTRATION_FILE,
     load_preregistration,
     parse_preregistration,
 )
-from bertbench.report.registration import write_preregistration
+from bertbench.registration import write_preregistration
 from bertbench.results import record_filename, write_record
 
 from record_factory import FAIR, GOLD, GOOD, POOR, variant

@@ -39,14 +39,17 @@ TINY = ["--model-size", "tiny", "--vocab-size", "200", "--max-seq-len", "32", "-
 NO_DROPOUT = ["--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0"]
 
 
-def run(args, tmp_path, fault: str = "", expect: int = 0, static: bool = False, collectives=None) -> str:
+def run(args, tmp_path, fault: str = "", expect: int = 0, static: bool = False, collectives=None,
+        inductor_graphs=None) -> str:
     """`bertbench pretrain` in its own processes. static: the static step (`--compile on`, run eagerly by
     tests/ddp_collectives.py); collectives: a folder where each rank writes the blocking collectives it made,
-    step by step."""
+    step by step; inductor_graphs: the static step compiled by inductor, as `--compile on` compiles it, and a
+    folder where each rank writes how many graphs it compiled."""
     env = {**os.environ, "BERTBENCH_PROGRESS": "0", "OMP_NUM_THREADS": "1", "BERTBENCH_FAULT": fault,
-           "BERTBENCH_COLLECTIVES": str(collectives or "")}
+           "BERTBENCH_COLLECTIVES": str(collectives or ""), "BERTBENCH_GRAPHS": str(inductor_graphs or ""),
+           "BERTBENCH_COMPILE": "inductor" if inductor_graphs else ""}
     command = [sys.executable, "-m", "bertbench.cli", "pretrain"]
-    if static or collectives:
+    if static or collectives or inductor_graphs:
         command = [sys.executable, str(Path(__file__).with_name("ddp_collectives.py")), "pretrain", "--compile", "on"]
     r = subprocess.run([*command, *TINY, *args], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=300)
@@ -70,10 +73,20 @@ def data(tmp_path_factory):
     return ["--corpus", str(corpus), "--tokenizer", str(vocab)]
 
 
-def test_one_two_and_four_processes_train_one_procedure(tmp_path, data):
-    common = [*data, *NO_DROPOUT, "--max-steps", "8", "--eval-every", "4", "--checkpoint-every", "8"]
-    one = tmp_path / "one"
-    run([*common, "--out", str(one)], tmp_path)
+ONE_PROCEDURE = [*NO_DROPOUT, "--max-steps", "8", "--eval-every", "4", "--checkpoint-every", "8"]
+
+
+@pytest.fixture(scope="module")
+def one_process(data, tmp_path_factory):
+    """A 1-process run (eager, dropout off) that the multi-process runs below are compared with."""
+    one = tmp_path_factory.mktemp("one") / "one"
+    run([*data, *ONE_PROCEDURE, "--out", str(one)], one.parent)
+    return one
+
+
+def test_one_two_and_four_processes_train_one_procedure(tmp_path, data, one_process):
+    common = [*data, *ONE_PROCEDURE]
+    one = one_process
     a = json.loads((one / "summary.json").read_text())
     ra = rows(one)
     loss_a = torch.tensor([float(r["train_loss"]) for r in ra])
@@ -96,6 +109,29 @@ def test_one_two_and_four_processes_train_one_procedure(tmp_path, data):
               f"weights within {max_rel(weights(one), weights(out)):.2e} relative")  # shown with pytest -s
         assert (loss_a - loss_b).abs().max() < 1e-3, (n, loss_a, loss_b)
         assert max_rel(weights(one), weights(out)) < 1e-4
+
+
+def test_two_processes_train_the_inductor_compiled_step_as_one_process_trains(tmp_path, data, one_process):
+    """The static step compiled whole (fullgraph, inductor: C++ built in each process) under DDP on gloo: Lightning
+    calls it inside DDP's forward, where dynamo's DDPOptimizer splits the traced graph at the gradient buckets
+    and inductor compiles each piece. Two processes train what one process trains eagerly, within the bounds
+    above (dropout off: compiled, dropout draws from inductor's RNG). Each rank counts the graphs inductor
+    was given: a step that fell back to eager, or to another backend, fails here."""
+    out, graphs = tmp_path / "compiled", tmp_path / "graphs"
+    said = run([*data, *ONE_PROCEDURE, "--out", str(out), *ddp(2)], tmp_path, inductor_graphs=graphs)
+    assert said.count("compiled the training step") == 1  # rank 0 says it
+    for rank in (0, 1):
+        counted = json.loads((graphs / f"rank-{rank}.json").read_text())
+        assert counted["dynamo_graphs"] == 1 and counted["inductor_graphs"] >= 1, (rank, counted)  # one phase, one trace
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["step"]["compiled"] and summary["step"]["static"]
+    ra, rb = rows(one_process), rows(out)
+    assert [(r["step"], r["tokens"], r["loss_tokens"]) for r in ra] == [(r["step"], r["tokens"], r["loss_tokens"]) for r in rb]
+    loss_a, loss_b = (torch.tensor([float(r["train_loss"]) for r in rs]) for rs in (ra, rb))
+    print(f"2 processes compiled: {counted['inductor_graphs']} inductor graphs per rank, losses within "
+          f"{(loss_a - loss_b).abs().max():.2e}, weights within {max_rel(weights(one_process), weights(out)):.2e} relative")
+    assert (loss_a - loss_b).abs().max() < 1e-3, (loss_a, loss_b)
+    assert max_rel(weights(one_process), weights(out)) < 1e-4
 
 
 STEPS, LOG_EVERY = 6, 2

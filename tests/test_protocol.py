@@ -97,8 +97,8 @@ def test_each_record_of_a_pre_registered_run_carries_the_pre_registrations_hash_
     the time) and hands it to each fine-tuning stage, whose records carry it; a re-run keeps the first time."""
     import hashlib
 
-    from bertbench.report.registration import PREREGISTRATION_FILE
-    from bertbench.report.registration import write_preregistration
+    from bertbench.registration import PREREGISTRATION_FILE
+    from bertbench.registration import write_preregistration
     from bertbench.results import PREREGISTRATION_ENV, provenance, validate_record
     from bertbench.studies import plan as study_plan
     from record_factory import record
@@ -137,9 +137,10 @@ def test_a_stopped_or_partial_run_is_logged_before_an_amendment_is_accepted_and_
     """A run that stops, a run that starts over a part-way folder, and a changed registration (accepted only when it
     says which one it amends, after the log has the partial run) each leave an entry; the report's family note, on
     the study's page, lists them."""
-    from bertbench.report.claims import load_claims
-    from bertbench.report.registration import LOG_FILE, load_preregistration, log_note, read_log
-    from bertbench.studies.protocol import log_stop, register
+    from bertbench.claims import load_claims
+    from bertbench.registration import LOG_FILE, load_preregistration, log_note, read_log
+    from bertbench.registration import log_stop
+    from bertbench.studies.protocol import register
 
     out = tmp_path / "out"
     first = register(out, load_preset(str(_preset(tmp_path))))
@@ -187,7 +188,7 @@ def _fail(message: str) -> None:
 
 def test_a_pre_registered_studys_stopped_invocation_is_logged_by_the_run(tmp_path):
     """run_stages_keeping_times, the path every stopped `run` takes, logs the stop where a pre-registration exists."""
-    from bertbench.report.registration import LOG_FILE, read_log
+    from bertbench.registration import LOG_FILE, read_log
     from bertbench.studies.protocol import register
     from bertbench.studies.run import run_stages_keeping_times
     from bertbench.studies.scheduler import Stage

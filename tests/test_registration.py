@@ -12,13 +12,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import bertbench.claims as statements_module
 import bertbench.report.claims as claims_module
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
-from bertbench.report.claims import EXPLORATORY, evaluate_study, load_claims
+from bertbench.claims import load_claims
+from bertbench.report.claims import EXPLORATORY, evaluate_study
 from bertbench.report.model import collect
 from bertbench.report.tables.claims import claims_table
-from bertbench.report.registration import (
+from bertbench.registration import (
     LOG_FILE,
     PREREGISTRATION_FILE,
     check_stamps,
@@ -26,7 +28,8 @@ from bertbench.report.registration import (
     read_log,
 )
 from bertbench.studies.preset import load_preset
-from bertbench.studies.protocol import register, registrations_dir, withdraw
+from bertbench.registration import registrations_dir, withdraw
+from bertbench.studies.protocol import register
 
 from record_factory import FAIR, GOLD, GOOD, variant
 from test_protocol import _preset
@@ -67,10 +70,10 @@ def test_a_changed_claim_threshold_or_alpha_changes_the_registrations_hash(tmp_p
 
     before = load_preset(str(_preset(tmp_path, ner_claim))).preregistration
     assert before.decides["claims"]["t5-qnli-nsp"]["threshold"] == -1.0
-    text = claims_module.CLAIMS_PATH.read_text(encoding="utf-8").replace("about_a_point: 1.0", "about_a_point: 2.0")
+    text = statements_module.CLAIMS_PATH.read_text(encoding="utf-8").replace("about_a_point: 1.0", "about_a_point: 2.0")
     moved = tmp_path / "claims.yaml"
     moved.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(claims_module, "CLAIMS_PATH", moved)
+    monkeypatch.setattr(statements_module, "CLAIMS_PATH", moved)
     after = load_preset(str(_preset(tmp_path, ner_claim))).preregistration
     assert after.decides["claims"]["t5-qnli-nsp"]["threshold"] == -2.0 and after.sha256 != before.sha256
     monkeypatch.undo()

@@ -10,7 +10,8 @@ import pytest
 
 from bertbench.report.build import build_report
 from bertbench.report.model import collect
-from bertbench.report.claims import evaluate, load_claims
+from bertbench.claims import load_claims
+from bertbench.report.claims import evaluate
 from bertbench.report.tables.masking import masking_ratio_table, ratio_series
 from bertbench.results import LoadedRecord, load_records
 

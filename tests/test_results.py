@@ -21,7 +21,8 @@ from bertbench.results import (
     validate_record,
     write_record,
 )
-from bertbench.report.labels import masking_suffix, variant_label
+from bertbench.claims import masking_suffix
+from bertbench.report.labels import variant_label
 
 RECORDS = Path(__file__).resolve().parent / "fixtures" / "records" / "main"
 COMMITTED = Path(__file__).resolve().parent.parent / "leaderboards" / "records"
@@ -314,9 +315,9 @@ def test_committed_summaries_are_in_todays_form_without_machine_paths():
     from bertbench.results import read_summary
 
     paths = sorted(COMMITTED.glob("*/pretrain/*/summary.json"))
-    assert len(paths) == 37  # claims 14 (MLM+NSP and No NSP × 6 seeds, L2-H256 × 2), cpu-hour 7 (MLM+NSP × 3
-    # seeds, No NSP and LTR × 2), cpu-hour-wide 3, cpu-quick 1, masking 6 (3 ratios × 2 pre-training seeds),
-    # table6 6 (3 × 2)
+    assert len(paths) == 49  # claims 14 (MLM+NSP and No NSP × 6 seeds, L2-H256 × 2), claims-3 12 (MLM+NSP and
+    # mask 100/0/0 × 6 seeds), cpu-hour 7 (MLM+NSP × 3 seeds, No NSP and LTR × 2), cpu-hour-wide 3, cpu-quick 1,
+    # masking 6 (3 ratios × 2 pre-training seeds), table6 6 (3 × 2)
     for path in paths:
         on_disk = json.loads(path.read_text(encoding="utf-8"))
         assert read_summary(path).to_json() == on_disk and absolute_paths(on_disk) == [], path

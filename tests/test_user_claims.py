@@ -9,18 +9,8 @@ from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.report.model import collect
 from bertbench.report.multibootstrap import holm
-from bertbench.report.claims import (
-    CONTRADICTED,
-    INCONCLUSIVE,
-    NOT_MEASURABLE,
-    NOT_RUN,
-    SUPPORTED,
-    Claims,
-    evaluate,
-    load_claims,
-    load_claims_file,
-    parse_claim,
-)
+from bertbench.claims import Claims, load_claims, load_claims_file, parse_claim
+from bertbench.report.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, SUPPORTED, evaluate
 from bertbench.report.tables.claims import claims_table
 from bertbench.results import record_filename, write_record
 

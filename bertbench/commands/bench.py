@@ -45,10 +45,8 @@ def _emit(result: dict[str, Any], as_json: bool) -> None:
         loss = f"  loss {s['loss_first']:.3f} → {s['loss_last']:.3f}" if "loss_last" in s else ""
         typer.echo(f"  {name:<28}{rate}{mfu}{loss}")
     for name, c in result.get("comparisons", {}).items():
-        typer.echo(
-            f"  {name:<40} {c['ours']} / {c['theirs']}: {c['speedup_median']:.2f}x "
-            f"(rounds {c['speedup_min']:.2f}–{c['speedup_max']:.2f})"
-        )
+        typer.echo(f"  {name:<40} {c['ours']} / {c['theirs']}: {c['speedup_median']:.2f}x "
+                   f"(rounds {c['speedup_min']:.2f}–{c['speedup_max']:.2f})")
     typer.echo(f"allocator: {m.get('allocator', 'tcmalloc' if m['tcmalloc'] else 'glibc')}")
     if result.get("hint"):
         typer.echo(f"hint: {result['hint']}")
@@ -192,22 +190,28 @@ def _command_of(result: dict[str, Any]) -> str:
             f"{c['batch_size']} --seq-len {c['seq_len']} --steps {c['steps']} --warmup {c['warmup']}")
 
 
-def _int_list(text: str, flag: str) -> list[int]:
+def _int_list(text: str, flag: str, example: str = "64,128,256") -> list[int]:
     from bertbench.errors import BertbenchError
 
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise BertbenchError(f"{flag} {text!r}: expected integers separated by commas, e.g. 64,128,256") from None
+        raise BertbenchError(f"{flag} {text!r}: expected whole numbers separated by commas, e.g. {example}") from None
+
+
+def _load_json(path: Path, what: str) -> Any:
+    from bertbench.errors import BertbenchError
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise BertbenchError(f"{path}: not a readable {what} ({err})") from None
 
 
 def _read_result(path: Path) -> dict[str, Any]:
     from bertbench.errors import BertbenchError
 
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise BertbenchError(f"{path}: not a readable JSON result of `bench pretrain --json` ({err})") from None
+    result = _load_json(path, "JSON result of `bench pretrain --json`")
     if not isinstance(result, dict) or result.get("benchmark") != "pretrain" or not ("sides" in result or "runs" in result):
         raise BertbenchError(f"{path}: not a `bench pretrain --json` result (expected benchmark \"pretrain\" with sides)")
     return result
@@ -292,21 +296,16 @@ def _render_data_scale(saved: Path, embed: Optional[Path], save_json: Optional[P
     typer.echo(text)
     if save_json is not None:
         atomic_write_text(save_json, json.dumps(result, indent=2) + "\n")
-    if embed is not None:
-        _embed_block(embed, "data-scale", text)
+    _embed_block(embed, "data-scale", text)
 
 
 def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], seq_len: int, save_json: Optional[Path],
                 as_json: bool, quiet: bool, embed: Optional[Path]) -> None:
     from bertbench.benchmarks import common, data_scale
-    from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text
     from bertbench.paths import default_data_dir, portable
 
-    try:
-        scales = [int(x) for x in scale.split(",") if x.strip()]
-    except ValueError:
-        raise BertbenchError(f"--scale {scale!r}: expected comma-separated whole numbers, e.g. 1,2,4") from None
+    scales = _int_list(scale, "--scale", "1,2,4")
     corpus = corpus or default_data_dir() / "corpus"
     tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
     result = data_scale.run(scales, corpus, tokenizer, seq_len, common.progress_to_stderr(quiet))
@@ -314,10 +313,9 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
     text = json.dumps(result, indent=2)
     if save_json is not None:
         atomic_write_text(save_json, text + "\n")
-    command = f"bertbench bench data --scale {','.join(map(str, scales))}"
-    typer.echo(text if as_json else data_scale.markdown(result, command))
-    if embed is not None:
-        _embed_block(embed, "data-scale", data_scale.markdown(result, command))
+    markdown = data_scale.markdown(result, f"bertbench bench data --scale {','.join(map(str, scales))}")
+    typer.echo(text if as_json else markdown)
+    _embed_block(embed, "data-scale", markdown)
 
 
 def _render_quality(render: Path, plot: Optional[Path], embed: Optional[Path]) -> None:
@@ -333,9 +331,9 @@ def _render_quality(render: Path, plot: Optional[Path], embed: Optional[Path]) -
         raise BertbenchError(f"{render}: not a readable bench quality JSON ({err})") from None
     if plot is not None:
         bench_quality.plot(saved, plot)
-    typer.echo(bench_quality.markdown(saved, command))
-    if embed is not None:
-        _embed_block(embed, "quality", bench_quality.markdown(saved, command))
+    markdown = bench_quality.markdown(saved, command)
+    typer.echo(markdown)
+    _embed_block(embed, "quality", markdown)
 
 
 def _compare_quality(compare: list[Path], plot: Optional[Path], embed: Optional[Path], block: str) -> None:
@@ -345,10 +343,7 @@ def _compare_quality(compare: list[Path], plot: Optional[Path], embed: Optional[
 
     loaded = []
     for f in compare:
-        try:
-            result = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise BertbenchError(f"{f}: not a readable bench quality JSON ({err})") from None
+        result = _load_json(f, "bench quality JSON")
         if not isinstance(result, dict) or not isinstance((result.get("config") or {}).get("pretrain"), dict):
             from bertbench.results import FORMATS_COMMIT
 
@@ -412,12 +407,9 @@ def quality(
         bench_quality.plot(result, plot)
     if save_json is not None:
         atomic_write_text(save_json, bench_quality.dumps(result) + "\n")
-    if as_json:
-        typer.echo(bench_quality.dumps(result))
-    else:
-        typer.echo(bench_quality.markdown(result, command))
-    if embed is not None:
-        _embed_block(embed, "quality", bench_quality.markdown(result, command))
+    markdown = bench_quality.markdown(result, command)
+    typer.echo(bench_quality.dumps(result) if as_json else markdown)
+    _embed_block(embed, "quality", markdown)
 
 
 Only = Annotated[str, typer.Option("--only", help="Comma-separated variants (default is always included); empty: all.")]
@@ -433,7 +425,9 @@ def _machine_and_config(result: dict[str, Any], **config: Any) -> dict[str, Any]
     return {**result, "machine": common.machine(), "config": config}
 
 
-def _print_variants(result: dict[str, Any]) -> None:
+def _print_variants(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        return typer.echo(json.dumps(result, indent=2))
     for name, v in result["variants"].items():
         extra = f"  first step {v['first_step_s']} s" if "first_step_s" in v else ""
         typer.echo(f"  {name:<40}{v['tokens_per_s']:>10.0f} tokens/s  {v['speed_vs_default']:.2f}x default{extra}")
@@ -456,12 +450,8 @@ def ablations(
         result = bench_ablations.run_compile(model_size, batch_size, seq_len, steps, warmup)
     else:
         result = bench_ablations.run_variants(model_size, batch_size, seq_len, steps, warmup, _only(only))
-    result = _machine_and_config({"benchmark": "ablations", **result}, model_size=model_size, batch_size=batch_size,
-                                 seq_len=seq_len, steps=steps, warmup=warmup)
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        _print_variants(result)
+    _print_variants(_machine_and_config({"benchmark": "ablations", **result}, model_size=model_size,
+                                        batch_size=batch_size, seq_len=seq_len, steps=steps, warmup=warmup), as_json)
 
 
 def finetune_ablations(
@@ -479,12 +469,9 @@ def finetune_ablations(
     from bertbench.benchmarks import finetune_ablations as bench_ft
 
     result = bench_ft.run_variants(model_size, batch_size, min_len, max_len, precision, steps, warmup, _only(only))
-    result = _machine_and_config({"benchmark": "finetune-ablations", **result}, model_size=model_size, batch_size=batch_size,
-                                 min_len=min_len, max_len=max_len, precision=precision, steps=steps, warmup=warmup)
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        _print_variants(result)
+    _print_variants(_machine_and_config({"benchmark": "finetune-ablations", **result}, model_size=model_size,
+                                        batch_size=batch_size, min_len=min_len, max_len=max_len, precision=precision,
+                                        steps=steps, warmup=warmup), as_json)
 
 
 def allocator(
@@ -551,8 +538,7 @@ def gpu(
     if render is not None:
         text = gpu_check.markdown(gpu_check.read_lines(render), render.as_posix())
         typer.echo(text)
-        if embed is not None:
-            _embed_block(embed, gpu_check.BLOCK, text)
+        _embed_block(embed, gpu_check.BLOCK, text)
         return
     if out is None:
         raise BertbenchError("bench gpu: give --out FILE.jsonl (or --render FILE.jsonl)")
@@ -567,10 +553,12 @@ def gpu(
         raise BertbenchError(f"bench gpu: {len(failed)} side(s) did not finish ({', '.join(failed)}); {out} says why")
 
 
-def _embed_block(target: Path, name: str, body: str) -> None:
+def _embed_block(target: Optional[Path], name: str, body: str) -> None:
     from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
+    if target is None:
+        return
     if not target.is_file():
         raise BertbenchError(f"{target}: no such file to embed the table in")
     text = replace_marked_block(target.read_text(encoding="utf-8"), f"<!-- bertbench bench: begin {name} -->",

@@ -69,19 +69,13 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
         if "lm_labels" in samples[0]:
             break  # static masks do not change between passes
     sel = max(1, counts.get("selected", 0))
-    return dict(
-        passes=passes,
-        sequences=rows,
-        candidates=counts.get("candidates", 0),
-        selected=counts.get("selected", 0),
-        selected_share=counts.get("selected", 0) / max(1, counts.get("candidates", 0)),
-        mask_share=counts.get("mask", 0) / sel,
-        kept_share=counts.get("kept", 0) / sel,
-        random_share=counts.get("random", 0) / sel,
-        selected_special=counts.get("selected_special", 0),
-        random_special=counts.get("random_special", 0),
-        cap_binds_share=capped / max(1, rows) if collator.params.max_predictions_per_seq is not None else 0.0,
-    )
+    return dict(passes=passes, sequences=rows, candidates=counts.get("candidates", 0),
+                selected=counts.get("selected", 0),
+                selected_share=counts.get("selected", 0) / max(1, counts.get("candidates", 0)),
+                mask_share=counts.get("mask", 0) / sel, kept_share=counts.get("kept", 0) / sel,
+                random_share=counts.get("random", 0) / sel, selected_special=counts.get("selected_special", 0),
+                random_special=counts.get("random_special", 0),
+                cap_binds_share=capped / max(1, rows) if collator.params.max_predictions_per_seq is not None else 0.0)
 
 
 def _show(data, tokenizer, collator, n: int, objective: str) -> None:
@@ -194,25 +188,16 @@ def inspect(
     sentences), one .jsonl line or one WikiExtractor <doc> block. The tokenised corpus is cached (see
     `bertbench data cache`)."""
     from bertbench.data.instances import build_pretraining_data
-    from bertbench.data.masking import TokenTables, make_collator, parse_mask_procedure
+    from bertbench.config import parse_mask_procedure
+    from bertbench.data.masking import TokenTables, make_collator
     from bertbench.model.tokenizer import WordPieceTokenizer
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
-    cfg = DataConfig(
-        corpus=list(corpus or []),
-        max_seq_len=max_seq_len,
-        full_sentences=full_sentences,
-        mask_ratio=mask_ratio,
-        mask_procedure=parse_mask_procedure(mask_procedure),
-        whole_word_mask=whole_word_mask,
-        max_predictions_per_seq=max_predictions_per_seq,
-        masking=masking,
-        max_documents=max_documents,
-        doc_sentences=doc_sentences,
-        min_heldout_docs=min_heldout_docs,
-        heldout_fraction=heldout_fraction,
-        seed=seed,
-    )
+    cfg = DataConfig(corpus=list(corpus or []), max_seq_len=max_seq_len, full_sentences=full_sentences,
+                     mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure),
+                     whole_word_mask=whole_word_mask, max_predictions_per_seq=max_predictions_per_seq, masking=masking,
+                     max_documents=max_documents, doc_sentences=doc_sentences, min_heldout_docs=min_heldout_docs,
+                     heldout_fraction=heldout_fraction, seed=seed)
     tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
     data = build_pretraining_data(cfg, tok, objective, log=_err)
     collator = make_collator(cfg, tok, objective)

@@ -37,10 +37,11 @@ def plan(
     cost in CPU-minutes on the machine the records ran on, from the records' variance components."""
     from bertbench.errors import BertbenchError
     from bertbench.report.model import collect
-    from bertbench.report.plan import plan_claim, stage_threads
+    from bertbench.stages import stage_threads
+    from bertbench.report.plan import plan_claim
     from bertbench.results import RECORD_SUFFIX, load_records
     from bertbench.tasks import task_versions
-    from bertbench.report.claims import claims_beside
+    from bertbench.claims import claims_beside
 
     import tempfile
 

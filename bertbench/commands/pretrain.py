@@ -71,11 +71,9 @@ def _say_how_it_ended(summary: dict, out: Path) -> None:
     if "stopped_at_step" in summary:
         typer.echo(f"stopped at step {summary['stopped_at_step']}; continue with --resume auto")
         return
-    typer.echo(
-        f"done: {summary['steps']} steps, {summary['tokens_seen']:,} tokens in {summary['wall_seconds']:.0f} s "
-        f"({summary['tokens_per_second']:.0f} tok/s); held-out: {heldout_text(summary.get('heldout', {}))}\n"
-        f"checkpoint: {out / 'checkpoint'}"
-    )
+    typer.echo(f"done: {summary['steps']} steps, {summary['tokens_seen']:,} tokens in {summary['wall_seconds']:.0f} s "
+               f"({summary['tokens_per_second']:.0f} tok/s); held-out: {heldout_text(summary.get('heldout', {}))}\n"
+               f"checkpoint: {out / 'checkpoint'}")
 
 
 # What a held-out diagnostic measures, said beside its value at the end of a run: `cross_segment_match 1.427`

@@ -17,10 +17,7 @@ def report(
     ],
     out: Annotated[
         Optional[Path],
-        typer.Option(
-            "--out",
-            help="Write the markdown report here (e.g. reports/mine.md).",
-        ),
+        typer.Option("--out", help="Write the markdown report here (e.g. reports/mine.md)."),
     ] = None,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="Write the numbers in long form as CSV.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the numbers in long form as JSON.")] = None,

@@ -51,7 +51,7 @@ def run(
 
     spec = load_preset(preset)
     if withdraw is not None:
-        from bertbench.studies.protocol import withdraw as withdraw_study
+        from bertbench.registration import withdraw as withdraw_study
 
         typer.echo(f"withdrew {spec.name}: logged in {withdraw_study(spec.name, withdraw)}")
         return

@@ -26,6 +26,7 @@ them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, el
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -51,11 +52,8 @@ _SNIFF_BYTES = 4096
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("BERTBENCH_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "bertbench"
+    env, xdg = os.environ.get("BERTBENCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME")
+    return Path(env) if env else (Path(xdg) if xdg else Path.home() / ".cache") / "bertbench"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -75,8 +73,7 @@ class Shard:
     doc_sentences: int = 0  # .txt only: cut the file into documents of at least this many sentences (0: one)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(kind=self.kind, path=self.path, name=self.name, entry=self.entry, config=self.config, limit=self.limit,
-                    doc_sentences=self.doc_sentences)
+        return dataclasses.asdict(self)
 
 
 def _sniff_kind(path: Path) -> Optional[str]:
@@ -138,12 +135,11 @@ def resolve_corpus(corpus: list[str]) -> tuple[list[Shard], list[str]]:
 # Parsing one shard into documents (lists of sentences).
 
 
-def _read_text(path: str) -> str:
+def _read_bytes(path: str) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as err:
         raise BertbenchError(f"{path}: cannot read ({err.strerror})") from None
-    return _decode(path, data)
 
 
 def _decode(path: str, data: bytes) -> str:
@@ -160,8 +156,7 @@ def _line_paragraphs(text: str) -> list[str]:
 
 def _iter_wiki(text: str) -> Iterator[list[str]]:
     for m in _DOC_BLOCK.finditer(text):
-        paragraphs = _line_paragraphs(m.group(1))
-        yield paragraphs[1:]  # the first line of a WikiExtractor block is the article's title
+        yield _line_paragraphs(m.group(1))[1:]  # the first line of a WikiExtractor block is the article's title
 
 
 def _iter_jsonl(path: str, text: str) -> Iterator[list[str]]:
@@ -226,7 +221,7 @@ def iter_shard_documents(shard: dict[str, Any]) -> Iterator[list[str]]:
     if kind == "hub":
         docs: Iterator[list[str]] = (_line_paragraphs(row["text"] or "") for row in _open_hub(path, shard["config"]))
     else:
-        text = _read_text(path)
+        text = _decode(path, _read_bytes(path))
         if kind == "txt":
             docs = iter(txt_documents(text, shard.get("doc_sentences", 0)))
         elif kind == "wiki":
@@ -260,18 +255,10 @@ def _tokenizer_hash(tokenizer) -> str:
 
 
 def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
-    items = []
-    for s in shards:
-        if s.kind == "hub":
-            items.append(["hub", s.path, s.config])
-        else:
-            st = os.stat(s.path)
-            items.append([s.kind, os.path.abspath(s.path), st.st_size, st.st_mtime_ns])
-    blob = json.dumps(
-        dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
-             reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)),
-        sort_keys=True,
-    )
+    items = [["hub", s.path, s.config] if s.kind == "hub" else
+             [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
+    blob = json.dumps(dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
+                           reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)), sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -297,10 +284,7 @@ def _scan(shards: list[Shard], max_documents: Optional[int],
             records.append(dict(name=s.name, limit=remaining))
             remaining = None if remaining is None else 0  # a streamed hub source is read up to the cap
             continue
-        try:
-            data = Path(s.path).read_bytes()
-        except OSError as err:
-            raise BertbenchError(f"{s.path}: cannot read ({err.strerror})") from None
+        data = _read_bytes(s.path)
         text = _decode(s.path, data)
         limit = None
         if remaining is not None:  # counting a book's documents means splitting it: only when a cap needs it
@@ -613,15 +597,8 @@ def tokenized_corpus_folder(corpus: list[str], tokenizer, max_documents: Optiona
     return _corpus_folder(cache_key(shards, max_documents, tokenizer, doc_sentences), cache_dir)
 
 
-def load_tokenized_corpus(
-    corpus: list[str],
-    tokenizer,
-    max_documents: Optional[int] = None,
-    num_proc: int = 0,
-    cache_dir: Optional[Path] = None,
-    log=None,
-    doc_sentences: int = 0,
-) -> TokenizedCorpus:
+def load_tokenized_corpus(corpus: list[str], tokenizer, max_documents: Optional[int] = None, num_proc: int = 0,
+                          cache_dir: Optional[Path] = None, log=None, doc_sentences: int = 0) -> TokenizedCorpus:
     """Read, sentence-split and tokenise `corpus` (a list of --corpus entries), or load it from the cache.
     `num_proc` worker processes tokenise the files (0: every core); memory stays bounded by a file's size.
     `doc_sentences` > 0 cuts each .txt file into documents of at least that many sentences (`txt_documents`)."""

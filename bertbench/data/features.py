@@ -26,17 +26,8 @@ from bertbench.data.task_readers import ChoiceExample, Example, TextExample
 from bertbench.errors import BertbenchError
 from bertbench.tasks import TaskSpec
 
-__all__ = [
-    "IGNORE_INDEX",
-    "QADecoding",
-    "build_features",
-    "choice_features",
-    "decode_qa",
-    "decode_tokens",
-    "pair_features",
-    "qa_features",
-    "token_features",
-]
+__all__ = ["IGNORE_INDEX", "QADecoding", "build_features", "choice_features", "decode_qa", "decode_tokens",
+           "pair_features", "qa_features", "token_features"]
 
 Feature = dict[str, Any]
 
@@ -51,15 +42,18 @@ def pair_features(examples: list[TextExample], tokenizer, max_seq_len: int) -> l
     pairs = None if all(singles) else [ex.text_b for ex in examples]
     encs = tokenizer.encode_batch(texts, pairs, max_length=max_seq_len) if examples else []
     segments = has_segments(tokenizer)
-    out: list[Feature] = []
-    for i, (ex, enc) in enumerate(zip(examples, encs)):
-        f: Feature = {"input_ids": list(enc.input_ids), "example_index": i}
-        if segments:
-            f["token_type_ids"] = list(enc.token_type_ids)
-        if ex.label is not None:
-            f["labels"] = ex.label
-        out.append(f)
-    return out
+    return [_feature(list(enc.input_ids), list(enc.token_type_ids), i, ex.label, segments)
+            for i, (ex, enc) in enumerate(zip(examples, encs))]
+
+
+def _feature(input_ids: list, token_type_ids: list, index: int, label: Any, segments: bool) -> Feature:
+    """One example's feature: its ids, its index, its token types where the model has segments, its label."""
+    f: Feature = {"input_ids": input_ids, "example_index": index}
+    if segments:
+        f["token_type_ids"] = token_type_ids
+    if label is not None:
+        f["labels"] = label
+    return f
 
 
 def choice_features(examples: list[ChoiceExample], tokenizer, max_seq_len: int) -> list[Feature]:
@@ -75,16 +69,10 @@ def choice_features(examples: list[ChoiceExample], tokenizer, max_seq_len: int) 
     segments = has_segments(tokenizer)
     out: list[Feature] = []
     k = 0
-    for i, ex in enumerate(examples):
-        n = len(ex.endings)
-        chunk = encs[k:k + n]
-        k += n
-        f: Feature = {"input_ids": [list(e.input_ids) for e in chunk], "example_index": i}  # (num_choices, len_c)
-        if segments:
-            f["token_type_ids"] = [list(e.token_type_ids) for e in chunk]
-        if ex.label is not None:
-            f["labels"] = ex.label
-        out.append(f)
+    for i, ex in enumerate(examples):  # input_ids and token_type_ids: (num_choices, len_c)
+        chunk, k = encs[k:k + len(ex.endings)], k + len(ex.endings)
+        out.append(_feature([list(e.input_ids) for e in chunk], [list(e.token_type_ids) for e in chunk], i, ex.label,
+                            segments))
     return out
 
 

@@ -120,17 +120,9 @@ class QADecoding:
     null_odds: dict[str, float] = field(default_factory=dict)
 
 
-def decode_qa(
-    examples: list[QAExample],
-    features: list[Feature],
-    start_logits: Sequence[Sequence[float]],
-    end_logits: Sequence[Sequence[float]],
-    *,
-    n_best: int = 20,
-    max_answer_len: int = 30,
-    version_2: bool = False,
-    null_threshold: float = 0.0,
-) -> QADecoding:
+def decode_qa(examples: list[QAExample], features: list[Feature], start_logits: Sequence[Sequence[float]],
+              end_logits: Sequence[Sequence[float]], *, n_best: int = 20, max_answer_len: int = 30,
+              version_2: bool = False, null_threshold: float = 0.0) -> QADecoding:
     """Per-feature start/end logits (rows may be padded beyond the feature's length) → answers.
 
     score_null of a question is start[0] + end[0] minimised over its windows (as run_squad.py); with

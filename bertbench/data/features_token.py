@@ -13,6 +13,7 @@ piece belongs to, -1 elsewhere), labels (label ids with -100; absent when the ex
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Optional, Sequence
 
 from bertbench.data import IGNORE_INDEX
@@ -91,9 +92,7 @@ def token_features(examples: list[TokenExample], tokenizer, max_seq_len: int, la
     out: list[Feature] = []
     for i, ex in enumerate(examples):
         ps = pieces[i]
-        starts = [0]
-        for p in ps:
-            starts.append(starts[-1] + len(p))
+        starts = [0, *itertools.accumulate(len(p) for p in ps)]
         for a, b in _chunks(ps, budget):
             ids: list[int] = []
             words: list[int] = []

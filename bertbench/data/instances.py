@@ -199,10 +199,8 @@ def nsp_instances(v: _Offsets, docs: list[int], max_seq_len: int, short_seq_prob
                     doc_b = d
                 seg_a, seg_b = _truncate_pair(seg_a, seg_b, max_tokens, rng)
                 la, lb = seg_a[1] - seg_a[0], seg_b[1] - seg_b[0]
-                b.add(
-                    [(b.CLS, 1), (seg_a[0], la), (b.SEP, 1), (seg_b[0], lb), (b.SEP, 1)],
-                    type_start=la + 2, label=label, doc_a=d, doc_b=doc_b,
-                )
+                b.add([(b.CLS, 1), (seg_a[0], la), (b.SEP, 1), (seg_b[0], lb), (b.SEP, 1)],
+                      type_start=la + 2, label=label, doc_a=d, doc_b=doc_b)
                 chunk_start, cur = i + 1, 0
                 target = _target(rng, max_tokens, short_seq_prob)
             i += 1
@@ -445,14 +443,8 @@ def _build_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_lab
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_pretraining_data(
-    data_cfg,
-    tokenizer,
-    objective: str = "mlm+nsp",
-    seed: Optional[int] = None,
-    cache_dir=None,
-    log=None,
-) -> PretrainingData:
+def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None, cache_dir=None,
+                           log=None) -> PretrainingData:
     """Tokenised corpus (cached) → held-out split → instances (→ static masks when `masking == "static"`).
 
     `seed` drives the training instances (sentence pairing, short targets, static masks); None means
@@ -491,20 +483,12 @@ def build_pretraining_data(
             sort_keys=True,
         ).encode()
     ).hexdigest()
-    stats = dict(
-        documents=corpus.num_documents,
-        train_documents=len(train_docs),
-        heldout_documents=len(heldout_docs),
-        sentences=corpus.num_sentences,
-        tokens=corpus.num_tokens,
-        train_instances=len(train),
-        heldout_instances=len(heldout),
-        mean_length=_index_meta(train)["mean_length"],
-        isnext_share=_index_meta(train)["isnext_share"] if trains_nsp(objective) else None,
-        corpus_seconds=round(t_corpus, 3),
-        instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
-        cache=str(corpus.path),
-    )
+    stats = dict(documents=corpus.num_documents, train_documents=len(train_docs), heldout_documents=len(heldout_docs),
+                 sentences=corpus.num_sentences, tokens=corpus.num_tokens, train_instances=len(train),
+                 heldout_instances=len(heldout), mean_length=_index_meta(train)["mean_length"],
+                 isnext_share=_index_meta(train)["isnext_share"] if trains_nsp(objective) else None,
+                 corpus_seconds=round(t_corpus, 3), instance_seconds=round(time.perf_counter() - t0 - t_corpus, 3),
+                 cache=str(corpus.path))
     return PretrainingData(train, heldout, train_docs, heldout_docs, stats, fingerprint, corpus)
 
 

@@ -29,17 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertbench.config import (
-    PAPER_MASK_PROCEDURE,
-    DataConfig,
-    check_mask_procedure,
-    check_objective,
-    is_causal,
-    parse_mask_procedure,  # noqa: F401 (re-exported: it lives beside the field it parses)
-    trains_nsp,
-)
+from bertbench.config import PAPER_MASK_PROCEDURE, DataConfig, check_mask_procedure, check_objective, is_causal, trains_nsp
 from bertbench.data import IGNORE_INDEX
-
 
 
 @dataclass
@@ -99,15 +90,12 @@ class RowDraws:
 
 
 def _uniform(generator, shape: tuple[int, int]) -> torch.Tensor:
-    if isinstance(generator, RowDraws):
-        return generator.uniform(shape)
-    return torch.rand(shape, generator=generator)
+    return generator.uniform(shape) if isinstance(generator, RowDraws) else torch.rand(shape, generator=generator)
 
 
 def _integers(generator, n: int, shape: tuple[int, int]) -> torch.Tensor:
-    if isinstance(generator, RowDraws):
-        return generator.integers(n, shape)
-    return torch.randint(n, shape, generator=generator)
+    return (generator.integers(n, shape) if isinstance(generator, RowDraws)
+            else torch.randint(n, shape, generator=generator))
 
 
 def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator) -> torch.Tensor:
@@ -147,9 +135,8 @@ def select_positions(input_ids: torch.Tensor, tables: TokenTables, params: DataC
     return word_chosen.gather(1, word) & cand
 
 
-def mask_tokens(
-    input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator
-) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(input_ids: torch.Tensor, tables: TokenTables, params: DataConfig, generator
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """(masked input_ids, lm_labels) for a (B, T) batch; labels are -100 except at selected positions.
     generator: a torch.Generator (one stream for the batch) or RowDraws (one per row)."""
     selected = select_positions(input_ids, tables, params, generator)
@@ -342,14 +329,9 @@ class StaticMasks:
 def masking_counts(original: torch.Tensor, masked: torch.Tensor, labels: torch.Tensor, tables: TokenTables) -> dict[str, int]:
     """Counts for statistics: candidates, selected, and how the selected were replaced."""
     selected = labels != IGNORE_INDEX
-    is_mask = selected & (masked == tables.mask_id)
-    kept = selected & (masked == original)
-    return {
-        "candidates": int((~tables.is_special[original]).sum()),
-        "selected": int(selected.sum()),
-        "mask": int(is_mask.sum()),
-        "kept": int(kept.sum()),
-        "random": int((selected & ~is_mask & ~kept).sum()),
-        "selected_special": int((selected & tables.is_special[original]).sum()),
-        "random_special": int((selected & ~is_mask & ~kept & tables.is_special[masked]).sum()),
-    }
+    is_mask, kept = selected & (masked == tables.mask_id), selected & (masked == original)
+    random = selected & ~is_mask & ~kept
+    return {"candidates": int((~tables.is_special[original]).sum()), "selected": int(selected.sum()),
+            "mask": int(is_mask.sum()), "kept": int(kept.sum()), "random": int(random.sum()),
+            "selected_special": int((selected & tables.is_special[original]).sum()),
+            "random_special": int((random & tables.is_special[masked]).sum())}

@@ -129,18 +129,13 @@ def _squad_rows(path: Path) -> Iterator[Row]:
     for a_i, article in enumerate(data["data"]):
         try:
             title = article["title"]
-            for p_i, para in enumerate(article["paragraphs"]):
-                context = para["context"]
+            for para in article["paragraphs"]:
                 for qa in para["qas"]:
                     answers = qa.get("answers", [])
-                    row = {
-                        "id": qa["id"],
-                        "title": title,
-                        "context": context,
-                        "question": qa["question"],
-                        "answers": {"text": [x["text"] for x in answers], "answer_start": [x["answer_start"] for x in answers]},
-                    }
-                    row["is_impossible"] = qa.get("is_impossible", False)  # v1.1 files: every question answerable
+                    row = {"id": qa["id"], "title": title, "context": para["context"], "question": qa["question"],
+                           "answers": {"text": [x["text"] for x in answers],
+                                       "answer_start": [x["answer_start"] for x in answers]},
+                           "is_impossible": qa.get("is_impossible", False)}  # v1.1 files: every question answerable
                     yield f"{path} (question id {qa['id']})", row
         except (KeyError, TypeError) as err:
             raise BertbenchError(f"{path}: article {a_i} ({article.get('title', '?') if isinstance(article, dict) else '?'}): "
@@ -291,10 +286,8 @@ def _check_answer(context: str, text: str, start: Any, where: str) -> Answer:
     return Answer(text, start)
 
 
-def rows_to_examples(
-    task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_labels: Optional[list[str]] = None, split: str = "",
-    from_hub: bool = False,
-) -> list[Example]:
+def rows_to_examples(task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_labels: Optional[list[str]] = None,
+                     split: str = "", from_hub: bool = False) -> list[Example]:
     """Map rows to the task type's examples via `columns`; every value is checked, errors name the row."""
     out: list[Example] = []
     label_col = columns.label
@@ -312,13 +305,9 @@ def rows_to_examples(
         elif task.type == "multiple_choice":
             endings = [_text(row, c, where, f"ending {i}") for i, c in enumerate(columns.endings or [])]
             raw = row[label_col] if has_label else None
-            out.append(ChoiceExample(
-                ex_id,
-                _text(row, columns.context, where, "context"),
-                _text(row, columns.prefix, where, "prefix") or "",
-                endings,
-                _label_index(task, raw, hub_labels, where),
-            ))
+            out.append(ChoiceExample(ex_id, _text(row, columns.context, where, "context"),
+                                     _text(row, columns.prefix, where, "prefix") or "", endings,
+                                     _label_index(task, raw, hub_labels, where)))
         elif task.type == "span_qa":
             context = _text(row, columns.context, where, "context")
             ans = _get(row, columns.answers, where, "answers")
@@ -395,10 +384,8 @@ def _hub_rows(task: TaskSpec, source: str, local_paths: list[Path]) -> Iterator[
     except Exception as err:  # any failure of the hub (offline, missing, renamed) -> one clear line
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         offline = ", ".join(str(p) for p in local_paths) or "(no local file is defined for this split)"
-        raise BertbenchError(
-            f"could not load {label} from the hub ({type(err).__name__}: {msg}); "
-            f"to run without the hub, put the official file at: {offline}"
-        ) from None
+        raise BertbenchError(f"could not load {label} from the hub ({type(err).__name__}: {msg}); "
+                             f"to run without the hub, put the official file at: {offline}") from None
     for i, row in enumerate(ds):
         yield f"{label} row {i}", row
 

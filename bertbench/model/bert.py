@@ -438,18 +438,10 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        lm_labels: Optional[torch.Tensor] = None,
-        nsp_labels: Optional[torch.Tensor] = None,
-        lm_positions: Optional[torch.Tensor] = None,
-        static: bool = False,
-        logits: bool = True,
-        predictions: bool = False,
-    ) -> PreTrainingOutput:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None,
+                attention_mask: Optional[torch.Tensor] = None, lm_labels: Optional[torch.Tensor] = None,
+                nsp_labels: Optional[torch.Tensor] = None, lm_positions: Optional[torch.Tensor] = None,
+                static: bool = False, logits: bool = True, predictions: bool = False) -> PreTrainingOutput:
         """The pre-training forward: training, held-out evaluation and `bench pretrain` call it (compile_step compiles it).
 
         Masked LM: lm_labels (B, P), the labels of P prediction slots per row at lm_positions (B, P), as the
@@ -611,8 +603,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, predicted_share: float = 1.0
     return 3.0 * ((L - 1) * per_layer + last + head)
 
 
-__all__ = [
-    "Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
-    "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
-    "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_step",
-]
+__all__ = ["Packing", "BertModel", "BertForPreTraining", "EncoderOutput", "PreTrainingOutput", "SequenceHead",
+           "MultipleChoiceHead", "SpanHead", "TokenHead", "IGNORE_INDEX", "init_head", "count_parameters",
+           "flops_per_token", "padded_vocab", "VOCAB_MULTIPLE", "compile_step"]

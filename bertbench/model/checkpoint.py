@@ -103,10 +103,8 @@ def load_checkpoint(path: Path, device: str = "cpu") -> Checkpoint:
     model = BertForPreTraining(cfg, nsp=nsp)
     result = load_weights(model, sd, f"{folder / 'model.safetensors'}: weights do not match model_config.json")
     if result.missing_keys or result.unexpected_keys:
-        raise BertbenchError(
-            f"{folder / 'model.safetensors'}: weights do not match model_config.json "
-            f"(missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]})"
-        )
+        raise BertbenchError(f"{folder / 'model.safetensors'}: weights do not match model_config.json "
+                             f"(missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]})")
     model.to(device).eval()
     tokenizer = WordPieceTokenizer.load(folder)
     from bertbench.results import read_summary

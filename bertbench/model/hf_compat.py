@@ -89,13 +89,8 @@ def hf_architecture(nsp: bool) -> str:
 
 def config_to_hf(cfg: ModelConfig, nsp: bool = True) -> dict[str, Any]:
     hf = {theirs: getattr(cfg, ours) for ours, theirs in CONFIG_KEYS.items()}
-    hf.update(
-        model_type="bert",
-        architectures=[hf_architecture(nsp)],
-        hidden_act="gelu",
-        position_embedding_type="absolute",
-        tie_word_embeddings=True,
-    )
+    hf.update(model_type="bert", architectures=[hf_architecture(nsp)], hidden_act="gelu",
+              position_embedding_type="absolute", tie_word_embeddings=True)
     if cfg.causal:
         # transformers has no causal BERT encoder; keep the flag so bertbench re-imports it faithfully.
         hf["bertbench_causal"] = True

@@ -9,9 +9,8 @@ from typing import Optional
 
 import torch
 
-def attention_mask_for_sdpa(
-    attention_mask: Optional[torch.Tensor], T: int, causal: bool, device: torch.device, static: bool = False
-) -> tuple[Optional[torch.Tensor], bool]:
+def attention_mask_for_sdpa(attention_mask: Optional[torch.Tensor], T: int, causal: bool, device: torch.device,
+                            static: bool = False) -> tuple[Optional[torch.Tensor], bool]:
     """Turn a (B, T) 1/0 padding mask into what SDPA takes: a bool mask (True = may attend) or None.
 
     Without padding we pass no mask at all (SDPA then picks its fastest kernel); SDPA refuses

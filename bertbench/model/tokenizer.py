@@ -37,20 +37,16 @@ def _normalizer(lowercase: bool, strip_accents: Optional[bool]):
     from tokenizers import normalizers
 
     # strip_accents=None follows `lowercase`, exactly as BertTokenizer's do_lower_case does.
-    return normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
-    )
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents,
+                                      lowercase=lowercase)
 
 
 def _set_post_processor(tok, vocab: dict[str, int]) -> None:
     from tokenizers import processors
 
     cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
 
 
 def read_vocab_file(path: Path) -> dict[str, int]:
@@ -87,14 +83,8 @@ def read_vocab_file(path: Path) -> dict[str, int]:
 # into one canonical order and rebuilt with `_build`, which drops the trainer's own tokenizer settings.
 
 
-def train_vocab(
-    texts: Iterable[str],
-    vocab_size: int,
-    lowercase: bool = True,
-    strip_accents: Optional[bool] = None,
-    min_frequency: int = 2,
-    limit_alphabet: Optional[int] = 1000,
-) -> dict[str, int]:
+def train_vocab(texts: Iterable[str], vocab_size: int, lowercase: bool = True, strip_accents: Optional[bool] = None,
+                min_frequency: int = 2, limit_alphabet: Optional[int] = 1000) -> dict[str, int]:
     """A WordPiece vocabulary (token -> id) learnt from `texts`, the same in every process: [PAD] [UNK] [CLS]
     [SEP] [MASK], the alphabet (most frequent first), the "##c" continuation symbols (sorted), then the
     merged tokens in the order they were learnt."""
@@ -198,15 +188,9 @@ class WordPieceTokenizer:
     """A BERT WordPiece tokenizer. Wraps a `tokenizers.Tokenizer` (available as `.backend`)."""
 
     def __init__(self, backend, lowercase: bool = True, strip_accents: Optional[bool] = None):
-        self.backend = backend
-        self.lowercase = lowercase
-        self.strip_accents = strip_accents
+        self.backend, self.lowercase, self.strip_accents = backend, lowercase, strip_accents
         vocab = backend.get_vocab()
-        self.pad_id = vocab["[PAD]"]
-        self.unk_id = vocab["[UNK]"]
-        self.cls_id = vocab["[CLS]"]
-        self.sep_id = vocab["[SEP]"]
-        self.mask_id = vocab["[MASK]"]
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIAL_TOKENS)
 
     # -- construction -------------------------------------------------------------------------
     @property
@@ -227,15 +211,8 @@ class WordPieceTokenizer:
         return cls(_build(read_vocab_file(path), lowercase, strip_accents), lowercase, strip_accents)
 
     @classmethod
-    def train(
-        cls,
-        texts: Iterable[str],
-        vocab_size: int,
-        lowercase: bool = True,
-        strip_accents: Optional[bool] = None,
-        min_frequency: int = 2,
-        limit_alphabet: int = 1000,
-    ) -> "WordPieceTokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int, lowercase: bool = True, strip_accents: Optional[bool] = None,
+              min_frequency: int = 2, limit_alphabet: int = 1000) -> "WordPieceTokenizer":
         """Train a vocabulary on `texts`: the same texts and settings give the same vocab.txt, byte for byte,
         in any process (see `train_vocab`)."""
         vocab = train_vocab(texts, vocab_size, lowercase, strip_accents, min_frequency, limit_alphabet)
@@ -286,18 +263,10 @@ class WordPieceTokenizer:
         ordered = sorted(vocab, key=vocab.__getitem__)
         atomic_write_text(folder / "vocab.txt", "".join(t + "\n" for t in ordered))
         atomic_write_text(folder / "tokenizer.json", self.backend.to_str())
-        atomic_write_json(
-            folder / "tokenizer_config.json",
-            {
-                "tokenizer_class": "BertTokenizer",
-                "do_lower_case": self.lowercase,
-                "strip_accents": self.strip_accents,
-                "tokenize_chinese_chars": True,
-                "model_max_length": 512,
-                "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                "cls_token": "[CLS]", "mask_token": "[MASK]",
-            },
-        )
+        atomic_write_json(folder / "tokenizer_config.json", {
+            "tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": True, "model_max_length": 512, "unk_token": "[UNK]", "sep_token": "[SEP]",
+            "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"})
 
     # -- use ----------------------------------------------------------------------------------
     @property
@@ -311,13 +280,8 @@ class WordPieceTokenizer:
     def vocab(self) -> dict[str, int]:
         return self.backend.get_vocab()
 
-    def encode_batch(
-        self,
-        texts: list[str],
-        pairs: Optional[list[str]] = None,
-        max_length: Optional[int] = None,
-        truncation: str = "longest_first",
-    ) -> list[Encoding]:
+    def encode_batch(self, texts: list[str], pairs: Optional[list[str]] = None, max_length: Optional[int] = None,
+                     truncation: str = "longest_first") -> list[Encoding]:
         tok = self.backend
         if max_length is not None:
             tok.enable_truncation(max_length=max_length, strategy=truncation)
@@ -337,16 +301,9 @@ class WordPieceTokenizer:
         """Text of `ids` (a list or a 1-D tensor), word pieces joined; special tokens kept unless skipped."""
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-    def __call__(
-        self,
-        text: str | list[str],
-        text_pair: Optional[str | list[str]] = None,
-        *,
-        padding: bool | str = False,
-        truncation: bool | str = False,
-        max_length: Optional[int] = None,
-        return_tensors: Optional[str] = None,
-    ) -> dict:
+    def __call__(self, text: str | list[str], text_pair: Optional[str | list[str]] = None, *,
+                 padding: bool | str = False, truncation: bool | str = False, max_length: Optional[int] = None,
+                 return_tensors: Optional[str] = None) -> dict:
         """Encode like a transformers tokenizer: `tok("text")`, `tok("a", "b")`, `tok(["a", "b"])`, with
         `return_tensors="pt"`. Returns {"input_ids", "token_type_ids", "attention_mask"}: lists for one text, lists
         of lists for a batch, (B, T) tensors with "pt" (B = 1 for one text). A batch is padded to its longest with
@@ -359,9 +316,7 @@ class WordPieceTokenizer:
             raise BertbenchError(f"text_pair: {len(pairs)} second segments for {len(texts)} texts")
         if return_tensors not in (None, "pt"):
             raise BertbenchError(f"return_tensors={return_tensors!r}: only 'pt' (torch) or None")
-        cut = None
-        if truncation:
-            cut = max_length or 512
+        cut = (max_length or 512) if truncation else None
         encs = self.encode_batch(texts, pairs, cut, "longest_first" if truncation is True else truncation or "longest_first")
         ids = [e.input_ids for e in encs]
         types = [e.token_type_ids for e in encs]

@@ -21,10 +21,8 @@ PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"
 SCHEMA = 1
 SPLITS = ("dev", "test", "heldout")
 
-_TOP_KEYS = {
-    "schema", "sources", "tasks", "metrics", "task_aliases", "metric_aliases", "main_table_sources",
-    "columns", "turc_sizes", "turc_source", "glue_score", "numbers",
-}
+_TOP_KEYS = {"schema", "sources", "tasks", "metrics", "task_aliases", "metric_aliases", "main_table_sources",
+             "columns", "turc_sizes", "turc_source", "glue_score", "numbers"}
 _NUMBER_REQUIRED = {"source", "system", "task", "metric", "split", "value"}
 _NUMBER_OPTIONAL = {"uncertain", "note", "config"}
 
@@ -77,24 +75,13 @@ class PaperNumbers:
     def paper_metric(self, metric: str) -> str:
         return self.metric_aliases.get(metric, metric)
 
-    def find(
-        self,
-        *,
-        source: Optional[str] = None,
-        system: Optional[str] = None,
-        task: Optional[str] = None,
-        metric: Optional[str] = None,
-        split: Optional[str] = None,
-        include_uncertain: bool = False,
-    ) -> list[PaperNumber]:
+    def find(self, *, source: Optional[str] = None, system: Optional[str] = None, task: Optional[str] = None,
+             metric: Optional[str] = None, split: Optional[str] = None, include_uncertain: bool = False
+             ) -> list[PaperNumber]:
         """Numbers matching every given field, in file order; uncertain ones only on request."""
         wanted = {"source": source, "system": system, "task": task, "metric": metric, "split": split}
-        return [
-            n
-            for n in self.numbers
-            if (include_uncertain or not n.uncertain)
-            and all(v is None or getattr(n, k) == v for k, v in wanted.items())
-        ]
+        return [n for n in self.numbers if (include_uncertain or not n.uncertain)
+                and all(v is None or getattr(n, k) == v for k, v in wanted.items())]
 
 
 def load_paper_numbers(path: Optional[Path] = None) -> PaperNumbers:
@@ -135,18 +122,13 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
         return None
     if data["schema"] != SCHEMA:
         problems.append(f"schema {data['schema']!r} is not {SCHEMA}")
-    sources = _mapping(data, "sources", problems)
-    tasks = _mapping(data, "tasks", problems)
-    metrics = _mapping(data, "metrics", problems)
-    task_aliases = _mapping(data, "task_aliases", problems)
-    metric_aliases = _mapping(data, "metric_aliases", problems)
-    turc_sizes = _mapping(data, "turc_sizes", problems)
-    for alias, target in task_aliases.items():
-        if target not in tasks:
-            problems.append(f"task_aliases.{alias}: {target!r} is not a declared task")
-    for alias, target in metric_aliases.items():
-        if target not in metrics:
-            problems.append(f"metric_aliases.{alias}: {target!r} is not a declared metric")
+    sources, tasks, metrics, task_aliases, metric_aliases, turc_sizes = (
+        _mapping(data, key, problems) for key in ("sources", "tasks", "metrics", "task_aliases", "metric_aliases",
+                                                   "turc_sizes"))
+    for key, aliases, declared, what in (("task_aliases", task_aliases, tasks, "task"),
+                                         ("metric_aliases", metric_aliases, metrics, "metric")):
+        problems += [f"{key}.{alias}: {target!r} is not a declared {what}" for alias, target in aliases.items()
+                     if target not in declared]
 
     numbers = _numbers(data, sources, tasks, metrics, problems)
     main_sources = tuple(data["main_table_sources"]) if isinstance(data["main_table_sources"], list) else ()
@@ -164,20 +146,13 @@ def _parse(data: Any, problems: list[str]) -> Optional[PaperNumbers]:
     glue = data["glue_score"] if isinstance(data["glue_score"], dict) else {}
     glue_scores = _glue_scores(glue, sources, tasks, metrics, problems)
 
-    return PaperNumbers(
-        numbers=tuple(numbers),
-        sources=MappingProxyType(dict(sources)),
-        tasks=MappingProxyType(dict(tasks)),
-        metrics=MappingProxyType(dict(metrics)),
-        task_aliases=MappingProxyType(dict(task_aliases)),
-        metric_aliases=MappingProxyType(dict(metric_aliases)),
-        main_table_sources=main_sources,
-        columns=tuple(columns),
-        turc_sizes=MappingProxyType(dict(turc_sizes)),
-        turc_source=str(turc_source),
-        glue_source=str(glue.get("source")),
-        glue_scores=tuple(glue_scores),
-    )
+    return PaperNumbers(numbers=tuple(numbers), sources=MappingProxyType(dict(sources)),
+                        tasks=MappingProxyType(dict(tasks)), metrics=MappingProxyType(dict(metrics)),
+                        task_aliases=MappingProxyType(dict(task_aliases)),
+                        metric_aliases=MappingProxyType(dict(metric_aliases)), main_table_sources=main_sources,
+                        columns=tuple(columns), turc_sizes=MappingProxyType(dict(turc_sizes)),
+                        turc_source=str(turc_source), glue_source=str(glue.get("source")),
+                        glue_scores=tuple(glue_scores))
 
 
 def _numbers(data: dict, sources: dict, tasks: dict, metrics: dict, problems: list[str]) -> list[PaperNumber]:
@@ -235,9 +210,8 @@ def _glue_scores(glue: dict, sources: dict, tasks: dict, metrics: dict, problems
     return glue_scores
 
 
-def _parse_number(
-    raw: Any, where: str, sources: dict, tasks: dict, metrics: dict, problems: list[str]
-) -> Optional[PaperNumber]:
+def _parse_number(raw: Any, where: str, sources: dict, tasks: dict, metrics: dict, problems: list[str]
+                  ) -> Optional[PaperNumber]:
     if not isinstance(raw, dict):
         problems.append(f"{where}: expected a mapping")
         return None
@@ -249,12 +223,9 @@ def _parse_number(
         return None
     if unknown:
         problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    if raw["source"] not in sources:
-        problems.append(f"{where}: source {raw['source']!r} is not declared under `sources`")
-    if raw["task"] not in tasks:
-        problems.append(f"{where}: task {raw['task']!r} is not declared under `tasks`")
-    if raw["metric"] not in metrics:
-        problems.append(f"{where}: metric {raw['metric']!r} is not declared under `metrics`")
+    for key, declared in (("source", sources), ("task", tasks), ("metric", metrics)):
+        if raw[key] not in declared:
+            problems.append(f"{where}: {key} {raw[key]!r} is not declared under `{key}s`")
     if raw["split"] not in SPLITS:
         problems.append(f"{where}: split {raw['split']!r} is not one of {', '.join(SPLITS)}")
     if not isinstance(raw["system"], str) or not raw["system"]:
@@ -275,17 +246,9 @@ def _parse_number(
                         f"got {dict(config)}")
     if len(problems) > before:
         return None
-    return PaperNumber(
-        source=raw["source"],
-        system=raw["system"],
-        task=raw["task"],
-        metric=raw["metric"],
-        split=raw["split"],
-        value=float(value),
-        uncertain=raw.get("uncertain", False),
-        note=raw.get("note"),
-        config=MappingProxyType(dict(raw.get("config", {}))),
-    )
+    return PaperNumber(source=raw["source"], system=raw["system"], task=raw["task"], metric=raw["metric"],
+                       split=raw["split"], value=float(value), uncertain=raw.get("uncertain", False),
+                       note=raw.get("note"), config=MappingProxyType(dict(raw.get("config", {}))))
 
 
 __all__ = ["PAPER_NUMBERS_PATH", "PaperColumn", "PaperNumber", "PaperNumbers", "SPLITS", "load_paper_numbers"]

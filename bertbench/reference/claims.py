@@ -1,5 +1,5 @@
 """The BERT paper's qualitative claims as data: `claims.yaml` beside this file, loaded and checked (every problem
-listed in one `BertbenchError`). `bertbench.report.claims` writes each claim in the grammar of `report --claim`."""
+listed in one `BertbenchError`). `bertbench.claims` writes each claim in the grammar of `report --claim`."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -8,7 +8,8 @@ from typing import Optional
 
 from bertbench.report.model import ReportData, Table, size_variants
 from bertbench.report.tables.ablations import table5, table6, table8
-from bertbench.report.claims import evaluate_study, load_claims
+from bertbench.claims import load_claims
+from bertbench.report.claims import evaluate_study
 from bertbench.report.tables.claims import claims_table
 from bertbench.report.tables.figure5 import figure5_table, series
 from bertbench.report.tables.main import main_table
@@ -43,7 +44,7 @@ class Report:
 def build_report(data: ReportData, *, title: str = "bertbench report", figures: Optional[Figures] = None,
                  user_claims: Sequence = (), preregistration=None) -> Report:
     """The report; `user_claims` (report.claims.Claim: claims.yaml's beside the records, `--claim`'s) join the
-    paper's in the claims table, and a `preregistration` (report.registration) judges its claims as one
+    paper's in the claims table, and a `preregistration` (bertbench.registration) judges its claims as one
     family, the rest as exploratory."""
     tasks = sorted({r.task for r in data.rows})
     summary = (f"{data.n_records} result records: {len(data.variants)} variant(s) × {len(tasks)} task(s) "

@@ -1,241 +1,35 @@
-"""One claim model: a claim, where it was stated, and its one judge (the report's claims table renders it).
-
-A claim is one line of the grammar, `A − B on TASK > T` (or `< T`, `within T`), stated in the paper
-(reference/claims.yaml: greater `> 0`, not_worse `> −m`, much_greater `> M`, equivalent `within m`), a study's
-pre-registration, a claims.yaml beside the records or `--claim` (ORIGINS, earliest first). Its identity is its
-normalised statement (`Claim.key`): stated twice, it is judged once under the earliest statement, so a later one
-never joins or changes a family. The judge: the multi-bootstrap's a − b, p against T, Holm within the claim's
-family (`evaluate`), then the flags and the power check (`adjusted_verdict`); a pre-registered claim without a
-comparison stays in its family with p = 1. docs/claims.md is the reference.
+"""The claims' one judge (the report's claims table renders it): a claim (bertbench.claims: the grammar, where it
+was stated) is judged once under its earliest statement, so a later one never joins or changes a family. The judge:
+the multi-bootstrap's a − b, p against T, Holm within the claim's family (`evaluate`), then the flags and the power
+check (`adjusted_verdict`); a pre-registered claim without a comparison stays in its family with p = 1.
+docs/claims.md is the reference.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from bertbench.config import OBJECTIVES
+from bertbench.claims import (
+    COMMAND_LINE, FILE, OBJECTIVE_WORDS, PAPER, PREREGISTRATION, Claim, Claims, load_claims, names_variant, statements,
+)
 from bertbench.errors import BertbenchError
-from bertbench.reference import PaperNumbers, load_paper_numbers
-from bertbench.reference.claims import CLAIMS_PATH, check_claims
-from bertbench.report.labels import objective_label
-from bertbench.report.model import DEFAULT_APPROACH, ReportData, Variant
+from bertbench.reference import PaperNumbers
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import ReportData, Variant
 from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
 from bertbench.report.comparison import Difference, Side, difference, gain_side, side
 
-CLAIMS_FILE = "claims.yaml"  # read from each RESULTS_DIR given to `bertbench report`
 ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own
 REPRODUCED, SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = (
     "reproduced", "supported", "contradicted", "inconclusive", "not run")
 NOT_MEASURABLE = "not measurable at this budget"
-# Where a claim was stated, earliest first: a claim stated twice is judged under the earlier statement.
-PAPER, PREREGISTRATION, FILE, COMMAND_LINE = "the paper", "pre-registration", CLAIMS_FILE, "--claim"
-ORIGINS = (PAPER, PREREGISTRATION, FILE, COMMAND_LINE)
 # Holm families: with a pre-registration, the registered claims and the rest; without, the paper's and yours.
 PRE_REGISTERED, EXPLORATORY, PAPERS, YOURS = "pre-registered", "exploratory", "the paper's", "yours"
-FORM = "'A − B on TASK > T' (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\"; see docs/claims.md"
-# the words a claim may use for an objective, beside the report's own ("MLM+NSP", "MLM (no NSP)" ...)
-OBJECTIVE_WORDS = {**{o: objective_label({"objective": o}) for o in OBJECTIVES},
-                   "ltr": objective_label({"objective": "clm"}), "random": objective_label(None)}
-_MINUS = re.compile(r"\s[-−–]\s")
-_TEST = re.compile(r"^(?P<tasks>\S+?)\s*(?P<cmp>>|<|\s+within\s+)\s*(?P<t>\S+)$")
-THRESHOLD_SOURCES = {
-    "greater": "the paper's (a beats b)",
-    "not_worse": "ours ('about a point': the paper calls Table 8's 0.1–0.8 spread robust)",
-    "much_greater": "ours (the project's target; the paper gives no number)",
-    "equivalent": "ours ('about a point', as not_worse)",
-}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim of the grammar, and where it was stated (`origin`, one of ORIGINS; `source` in words)."""
-
-    a: str  # a variant name as stated ("mlm+nsp", "MLM+NSP", "tiny mlm", a column label)
-    b: str
-    scores: tuple[tuple[str, Optional[str]], ...]  # (task, metric or None for its primary); several: their mean
-    comparator: str  # ">", "<" or "within"
-    threshold: float
-    origin: str = COMMAND_LINE
-    source: str = "--claim"  # where, for the reader: "BERT paper Table 5", "yours (results/claims.yaml:3)"
-    where: str = "--claim"  # where, for an error: "--claim", "results/claims.yaml:3", "preset.yaml: claims[2]"
-    name: Optional[str] = None  # words shown instead of the statement (a paper claim's sentence)
-    id: Optional[str] = None  # a paper claim's id in reference/claims.yaml
-    approach: str = DEFAULT_APPROACH
-    checkpoint: str = "last"  # Figure 5's claims: "first" or "gain" (a paper claim only)
-    paper: Optional[tuple[str, str]] = None  # the paper's systems for a and b, in `source`
-    threshold_from: str = "yours"
-    also: tuple[str, ...] = ()  # later statements of the same claim (judged once, under this one)
-    written: str = ""  # the line as it was written (a pre-registration keeps it verbatim)
-
-    @property
-    def text(self) -> str:
-        """The statement in the grammar: as written, or (a paper claim's) composed from its parts."""
-        scores = ",".join(t if m is None else f"{t}:{m}" for t, m in self.scores)
-        return self.written or f"{self.a} − {self.b} on {scores} {self.comparator} {self.threshold:g}"
-
-    def key(self, paper: PaperNumbers) -> tuple:
-        """The claim's identity: its statement normalised (variant words in the report's form, tasks as the paper
-        names them, numbers as numbers), with the approach and checkpoint a paper claim may add."""
-        scores = tuple((paper.paper_task(t) or t, m and paper.paper_metric(m)) for t, m in self.scores)
-        return (_normal(self.a), _normal(self.b), scores, self.comparator, self.threshold, self.approach,
-                self.checkpoint)
-
-    @property
-    def test_text(self) -> str:
-        t = f"{self.threshold:g}".replace("-", "−")
-        return f"|a − b| < {t}" if self.comparator == "within" else f"a − b {self.comparator} {t}"
-
-    @property
-    def effect(self) -> Optional[float]:
-        """The effect the power check is against: |T|; None for a claim against 0 (it names no effect)."""
-        return abs(self.threshold) or None
-
-    @property
-    def yes(self) -> str:
-        """The verdict word when the records bear the claim out: a paper claim is reproduced, yours supported."""
-        return REPRODUCED if self.origin == PAPER else SUPPORTED
-
-
-def _normal(name: str) -> str:
-    n = " ".join(name.lower().split())
-    size, _, rest = n.partition(" ")
-    word = OBJECTIVE_WORDS.get(n) or (OBJECTIVE_WORDS.get(rest) and f"{size} {OBJECTIVE_WORDS[rest]}")
-    return (word or n).lower()
-
-
-# --- statements: the grammar, claims.yaml beside the records, the paper's claims -----------------------------
-
-
-def parse_claim(text: str, where: str = "--claim", name: Optional[str] = None, origin: str = COMMAND_LINE,
-                source: Optional[str] = None) -> Claim:
-    """One claim line → Claim; a malformed one is one `BertbenchError` naming `where` and what was expected."""
-    def bad(what: str) -> BertbenchError:
-        return BertbenchError(f"{where}: claim {text!r}: {what}; expected {FORM}")
-
-    if not isinstance(text, str) or not text.strip():
-        raise bad("empty")
-    left, on, right = text.strip().rpartition(" on ")
-    if not on:
-        raise bad("no ' on TASK'")
-    sides = _MINUS.split(left.strip())
-    if len(sides) != 2 or not all(s.strip() for s in sides):
-        raise bad("expected two variants 'A − B' (a minus with a space each side)")
-    test = _TEST.match(right.strip())
-    if test is None:
-        raise bad("expected 'TASK > T', 'TASK < T' or 'TASK within T' after ' on '")
-    try:
-        threshold = float(test["t"].replace("−", "-"))
-    except ValueError:
-        raise bad(f"threshold {test['t']!r} is not a number") from None
-    comparator = test["cmp"].strip()
-    if comparator == "within" and not threshold > 0:
-        raise bad("'within T' needs a positive T")
-    scores = []
-    for item in test["tasks"].split(","):
-        task, _, metric = item.partition(":")
-        if not task:
-            raise bad(f"empty task in {test['tasks']!r}")
-        scores.append((task, metric or None))
-    shown = source or (f"yours ({where})" if origin in (FILE, COMMAND_LINE) else f"{origin} ({where})")
-    return Claim(sides[0].strip(), sides[1].strip(), tuple(scores), comparator, threshold, origin, shown, where,
-                 name, written=text.strip())
-
-
-def load_claims_file(path: Path) -> list[Claim]:
-    """`claims.yaml`: {claims: [a claim line, or {claim: line, name: words}, ...]}; errors name the file and line."""
-    import yaml
-
-    path = Path(path)
-    try:
-        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError) as err:
-        raise BertbenchError(f"{path}: cannot read the claims ({err})") from None
-    except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
-    entries = None
-    if isinstance(root, yaml.MappingNode) and {k.value for k, _ in root.value} == {"claims"}:
-        entries = root.value[0][1]
-    if not isinstance(entries, yaml.SequenceNode) or not entries.value:
-        raise BertbenchError(f"{path}: expected 'claims:' and a list of claims, each {FORM}")
-    out = []
-    for node in entries.value:
-        where = f"{path}:{node.start_mark.line + 1}"
-        value = yaml.safe_load(yaml.serialize(node))
-        if isinstance(value, dict) and set(value) <= {"claim", "name"} and "claim" in value:
-            out.append(parse_claim(value["claim"], where, str(value["name"]) if value.get("name") else None, FILE))
-        elif isinstance(value, str):
-            out.append(parse_claim(value, where, origin=FILE))
-        else:
-            raise BertbenchError(f"{where}: expected a claim line or {{claim: ..., name: ...}}, got {value!r}")
-    return out
-
-
-def claims_beside(results: Iterable[Path]) -> list[Claim]:
-    """The claims of a `claims.yaml` in each results folder given (not searched below it)."""
-    return [c for folder in results if (Path(folder) / CLAIMS_FILE).is_file()
-            for c in load_claims_file(Path(folder) / CLAIMS_FILE)]
-
-
-@dataclass(frozen=True)
-class Claims:
-    """The paper's claims (reference/claims.yaml), each in the grammar, and the two thresholds they use."""
-
-    thresholds: Mapping[str, float]
-    claims: tuple[Claim, ...]
-
-
-def load_claims(path: Optional[Path] = None, paper: Optional[PaperNumbers] = None) -> Claims:
-    """The paper's claims.yaml, checked (bertbench.reference.claims: every problem listed in one `BertbenchError`),
-    each claim written in the grammar."""
-    thresholds, raws = check_claims(Path(path) if path is not None else CLAIMS_PATH, paper or load_paper_numbers())
-    return Claims(thresholds, tuple(_paper_claim(raw, thresholds) for raw in raws))
-
-
-def _paper_claim(raw: Mapping[str, Any], thresholds: Mapping[str, float]) -> Claim:
-    m, big = thresholds["about_a_point"], thresholds["much_greater"]
-    comparator, threshold = {"greater": (">", 0.0), "not_worse": (">", -m), "much_greater": (">", big),
-                             "equivalent": ("within", m)}[raw["test"]]
-    scores = [tuple(s) for s in raw["tasks"]] if "tasks" in raw else [(raw.get("task"), raw.get("metric"))]
-    systems = raw.get("paper")
-    return Claim(str(raw["a"]), str(raw["b"]), tuple(scores), comparator, threshold, PAPER, str(raw["source"]),
-                 f"{CLAIMS_PATH.name}: {raw['id']}", str(raw["claim"]), str(raw["id"]),
-                 raw.get("approach", DEFAULT_APPROACH), raw.get("checkpoint", "last"),
-                 tuple(systems) if systems else None, THRESHOLD_SOURCES[raw["test"]])
-
-
-def statements(paper: Sequence[Claim], stated: Sequence[Claim], paper_numbers: PaperNumbers) -> list[Claim]:
-    """Every claim once, under its earliest statement (ORIGINS' order; the given order within one origin); the
-    later statements of the same claim are kept in its `also`, to be shown."""
-    first: dict[tuple, Claim] = {}
-    for claim in sorted([*paper, *stated], key=lambda c: ORIGINS.index(c.origin)):  # sorted() is stable
-        key = claim.key(paper_numbers)
-        if key in first:
-            first[key] = dataclasses.replace(first[key], also=first[key].also + (claim.source,))
-        else:
-            first[key] = claim
-    return list(first.values())
 
 
 # --- resolving a claim on the records ------------------------------------------------------------------------
-
-
-def names_variant(name: str, v: Variant) -> Optional[bool]:
-    """Whether `name` names variant `v`: True when exactly (its label, an external model's name, or size and
-    objective), False when by its objective (any size), None when not."""
-    n = " ".join(name.lower().split())
-    if n == v.label.lower():
-        return True
-    if v.external is not None and n == str(v.external.get("name", "")).lower():  # an external model by its name
-        return True
-    words = {v.objective.lower()} | {w for w, label in OBJECTIVE_WORDS.items() if label == v.objective}
-    if n in words:
-        return False
-    size, _, rest = n.partition(" ")
-    return True if size == v.size.lower() and rest in words else None
 
 
 def _variants(data: ReportData, claim: Claim, name: str) -> list[tuple[Variant, bool]]:
@@ -266,10 +60,6 @@ def _check_tasks(data: ReportData, claim: Claim) -> None:
                                      f"(its records have {', '.join(sorted(have))})")
 
 
-def _series(data: ReportData, variant: Variant) -> tuple[Variant, ...]:
-    return data.checkpoints.get(variant.label, (variant,))
-
-
 def _step(variant: Variant) -> Optional[tuple[str, int]]:
     """Where on the pre-training run a checkpoint lies: its step, or its token count in records without steps."""
     pre = variant.pretraining or {}
@@ -288,8 +78,7 @@ def claim_sides(data: ReportData, claim: Claim, va: Variant, vb: Variant):
     # Figure 5: points of the two pre-training runs at the same pre-training step (the figure's x-axis), both
     # fine-tuned. Not at the same token count: a masked LM's sentence pairs are sometimes short (the paper's
     # 10% of short targets), a causal LM's text is packed, so the same steps hold slightly different counts.
-    ta = {_step(v): v for v in _series(data, va) if at(v)}
-    tb = {_step(v): v for v in _series(data, vb) if at(v)}
+    ta, tb = ({_step(v): v for v in data.checkpoints.get(x.label, (x,)) if at(v)} for x in (va, vb))
     common = sorted(set(ta) & set(tb) - {None})
     if len(common) < 2:  # with one checkpoint, "earliest" would be the final model
         return None, None, "not two checkpoints at the same pre-training step with these scores"
@@ -396,7 +185,8 @@ def direction_and_p(claim: Claim, est: Estimate) -> tuple[str, float]:
         p_yes, p_no = est.p_greater(t), est.p_less(t)
     else:
         p_yes, p_no = est.p_less(t), est.p_greater(t)
-    return (claim.yes if p_yes <= p_no else CONTRADICTED), min(1.0, 2 * min(p_yes, p_no))
+    yes = REPRODUCED if claim.origin == PAPER else SUPPORTED  # a paper claim is reproduced, yours supported
+    return (yes if p_yes <= p_no else CONTRADICTED), min(1.0, 2 * min(p_yes, p_no))
 
 
 def adjusted_verdict(verdict: str, p: float, p_holm: float, diff: Difference, effect: Optional[float],
@@ -475,7 +265,7 @@ def evaluate(data: ReportData, paper: Optional[Claims] = None, stated: Sequence[
 
 def evaluate_study(data: ReportData, stated: Sequence[Claim] = (), preregistration=None,
                    paper: Optional[Claims] = None) -> list[Outcome]:
-    """`evaluate` as the report runs it: the paper's claims, a `preregistration`'s (report.registration:
+    """`evaluate` as the report runs it: the paper's claims, a `preregistration`'s (bertbench.registration:
     its paper claim ids and its own lines, one family) and those `stated` for the records (claims.yaml, --claim)."""
     paper = paper or load_claims(paper=data.paper)
     if preregistration is None:
@@ -496,8 +286,6 @@ def contributions(o: Outcome) -> tuple[tuple[str, float, float], ...]:
     return tuple((task, part, part / total if total else float("nan")) for task, part in parts)
 
 
-__all__ = ["ALPHA", "CLAIMS_FILE", "CLAIMS_PATH", "COMMAND_LINE", "CONTRADICTED", "Claim", "Claims",
-           "EXPLORATORY", "FILE", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "ORIGINS", "Outcome", "PAPER", "PAPERS",
-           "PREREGISTRATION", "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "claim_sides", "claims_beside",
-           "contributions", "direction_and_p", "evaluate", "evaluate_study", "judge", "load_claims", "load_claims_file",
-           "effect_of", "names_variant", "paper_values", "parse_claim", "score_text", "statements"]
+__all__ = ["ALPHA", "CONTRADICTED", "EXPLORATORY", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "Outcome", "PAPERS",
+           "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "adjusted_verdict", "claim_sides", "contributions",
+           "direction_and_p", "effect_of", "evaluate", "evaluate_study", "judge", "paper_values", "score_text"]

@@ -15,16 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from bertbench.report.model import (
-    DEFAULT_APPROACH,
-    ReportData,
-    RowKey,
-    Variant,
-    component_for,
-    is_degenerate,
-    is_near_constant,
-    metric_for,
-)
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import (ReportData, RowKey, Variant, component_for, is_degenerate, is_near_constant,
+                                    metric_for, pretrain_seed)
 from bertbench.report.multibootstrap import Component, Estimate, multi_bootstrap
 from bertbench.report.multibootstrap import Side as Runs
 
@@ -82,8 +75,7 @@ class Difference:
 
     @property
     def single_run_tasks(self) -> tuple[str, ...]:
-        return tuple(sorted({c.task for s in (self.a, self.b) for c in s.components
-                             if len(c.runs) < 2}))
+        return tuple(sorted({c.task for s in (self.a, self.b) for c in s.components if len(c.runs) < 2}))
 
 
 DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split we cut), never on test
@@ -139,8 +131,6 @@ def gain_side(first: Side, last: Side) -> Optional[Side]:
 def checkpoints(variant: Variant) -> tuple[tuple[Optional[int], str], ...]:
     """(pre-training seed, the fingerprint of the model fine-tuned) of each of the variant's pre-training seeds: what
     the multi-bootstrap pairs two sides on (multibootstrap.Side.checkpoints)."""
-    from bertbench.report.model import pretrain_seed
-
     found = {(pretrain_seed(r.data), str(r.data["model"].get("fingerprint"))) for r in variant.records}
     return tuple(sorted(found, key=lambda x: (x[0] is not None, x[0] or 0, x[1])))
 

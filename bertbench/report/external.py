@@ -3,8 +3,6 @@ see bertbench.model.external). They keep a column of their own in the main table
 ("HF hfbert, L2-H128", labels.external_label), after our variants; they take no part in what compares our
 pre-training procedures (Tables 5, 6 and 8, the differences against MLM+NSP, the paper's claims), and a user
 claim (`report --claim`) may name them. Nothing here is said of how they were trained: their records say nothing.
-
-No import of report.model (which imports this): a variant is anything with `label`, `fingerprint`, `external`.
 """
 from __future__ import annotations
 
@@ -38,16 +36,10 @@ def external_provenance_notes(variants: Sequence[Any]) -> list[str]:
         ext = v.external
         shape = ext.get("shape") or {}
         facts = [f"format {ext.get('format')}", f"folder {v.records[0].data['model']['source']}"]
-        if ext.get("name_or_path"):
-            facts.append(f"_name_or_path {ext['name_or_path']}")
-        if ext.get("model_type"):
-            facts.append(f"model_type {ext['model_type']}")
-        if ext.get("tokenizer"):
-            facts.append(f"tokenizer {ext['tokenizer']}")
-        if ext.get("architectures"):
-            facts.append("architectures " + ", ".join(map(str, ext["architectures"])))
-        if ext.get("transformers_version"):
-            facts.append(f"transformers {ext['transformers_version']}")
+        for key, said in (("name_or_path", "_name_or_path"), ("model_type", "model_type"), ("tokenizer", "tokenizer"),
+                          ("architectures", "architectures"), ("transformers_version", "transformers")):
+            if ext.get(key):
+                facts.append(f"{said} " + (", ".join(map(str, ext[key])) if key == "architectures" else str(ext[key])))
         facts.append("shape " + ", ".join(f"{k} {shape[k]}" for k in sorted(shape)))
         facts.append(f"weights {ext.get('weights_file') or 'file'} {v.fingerprint}")
         notes.append(f"{v.label}: an external model; its folder states {'; '.join(facts)}. Its objective, masking, "

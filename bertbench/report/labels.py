@@ -6,38 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, is_causal, is_masked, trains_nsp
-from bertbench.results import Record, mask_procedure
-
-
-def _fmt_pct(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
-    if not pretraining or not is_masked(pretraining.get("objective")):
-        return ""
-    parts = []
-    procedure = mask_procedure(pretraining)
-    if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
-        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
-    if pretraining.get("whole_word_mask"):
-        parts.append("wwm")
-    ratio = pretraining.get("mask_ratio")
-    if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
-        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
-    return " ".join(parts)
-
-
-def objective_label(pretraining: Optional[Mapping[str, Any]]) -> str:
-    """'MLM+NSP', 'MLM (no NSP)', 'LTR (causal)' or 'random init' (a validated, version-2 `pretraining`)."""
-    if pretraining is None:
-        return "random init"
-    objective = pretraining["objective"]
-    if is_causal(objective):
-        return "LTR (causal)"
-    return "MLM+NSP" if trains_nsp(objective) else "MLM (no NSP)"
+from bertbench.claims import masking_suffix, objective_label
+from bertbench.results import Record
 
 
 def external_label(external: Mapping[str, Any]) -> str:

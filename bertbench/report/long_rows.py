@@ -6,15 +6,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from bertbench.report.model import (  # _paper_candidates: the paper numbers a column shows, as the tables pick them
-    DEFAULT_APPROACH,
-    EXTERNAL,
-    ReportData,
-    _paper_candidates,
-    is_degenerate,
-    paper_columns,
-    seed_stats,
-)
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import EXTERNAL, ReportData, _paper_candidates, is_degenerate, paper_columns, seed_stats
 
 
 def _std(values: Sequence[float]) -> Optional[float]:

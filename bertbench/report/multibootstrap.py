@@ -34,8 +34,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bertbench.metrics import NEAR_CONSTANT_SHARE, near_constant
-
 CONFIDENCE = 0.95
 POWER = 0.80
 RESAMPLES = 2_000
@@ -572,10 +570,8 @@ def mde_floor(a: VarianceComponents, b: VarianceComponents, power: float = POWER
     return minimum_detectable_effect(se, math.inf, confidence, power)
 
 
-__all__ = [
-    "CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "NEAR_CONSTANT_SHARE", "POWER",
-    "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
-    "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
-    "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "near_constant",
-    "plan_designs", "pretrain_upper_bound", "t_quantile", "variance_components",
-]
+__all__ = ["CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "POWER",
+           "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
+           "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
+           "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "plan_designs",
+           "pretrain_upper_bound", "t_quantile", "variance_components"]

@@ -17,20 +17,14 @@ from typing import Optional, Sequence
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
 from bertbench.report.multibootstrap import (
-    CONFIDENCE,
-    VarianceComponents,
-    average_components,
-    design_df,
-    difference_variance,
-    mde_floor,
-    minimum_detectable_effect,
-    paired_average_example_variance,
-    plan_designs,
-    pretrain_upper_bound,
+    CONFIDENCE, VarianceComponents, average_components, design_df, difference_variance, mde_floor,
+    minimum_detectable_effect, paired_average_example_variance, plan_designs, pretrain_upper_bound,
 )
-from bertbench.report.claims import ALPHA, PAPER, Claim, Claims, judge, load_claims, paper_values, parse_claim
+from bertbench.claims import PAPER, Claim, Claims, load_claims, parse_claim
+from bertbench.registration import CONFIRMATORY_PRETRAIN_SEEDS
+from bertbench.report.claims import ALPHA, judge, paper_values
 from bertbench.report.comparison import DEV_KINDS, Side
-from bertbench.stages import StageThreads, stage_threads
+from bertbench.stages import StageThreads
 
 
 def _model_label(run_folder: Optional[str]) -> Optional[str]:
@@ -100,7 +94,6 @@ def _design_line(label: str, a: VarianceComponents, b: VarianceComponents, effec
             f"(MDE {d.mde:.2f}), {d.cost_seconds / 60:.0f} CPU-minutes from scratch.")
 
 
-CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre-trains a confirmatory design has
 UPPER_LEVEL = 0.80  # the one-sided level of the pessimistic pre-training variance a design is sized on
 
 
@@ -287,5 +280,4 @@ def _fmt_upper(vc: VarianceComponents, up: VarianceComponents, side: Side) -> st
     return f"{up.pretrain:.2f} (estimate {vc.pretrain:.2f}, {vc.means_df} df)"
 
 
-__all__ = ["CONFIRMATORY_PRETRAIN_SEEDS", "StageThreads", "UPPER_LEVEL", "pessimistic", "plan_claim",
-           "stage_threads"]
+__all__ = ["UPPER_LEVEL", "pessimistic", "plan_claim"]

@@ -58,21 +58,11 @@ def _check_replaceable(out: Path, force: bool) -> None:
             )
 
 
-def make_report(
-    results: list[Path],
-    out: Optional[Path] = None,
-    csv: Optional[Path] = None,
-    json_out: Optional[Path] = None,
-    plots: Optional[Path] = None,
-    embed: Optional[Path] = None,
-    force: bool = False,
-    wide: bool = False,
-    index: bool = False,
-    claims: Sequence[str] = (),
-    tasks_dir: Optional[str] = None,
-    echo: Callable[[str], None] = print,
-    warn: Callable[[str], None] = print,
-) -> None:
+def make_report(results: list[Path], out: Optional[Path] = None, csv: Optional[Path] = None,
+                json_out: Optional[Path] = None, plots: Optional[Path] = None, embed: Optional[Path] = None,
+                force: bool = False, wide: bool = False, index: bool = False, claims: Sequence[str] = (),
+                tasks_dir: Optional[str] = None, echo: Callable[[str], None] = print,
+                warn: Callable[[str], None] = print) -> None:
     """The report of the records under `results`: each output that is asked for, then the terminal tables.
     `claims`: the user's own claims (report.claims), judged beside those of a claims.yaml in `results`.
     `tasks_dir`: folders of the user's own tasks, beside tasks/ (`paths.task_folders`)."""
@@ -112,9 +102,9 @@ class Gathered:
 
 def gather(results: list[Path], claims: Sequence[str] = (), tasks_dir: Optional[str] = None,
            warn: Callable[[str], None] = print) -> Gathered:
-    from bertbench.report.claims import claims_beside, load_claims, parse_claim
+    from bertbench.claims import claims_beside, load_claims, parse_claim
     from bertbench.report.model import collect
-    from bertbench.report.registration import check_stamps, load_preregistration
+    from bertbench.registration import check_stamps, load_preregistration
     from bertbench.results import RECORD_SUFFIX, load_records
 
     user_claims = [parse_claim(text) for text in claims]  # a malformed claim stops before any record is read
@@ -194,10 +184,10 @@ def make_studies_table(root: Path, pages: Path, embed: Path, echo: Callable[[str
     study has its records in `root/NAME` (report.tables.studies), in name order."""
     import os
 
-    from bertbench.report.claims import load_claims
+    from bertbench.claims import load_claims
     from bertbench.report.model import collect
     from bertbench.report.render.markdown import embed_table
-    from bertbench.report.registration import check_stamps, load_preregistration
+    from bertbench.registration import check_stamps, load_preregistration
     from bertbench.report.tables.studies import read_study_page, studies_table
     from bertbench.results import load_records
     from bertbench.runtime.files import atomic_write_text

@@ -43,11 +43,9 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
     """Student's t-interval of the mean of `values`; None for fewer than two values (no interval)."""
     xs = [float(v) for v in values]
     n = len(xs)
-    if n == 0:
-        return None
-    mean = math.fsum(xs) / n
     if n < 2:
         return None
+    mean = math.fsum(xs) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     # Computed here rather than with scipy's t.interval, which returns nan when every seed agrees (sd 0).
     half = _t_quantile(confidence, n - 1) * sd / math.sqrt(n)
@@ -62,6 +60,4 @@ def fmt_interval(interval: Optional[Interval], decimals: int = 1, signed: bool =
     return f"[{interval.low:{spec}}, {interval.high:{spec}}]"
 
 
-__all__ = [
-    "CONFIDENCE", "Interval", "T_OVER_SEEDS", "fmt_interval", "t_interval",
-]
+__all__ = ["CONFIDENCE", "Interval", "T_OVER_SEEDS", "fmt_interval", "t_interval"]

@@ -21,8 +21,9 @@ def fault_point(name: str, step: Optional[int | str] = None, stop_noted: Optiona
         if os.environ.get("BERTBENCH_FAULT_SIGNAL") == "PAUSE":  # wait here for a signal from outside (Slurm's
             if stop_noted is None:  # warning before a time limit: tests/test_run_preset.py), then go on
                 signal.pause()
-            while stop_noted is not None and not stop_noted():  # not signal.pause(): a signal that came during the
-                time.sleep(0.05)  # step, or just before the pause, would leave it waiting until the job's kill
+            else:  # not signal.pause(): a signal that came during the step, or just before the pause, would
+                while not stop_noted():  # leave it waiting until the job's kill
+                    time.sleep(0.05)
             return
         signum = getattr(signal, "SIG" + os.environ.get("BERTBENCH_FAULT_SIGNAL", "KILL"))
         if os.environ.get("BERTBENCH_FAULT_TO") == "session":

@@ -112,8 +112,6 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def replace_marked_block(document: str, begin: str, end: str, body: str, where: str = "document") -> str:
     """Replace what lies between the marker lines `begin` and `end` (each present exactly once) with `body`."""
-    from bertbench.errors import BertbenchError
-
     if document.count(begin) != 1 or document.count(end) != 1 or document.index(begin) > document.index(end):
         raise BertbenchError(f"{where}: needs exactly one pair of markers '{begin}' … '{end}'")
     head, rest = document.split(begin, 1)

@@ -33,9 +33,8 @@ def code_version() -> str:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
             return _passed_in()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_ROOT, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
         return f"bertbench {__version__} git:{sha.stdout.strip()}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
         return _passed_in()

@@ -83,7 +83,7 @@ class Planner:
         record of its fine-tunings carries; None for a study without one."""
         if self.preset.preregistration is None:
             return None
-        from bertbench.report.registration import PREREGISTRATION_FILE, read_stamp
+        from bertbench.registration import PREREGISTRATION_FILE, read_stamp
 
         path = self.out / "results" / PREREGISTRATION_FILE
         return read_stamp(path) if path.is_file() else None
@@ -175,7 +175,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     from bertbench.errors import BertbenchError
     from bertbench.paths import PROJECT_ROOT
     from bertbench.runtime.files import atomic_write_text
-
     from bertbench.training.step import study_compile
 
     _start_run_dir(run_dir, key, budget)
@@ -245,8 +244,6 @@ def _stop_process_group(proc: Any, signum: int) -> None:
 
 
 def signal_name(signum: int) -> str:
-    import signal
-
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -280,9 +277,9 @@ def _finetune_stage(req, marker: Path, key: str, stamp: Optional[dict[str, str]]
     from bertbench.results import PREREGISTRATION_ENV
     from bertbench.training.finetune_run import run_finetune
     from bertbench.runtime.faults import fault_point
+    from bertbench.runtime.progress import say
 
     fault_point("finetune", req.tasks)  # for the fault tests: BERTBENCH_FAULT=finetune:rte kills this process
-    from bertbench.runtime.progress import say
 
     # the records this stage writes carry the study's pre-registration (results.provenance reads it); set for the
     # stage only, so that nothing else this process writes claims a pre-registration it was not run under

@@ -79,7 +79,7 @@ class RunPreset:
     # its own; every (variant, seed) checkpoint is fine-tuned with the tasks' fine-tuning seeds. Empty: once,
     # with `pretrain.seed`, as a preset without this key always did. A variant may give its own.
     pretrain_seeds: Optional[list[int]] = None
-    # What the study will be judged on, stated before it runs (report.registration): its claims family,
+    # What the study will be judged on, stated before it runs (bertbench.registration): its claims family,
     # headline scores with the outside evidence that admits each task, seeds and any planned extension. Parsed
     # by load_preset into a Preregistration; `run` writes it into results/ before the first stage.
     preregistration: Any = None
@@ -118,8 +118,8 @@ def load_preset(name_or_path: str) -> RunPreset:
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:
-        from bertbench.report.claims import load_claims
-        from bertbench.report.registration import parse_preregistration
+        from bertbench.claims import load_claims
+        from bertbench.registration import parse_preregistration
 
         if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:
             raise BertbenchError(f"{p}: preregistration: no 'seeds' key: the seeds are the preset's own "
@@ -165,7 +165,8 @@ def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
     import hashlib
     import json
 
-    from bertbench.report.claims import ALPHA, load_claims
+    from bertbench.claims import load_claims
+    from bertbench.report.claims import ALPHA
     from bertbench.report.multibootstrap import RESAMPLES, RNG_SEED
     from bertbench.tasks import resolve_task_names, task_registry
 

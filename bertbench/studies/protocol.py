@@ -5,8 +5,8 @@ they say, so what it runs must be able to decide what it states, with evidence n
 - every pre-registered claim is one the preset can measure: both of its variants are in the preset, at one model
   size, fine-tuned on every task of the claim (feature-based, or from Figure 5's snapshots, where the claim says
   so). A claim it cannot measure would pass the run and silently leave Holm's family;
-- every side that pre-trains does so with at least CONFIRMATORY_PRETRAIN_SEEDS seeds (report.plan): with two, the
-  pre-training variance has one degree of freedom, and the verdict leans on whichever two seeds were drawn;
+- every side that pre-trains does so with at least CONFIRMATORY_PRETRAIN_SEEDS seeds (bertbench.registration):
+  with two, the pre-training variance has one degree of freedom, and the verdict leans on whichever two were drawn;
 - its seeds are fresh: no pre-training seed and no fine-tuning seed it draws is one that a committed study's
   records (leaderboards/records/<study>/, every arm, random init included) used. A random-init control at a
   reused fine-tuning seed replays the earlier study's runs exactly (the claims study's random init replayed
@@ -15,11 +15,11 @@ they say, so what it runs must be able to decide what it states, with evidence n
   (leaderboards/records/<its name>/) are its own, not an earlier study's.
 Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
 
-A pre-registered study's results/ also keep a log (report.registration.LOG_FILE), which its page lists:
-a run that stops (`log_stop`), a run that starts over a folder an earlier one left part-way, and a change of the
-pre-registration, which is accepted only when the new block says which registration it `amends`, after the
-partial run is logged (`register`). A study cannot then be stopped, re-registered and run again without its page
-saying so.
+A pre-registered study's results/ also keep a log (bertbench.registration: the file, its log and the project's
+copy), which its page lists: a run that stops (`log_stop`), a run that starts over a folder an earlier one left
+part-way, and a change of the pre-registration, which is accepted only when the new block says which registration
+it `amends`, after the partial run is logged (`register`). A study cannot then be stopped, re-registered and run
+again without its page saying so.
 """
 from __future__ import annotations
 
@@ -30,38 +30,11 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
-from bertbench.report.registration import (
-    LOG_FILE,
-    PREREGISTRATION_FILE,
-    append_log,
-    parse_preregistration,
-    read_log,
-    read_stamp,
-    write_preregistration,
+from bertbench.registration import (
+    CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
+    parse_preregistration, progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
 )
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
-
-# A pre-registered study's registration and log as the project keeps them (leaderboards/registrations/<study>/),
-# written by `run` itself beside the run folder's copy, committed with the project: a run checks a registration
-# against this, never only against a copy in its output folder, which can be deleted or never made.
-# $BERTBENCH_REGISTRATIONS points elsewhere (the tests do, so that they never write into the project).
-REGISTRATIONS_VARIABLE = "BERTBENCH_REGISTRATIONS"
-WITHDRAWN = "withdrawn"  # a log event: the study will not run (why, when); `run` refuses it from then on
-
-
-def registrations_dir() -> Path:
-    import os
-
-    return Path(os.environ.get(REGISTRATIONS_VARIABLE) or PROJECT_ROOT / "leaderboards" / "registrations")
-
-
-def committed_registration(name: str, records: Path = COMMITTED_RECORDS) -> Optional[Path]:
-    """The project's registration of the study `name`: its registrations folder's, else its committed records'."""
-    for path in (registrations_dir() / name / "preregistration.yaml",
-                 Path(records) / name / "results" / "preregistration.yaml"):
-        if path.is_file():
-            return path
-    return None
 
 
 @dataclass(frozen=True)
@@ -132,8 +105,6 @@ def _reused(where: str, what: str, study: str, root: Path) -> str:
 
 
 def check_pretrain_seeds(preset: RunPreset, where: str) -> None:
-    from bertbench.report.plan import CONFIRMATORY_PRETRAIN_SEEDS
-
     for v in preset.variants:
         seeds = pretrain_seeds(preset, v)
         if not v.random_init and len(seeds) < CONFIRMATORY_PRETRAIN_SEEDS:
@@ -157,14 +128,15 @@ class _Arm:
     feature_based: frozenset[str]
     figure5: frozenset[str]  # fine-tuned from its snapshots too
 
-    def as_variant(self):
-        from bertbench.report.model import Variant
+    external = None  # what claims.names_variant reads of a variant: a preset's arm is never an external model
 
-        return Variant(f"{self.size} {self.objective}", self.size, self.pretraining, "", ())
+    @property
+    def label(self) -> str:
+        return f"{self.size} {self.objective}"
 
 
 def _arms(preset: RunPreset) -> list[_Arm]:
-    from bertbench.report.labels import masking_suffix, objective_label
+    from bertbench.claims import masking_suffix, objective_label
 
     ft = preset.finetune
     arms = []
@@ -190,7 +162,7 @@ def _unmeasurable(what: str, text: str, where: str) -> BertbenchError:
 def check_measurable(preset: RunPreset, where: str) -> None:
     """Every pre-registered claim has both of its variants at one size, each fine-tuned on every task it scores."""
     from bertbench.reference import load_paper_numbers
-    from bertbench.report.claims import load_claims
+    from bertbench.claims import load_claims
 
     prereg, arms = preset.preregistration, _arms(preset)
     aliases = load_paper_numbers().task_aliases
@@ -222,10 +194,10 @@ def _runs(arm: _Arm, claim, aliases) -> bool:
 
 
 def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
-    from bertbench.report.claims import names_variant
+    from bertbench.claims import names_variant
 
     def named(name: str) -> list[tuple[_Arm, bool]]:
-        return [(a, exact) for a in arms if (exact := names_variant(name, a.as_variant())) is not None]
+        return [(a, exact) for a in arms if (exact := names_variant(name, a)) is not None]
 
     sides_a, sides_b = named(claim.a), named(claim.b)
     for name, found in ((claim.a, sides_a), (claim.b, sides_b)):
@@ -247,7 +219,7 @@ def register(out: Path, preset: RunPreset):
     earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
     registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
     registration as written (write_preregistration)."""
-    from bertbench.report.claims import load_claims
+    from bertbench.claims import load_claims
     from bertbench.runtime.provenance import now_iso
 
     import yaml
@@ -256,15 +228,15 @@ def register(out: Path, preset: RunPreset):
     path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
     committed = committed_registration(preset.name)
     if committed is not None:
-        _refuse_withdrawn(committed.parent / LOG_FILE, preset.name)
+        refuse_withdrawn(committed.parent / LOG_FILE, preset.name)
         if not path.is_file():  # a new or emptied run folder starts from the project's registration and its log
-            _copy_registration(committed.parent, results)
+            copy_registration(committed.parent, results)
             append_log(results / LOG_FILE, {"event": "started in a folder without the earlier run's files",
                                             "at": now_iso(), "sha256": read_stamp(path)["sha256"],
-                                            **progress(Path(out), preset)})
+                                            **progress(Path(out), planned(preset))})
     if path.is_file():
         written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
-        far = progress(Path(out), preset)
+        far = progress(Path(out), planned(preset))
         short = any(far["finished"][kind] < n for kind, n in far["planned"].items())
         if short and (any(far["finished"].values()) or far["started, unfinished"]):
             append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(),
@@ -273,85 +245,24 @@ def register(out: Path, preset: RunPreset):
             append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
                                             "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
     written = write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
-    _copy_registration(results, registrations_dir() / preset.name)  # the project's copy: the one later runs check
+    copy_registration(results, registrations_dir() / preset.name)  # the project's copy: the one later runs check
     return written
 
 
-def _copy_registration(src: Path, dst: Path) -> None:
-    """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
-    from bertbench.runtime.files import atomic_write_text
-
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in (PREREGISTRATION_FILE, LOG_FILE):
-        if (src / name).is_file() and (src / name).resolve() != (dst / name).resolve():
-            atomic_write_text(dst / name, (src / name).read_text(encoding="utf-8"))
-
-
-def _refuse_withdrawn(log: Path, name: str) -> None:
-
-    gone = [e for e in read_log(log) if e.get("event") == WITHDRAWN]
-    if gone:
-        raise BertbenchError(f"{log}: the study {name} was withdrawn at {gone[-1]['at']} ({gone[-1].get('why', '')}); "
-                             "a withdrawn pre-registration does not run: pre-register a new study under another name")
+def planned(preset: RunPreset) -> dict[str, int]:
+    """How many pre-trainings and fine-tunings the preset plans (Figure 5's follow-ups aside: they are known only
+    once their snapshots exist)."""
+    fine = preset.finetune
+    planned_pre = planned_ft = 0
+    for v in preset.variants:
+        models = 1 if v.random_init else len(pretrain_seeds(preset, v))
+        tasks = v.tasks if v.tasks is not None else fine.tasks
+        features = [t for t in fine.feature_based_tasks if t in tasks] if (
+            not fine.feature_based_variants or v.name in fine.feature_based_variants) else []
+        planned_pre += 0 if v.random_init else models
+        planned_ft += models * (len(tasks) + len(features))
+    return {"pre-trainings": planned_pre, "fine-tunings": planned_ft}
 
 
-def withdraw(name: str, why: str) -> Path:
-    """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
-    silently dropped: its page lists the entry). Returns the log's path."""
-    from bertbench.runtime.provenance import now_iso
-
-    committed = committed_registration(name)
-    if committed is None:
-        raise BertbenchError(f"{name}: no registration of this study in {registrations_dir()} or its committed "
-                             "records: nothing to withdraw")
-    if not why.strip():
-        raise BertbenchError("--withdraw: give the reason (it is logged and shown on the study's page)")
-    _refuse_withdrawn(committed.parent / LOG_FILE, name)
-    if committed.parent != registrations_dir() / name:
-        _copy_registration(committed.parent, registrations_dir() / name)
-    log = registrations_dir() / name / LOG_FILE
-    append_log(log, {"event": WITHDRAWN, "why": why.strip(), "at": now_iso(),
-                     "sha256": read_stamp(registrations_dir() / name / "preregistration.yaml")["sha256"]})
-    return log
-
-
-def log_stop(out: Path, why: str, name: str = "") -> None:
-    """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
-    from bertbench.runtime.provenance import now_iso
-
-    results = Path(out) / "results"
-    if not (results / PREREGISTRATION_FILE).is_file():
-        return
-    stamp = read_stamp(results / PREREGISTRATION_FILE)
-    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(), "sha256": stamp["sha256"],
-                                    **progress(Path(out))})
-    if name:  # the project's copy of the log, which later runs check (never only the run folder's)
-        _copy_registration(results, registrations_dir() / name)
-
-
-def progress(out: Path, preset: Optional[RunPreset] = None) -> dict:
-    """How far a study's folder has got: the finished pre-trainings (a summary.json) and fine-tunings (a done
-    marker), the pre-trainings started and not finished, and with the preset, how many it plans of each (Figure 5's
-    follow-ups aside: they are known only once their snapshots exist)."""
-    pre = sorted(p.parent.name for p in (out / "pretrain").glob("*/summary.json"))
-    started = sorted(d.name for d in (out / "pretrain").glob("*") if d.is_dir() and not (d / "summary.json").is_file())
-    ft = sorted(f"{m.parent.name}/{m.name[len('done-'):-len('.json')]}" for m in (out / "results").glob("*/done-*.json"))
-    out_ = {"finished": {"pre-trainings": len(pre), "fine-tunings": len(ft)}, "started, unfinished": started,
-            "ran": {"pre-trainings": pre, "fine-tunings": ft}}
-    if preset is not None:
-        fine = preset.finetune
-        planned_pre = planned_ft = 0
-        for v in preset.variants:
-            models = 1 if v.random_init else len(pretrain_seeds(preset, v))
-            tasks = v.tasks if v.tasks is not None else fine.tasks
-            features = [t for t in fine.feature_based_tasks if t in tasks] if (
-                not fine.feature_based_variants or v.name in fine.feature_based_variants) else []
-            planned_pre += 0 if v.random_init else models
-            planned_ft += models * (len(tasks) + len(features))
-        out_["planned"] = {"pre-trainings": planned_pre, "fine-tunings": planned_ft}
-    return out_
-
-
-__all__ = ["COMMITTED_RECORDS", "REGISTRATIONS_VARIABLE", "UsedSeeds", "WITHDRAWN", "check_fresh_seeds",
-           "check_measurable", "check_pretrain_seeds", "check_protocol", "committed_registration", "committed_seeds",
-           "log_stop", "progress", "register", "registrations_dir", "withdraw"]
+__all__ = ["UsedSeeds", "check_fresh_seeds", "check_measurable", "check_pretrain_seeds", "check_protocol",
+           "committed_seeds", "planned", "register"]

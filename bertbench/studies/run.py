@@ -242,7 +242,7 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
         atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
                            THREADS_KEY: threads, **({DEVICES_KEY: placed} if placed else {})})
-        from bertbench.studies.protocol import log_stop
+        from bertbench.registration import log_stop
 
         log_stop(out, why, study)  # a pre-registered study's page lists its stopped runs
         raise

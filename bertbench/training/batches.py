@@ -38,35 +38,21 @@ def device_batch(global_batch: int, world_size: int, grad_accum: int) -> int:
     """Rows one process handles per micro-batch: the global batch split over processes and micro-batches."""
     parts = world_size * grad_accum
     if global_batch % parts:
-        raise BertbenchError(
-            f"batch_size {global_batch} is the global batch and does not split over {world_size} process(es) × "
-            f"grad_accum {grad_accum}: choose a batch size divisible by {parts}, or a process count × grad_accum "
-            f"that divides {global_batch}"
-        )
+        raise BertbenchError(f"batch_size {global_batch} is the global batch and does not split over {world_size} "
+                             f"process(es) × grad_accum {grad_accum}: choose a batch size divisible by {parts}, or a "
+                             f"process count × grad_accum that divides {global_batch}")
     return global_batch // parts
 
 
 class StepBatchDataset(Dataset):
-    def __init__(
-        self,
-        instances: Sequence[Any],
-        collate: Callable[..., dict[str, torch.Tensor]],
-        global_batch: int,
-        seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-        grad_accum: int = 1,
-    ):
+    def __init__(self, instances: Sequence[Any], collate: Callable[..., dict[str, torch.Tensor]], global_batch: int,
+                 seed: int, rank: int = 0, world_size: int = 1, grad_accum: int = 1):
         if len(instances) == 0:
             raise ValueError("no training instances")
-        self.instances = instances
-        self.collate = collate
+        self.instances, self.collate, self.seed = instances, collate, seed
         self.global_batch = global_batch  # rows per optimiser step, over every process and micro-batch
         self.batch_size = device_batch(global_batch, world_size, grad_accum)  # rows per item (this rank)
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.grad_accum = grad_accum
+        self.rank, self.world_size, self.grad_accum = rank, world_size, grad_accum
         self._perm_cache: dict[int, np.ndarray] = {}
         self._step_cache: tuple[int, dict[tuple[int, int], dict[str, torch.Tensor]]] = (-1, {})
 
@@ -83,11 +69,9 @@ class StepBatchDataset(Dataset):
 
     def indices(self, step: int, rows: Sequence[int]) -> list[int]:
         """The instances at global rows `rows` of optimiser step `step`."""
-        n, out = len(self.instances), []
-        for row in rows:
-            epoch, offset = divmod(step * self.global_batch + row, n)
-            out.append(int(self._permutation(epoch)[offset]))
-        return out
+        n = len(self.instances)
+        return [int(self._permutation(epoch)[offset])
+                for epoch, offset in (divmod(step * self.global_batch + row, n) for row in rows)]
 
     def __len__(self) -> int:  # a practically endless stream; the trainer stops at max_steps
         return 1 << 40

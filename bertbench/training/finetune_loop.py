@@ -28,20 +28,15 @@ def _round_up(n: int, multiple: int = 8) -> int:
 
 
 def pad_collate(features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-    """Pad sequence fields to the longest in the batch (rounded up to 8 for tensor-core friendly shapes).
-
-    A multiple-choice feature holds a list of C sequences per field and becomes (B, C, T).
-    """
+    """Pad sequence fields to the longest in the batch (rounded up to 8 for tensor-core friendly shapes); a
+    multiple-choice feature holds a list of C sequences per field and becomes (B, C, T)."""
     out: dict[str, torch.Tensor] = {}
     first = features[0]
     keys = [k for k in MODEL_KEYS if k in first]
     if "attention_mask" not in first:
         keys.append("attention_mask")
     nested = isinstance(first["input_ids"][0], list)
-    if nested:
-        T = _round_up(max(len(seq) for f in features for seq in f["input_ids"]))
-    else:
-        T = _round_up(max(len(f["input_ids"]) for f in features))
+    T = _round_up(max(_longest(f["input_ids"]) if nested else len(f["input_ids"]) for f in features))
     for key in keys:
         sample = first.get(key)
         if key != "attention_mask" and not isinstance(sample, list):  # a scalar per example
@@ -115,7 +110,6 @@ def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: Op
 def predict(model, features: Sequence[dict], batch_size: int, device: torch.device, bf16: bool) -> np.ndarray:
     """Raw logits for every feature, in order (padded positions included for per-token outputs)."""
     model.eval()
-    outs: list[np.ndarray] = []
     # Sort by length so each batch pads little; restore the order at the end.
     order = sorted(range(len(features)), key=lambda i: _length(features[i]))
     chunks: dict[int, np.ndarray] = {}
@@ -124,12 +118,12 @@ def predict(model, features: Sequence[dict], batch_size: int, device: torch.devi
         batch = {k: v.to(device) for k, v in pad_collate([features[j] for j in idx]).items() if k in ("input_ids", "token_type_ids", "attention_mask")}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits, _ = model(batch)
-        logits = logits.float().cpu().numpy()
-        for j, row in zip(idx, logits):
-            chunks[j] = row
-    for j in range(len(features)):
-        outs.append(chunks[j])
-    return outs  # list: rows may differ in length (per-token outputs)
+        chunks.update(zip(idx, logits.float().cpu().numpy()))
+    return [chunks[j] for j in range(len(features))]  # a list: rows may differ in length (per-token outputs)
+
+
+def _longest(seqs) -> int:
+    return max(len(s) for s in seqs)
 
 
 def _length(feature: dict) -> int:
@@ -141,27 +135,15 @@ def _schedule(opt, hp: FinetuneHParams, n: int) -> tuple[Any, int]:
     """(the lr schedule, its total steps): `epochs` passes over `n` examples (capped at max_steps), linear warm-up
     for warmup_fraction of them, then linear decay to 0."""
     total = math.ceil(math.ceil(n / hp.batch_size) * hp.epochs)
-    if hp.max_steps is not None:
-        total = min(total, hp.max_steps)
-    total = max(1, total)
+    total = max(1, total if hp.max_steps is None else min(total, hp.max_steps))
     warmup = int(hp.warmup_fraction * total)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
-    )
-    return sched, total
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / max(1, warmup) if s < warmup
+                                             else max(0.0, (total - s) / max(1, total - warmup))), total
 
 
-def train(
-    model,
-    train_features: Sequence[dict],
-    eval_features: Sequence[dict],
-    hp: FinetuneHParams,
-    seed: int,
-    device: torch.device,
-    bf16: bool,
-    progress: Optional[Callable[[str], None]] = None,
-    on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None,
-) -> LoopResult:
+def train(model, train_features: Sequence[dict], eval_features: Sequence[dict], hp: FinetuneHParams, seed: int,
+          device: torch.device, bf16: bool, progress: Optional[Callable[[str], None]] = None,
+          on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None) -> LoopResult:
     """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
     gets a line (step/total, time left) every `bertbench.progress.every_seconds()`; `on_epoch` gets each
     epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there), and
@@ -216,15 +198,12 @@ def train(
         loss_sum.zero_()
         loss_count = 0
         entry: dict[str, Any] = {"epoch": epoch, "step": step, "train_loss": round(mean_loss, 5)}
-        last = step >= total
         outputs = None
-        if last:
-            outputs = predict(model, eval_features, hp.eval_batch_size, device, bf16)
-            result.eval_outputs = outputs
+        if step >= total:  # the last epoch
+            outputs = result.eval_outputs = predict(model, eval_features, hp.eval_batch_size, device, bf16)
         if on_epoch is not None:
             on_epoch(entry, outputs)
         result.history.append(entry)
         result.final_train_loss = mean_loss
-    result.steps = step
-    result.train_seconds = time.perf_counter() - t0
+    result.steps, result.train_seconds = step, time.perf_counter() - t0
     return result

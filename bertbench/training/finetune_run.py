@@ -141,10 +141,6 @@ def degenerate_flag(task_type: str) -> str:
     return f"  [degenerate: {DEGENERATE_TEXT.get(task_type, 'one prediction for every example')}]"
 
 
-def _argmax_rows(outputs: list) -> np.ndarray:
-    return np.array([int(np.argmax(o)) for o in outputs])
-
-
 @dataclass
 class Scored:
     metrics: dict[str, Optional[float]]
@@ -164,9 +160,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
 
     t = task.type
     if t in ("classification", "multiple_choice", "regression"):
-        by_example: dict[int, Any] = {}
-        for f, o in zip(features, outputs):
-            by_example[f["example_index"]] = o
+        by_example = {f["example_index"]: o for f, o in zip(features, outputs)}
         outs = [by_example[i] for i in range(len(examples))]
         gold = [ex.label for ex in examples]
         if t == "regression":
@@ -175,7 +169,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
             shown = [f"{p:.4f}" for p in preds]
             gold_shown = [f"{g:.4f}" for g in gold]
         else:
-            preds = _argmax_rows(outs).tolist()
+            preds = [int(np.argmax(o)) for o in outs]
             degenerate = len(set(preds)) == 1
             names = task.labels if t == "classification" else None
             shown = [names[p] if names else str(p) for p in preds]
@@ -193,19 +187,16 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
 
         h = task.hparams
         is_v2 = any(m.startswith("squad_v2") for m in task.metrics)
-        dec = decode_qa(
-            examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
-            max_answer_len=h.max_answer_len or 30, n_best=h.n_best or 20, version_2=is_v2, null_threshold=0.0,
-        )
+        dec = decode_qa(examples, features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+                        max_answer_len=h.max_answer_len or 30, n_best=h.n_best or 20, version_2=is_v2, null_threshold=0.0)
         refs = {ex.id: ([a.text for a in ex.answers] or [""]) if not ex.is_impossible else [""] for ex in examples}
         files = {"predictions.json": json.dumps(dec.predictions, indent=1, sort_keys=True, ensure_ascii=False) + "\n"}
         if is_v2:
             # τ = 0 as decoded; the official sweep over the null odds gives the best τ on this split
             scores = M.squad_v2_scores(dec.best_non_null, refs, no_answer_probs=dec.null_odds, threshold=0.0)
             metrics = {"squad_v2_em": scores["exact"], "squad_v2_f1": scores["f1"]}
-            for k in ("best_exact", "best_f1", "best_f1_thresh", "HasAns_f1", "NoAns_f1", "HasAns_exact", "NoAns_exact"):
-                if k in scores:
-                    metrics[k] = scores[k]
+            metrics.update({k: scores[k] for k in ("best_exact", "best_f1", "best_f1_thresh", "HasAns_f1", "NoAns_f1",
+                                                   "HasAns_exact", "NoAns_exact") if k in scores})
             files["null_odds.json"] = json.dumps(dec.null_odds, indent=1, sort_keys=True) + "\n"
             extra = {}  # SQuAD v2.0 keeps no per-question scores yet: its intervals resample seeds only
         else:
@@ -244,10 +235,9 @@ def per_example_extra(task_type: str, preds: list, gold: list) -> dict[str, Any]
     from bertbench.metrics import near_constant
 
     if task_type == "regression":  # six significant digits: a weak model's values differ in the fourth
-        extra = {"example_predictions": " ".join(f"{p:.6g}" for p in preds),
-                 "example_gold": " ".join(f"{g:.6g}" for g in gold)}
-        extra["near_constant"] = near_constant([f"{p:.2f}" for p in preds])  # one value at the scale's 0.01
-        return extra
+        return {"example_predictions": " ".join(f"{p:.6g}" for p in preds),
+                "example_gold": " ".join(f"{g:.6g}" for g in gold),
+                "near_constant": near_constant([f"{p:.2f}" for p in preds])}  # one value at the scale's 0.01
     extra: dict[str, Any] = {"near_constant": near_constant(preds)}
     if max(max(preds, default=0), max(gold, default=0)) < 10:  # one digit a label (every task here has < 10)
         extra["example_predictions"] = "".join(str(p) for p in preds)
@@ -479,15 +469,11 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
 
     req, task, source, h = job.req, job.task, job.source, job.task.hparams
     device, bf16 = job.device, job.bf16
-    hp = FinetuneHParams(
-        lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
-        batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
-        warmup_fraction=h.warmup_proportion, max_steps=req.max_steps,
-    )
-    model = TaskModel(
-        source.backbone(seed), task.type, task.num_labels,
-        FeatureBasedConfig() if req.feature_based else None,
-    )
+    hp = FinetuneHParams(lr=lr, epochs=req.epochs if req.epochs is not None else h.epochs,
+                         batch_size=req.batch_size or h.batch_size, weight_decay=h.weight_decay,
+                         warmup_fraction=h.warmup_proportion, max_steps=req.max_steps)
+    model = TaskModel(source.backbone(seed), task.type, task.num_labels,
+                      FeatureBasedConfig() if req.feature_based else None)
 
     def candidate(entry: dict, outputs=None) -> tuple[Scored, Scored]:
         """Score the model as it is now: (on the selection set, on dev); the entry notes both."""

@@ -54,7 +54,5 @@ class FirstBadStep:
         step = int(self._first)
         if step:
             what = "loss" if int(self._what) == 1 else "gradient norm"
-            raise NonFiniteError(
-                f"{where}: the training {what} became NaN/inf at step {step}; stopped{kept}. "
-                "Lower the learning rate or add warm-up"
-            )
+            raise NonFiniteError(f"{where}: the training {what} became NaN/inf at step {step}; stopped{kept}. "
+                                 "Lower the learning rate or add warm-up")

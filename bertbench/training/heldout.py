@@ -14,7 +14,7 @@ diagnostic.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from typing import Any, Optional
 
 from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, DataConfig, PretrainConfig, is_causal, is_masked
@@ -33,10 +33,7 @@ class Counts:
     nsp_pairs: int = 0
 
     def add(self, other: "Counts") -> "Counts":
-        return Counts(*(a + b for a, b in zip(self.astuple(), other.astuple())))
-
-    def astuple(self) -> tuple:
-        return (self.loss_sum, self.correct, self.positions, self.nsp_correct, self.nsp_pairs)
+        return Counts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
 @dataclass
@@ -102,9 +99,9 @@ def make_eval_fn(cfg: PretrainConfig, data, tokenizer, precision: str) -> Option
         ours = score(model, own, precision)
         if is_causal(cfg.objective):
             return {"clm_loss": ours.loss, "clm_accuracy": ours.accuracy}
-        result = {"mlm_loss": ours.loss, "mlm_accuracy": ours.accuracy}
         paper = score(model, standard, precision) if standard is not None else ours
-        result["mlm_loss_paper_masking"], result["mlm_accuracy_paper_masking"] = paper.loss, paper.accuracy
+        result = {"mlm_loss": ours.loss, "mlm_accuracy": ours.accuracy, "mlm_loss_paper_masking": paper.loss,
+                  "mlm_accuracy_paper_masking": paper.accuracy}
         if ours.nsp_accuracy is not None:
             result["nsp_accuracy"] = ours.nsp_accuracy
         match = cross_segment_match(model.bert, own, tokenizer.special_ids)  # None on one-segment input

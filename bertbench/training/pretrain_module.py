@@ -34,19 +34,10 @@ def linear_warmup_decay(progress: float, warmup: float) -> float:
 
 
 class PretrainModule(L.LightningModule):
-    def __init__(
-        self,
-        model: BertForPreTraining,
-        optim: OptimConfig,
-        max_steps: int,
-        budget_seconds: Optional[float] = None,
-        eval_fn=None,
-        eval_every: int = 0,
-        fused_optimizer: bool = False,
-        dropout_seed: int = 0,
-        step: Optional[TrainingStep] = None,
-        sync_every: int = 1,
-    ):
+    def __init__(self, model: BertForPreTraining, optim: OptimConfig, max_steps: int,
+                 budget_seconds: Optional[float] = None, eval_fn=None, eval_every: int = 0,
+                 fused_optimizer: bool = False, dropout_seed: int = 0, step: Optional[TrainingStep] = None,
+                 sync_every: int = 1):
         """sync_every: with several processes, the budget's stop is agreed (a collective) every this many steps
         only (the run log's rows: RunLog), so between them no step waits for the others.
 
@@ -56,16 +47,10 @@ class PretrainModule(L.LightningModule):
         step: the step the run chose (training.step): the model's forward with static shapes or not, compiled or
         not; it times the steps. None: the eager dynamic step."""
         super().__init__()
-        self.step = step or fixed_step(static=False)
-        self.fused_optimizer = fused_optimizer
-        self.model = freeze_unread(model)
-        self.dropout_seed = dropout_seed
-        self.optim_cfg = optim
-        self.max_steps = max_steps
-        self.budget_seconds = budget_seconds
-        self.eval_fn = eval_fn
-        self.eval_every = eval_every
-        self.sync_every = sync_every
+        self.step, self.model = step or fixed_step(static=False), freeze_unread(model)
+        self.fused_optimizer, self.dropout_seed, self.optim_cfg = fused_optimizer, dropout_seed, optim
+        self.max_steps, self.budget_seconds = max_steps, budget_seconds
+        self.eval_fn, self.eval_every, self.sync_every = eval_fn, eval_every, sync_every
         self.elapsed_before = 0.0  # wall seconds of earlier (interrupted) sessions of this run
         self.paused_before = 0.0  # ... of which not training (evaluation, checkpoints)
         self._session_start = time.perf_counter()
@@ -115,23 +100,18 @@ class PretrainModule(L.LightningModule):
 
     def configure_optimizers(self):
         opt = make_adamw(self.model, self.optim_cfg, self.device.type, fused=self.fused_optimizer)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda step: linear_warmup_decay(self.progress(step), self.warmup_share())
-        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: linear_warmup_decay(self.progress(step),
+                                                                                  self.warmup_share()))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # -- steps ------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int):
+        # the masked LM's labels come in prediction slots; logits=False: the loss from the head fused with it
+        # (model.fused_head), no logits to keep
         out = (self.step.forward or self.model)(
-            input_ids=batch["input_ids"],
-            token_type_ids=batch.get("token_type_ids"),
-            attention_mask=batch.get("attention_mask"),
-            lm_labels=batch["lm_labels"],
-            nsp_labels=batch.get("nsp_labels"),
-            lm_positions=batch.get("lm_positions"),  # the masked LM's labels come in prediction slots
-            static=self.step.static,
-            logits=False,  # the loss from the head fused with it (model.fused_head): no logits to keep
-        )
+            input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"),
+            attention_mask=batch.get("attention_mask"), lm_labels=batch["lm_labels"], nsp_labels=batch.get("nsp_labels"),
+            lm_positions=batch.get("lm_positions"), static=self.step.static, logits=False)
         # Nothing here reads the device or talks to the other ranks: the losses stay on the device for the run
         # log's rows, and the weights below are host integers the loader counted (training.batches).
         world, accum = self.trainer.world_size, self.trainer.accumulate_grad_batches
@@ -225,29 +205,20 @@ class PretrainModule(L.LightningModule):
         """What the summary records about the schedule: its kind, where warm-up ended, the last step's lr."""
         trace = self.lr_trace
         peak = max((lr for _, _, lr in trace), default=0.0)
-        return {
-            "kind": "wall-clock" if self.budget_seconds else "steps",
-            "budget_seconds": self.budget_seconds,
-            "training_seconds": round(self.last_step_end, 4),
-            "warmup_share": self.warmup_share(),
-            "peak_lr": peak,
-            "peak_step": next((s for s, _, lr in trace if lr == peak), None),
-            "last_step": trace[-1][0] if trace else 0,
-            "last_step_lr": trace[-1][2] if trace else None,
-            "lr_trace": "lr_schedule.csv",
-            "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts),
-        }
+        return {"kind": "wall-clock" if self.budget_seconds else "steps", "budget_seconds": self.budget_seconds,
+                "training_seconds": round(self.last_step_end, 4), "warmup_share": self.warmup_share(),
+                "peak_lr": peak, "peak_step": next((s for s, _, lr in trace if lr == peak), None),
+                "last_step": trace[-1][0] if trace else 0, "last_step_lr": trace[-1][2] if trace else None,
+                "lr_trace": "lr_schedule.csv",
+                "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts)}
 
     # -- exact resume -------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["bertbench"] = {
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "elapsed": self.elapsed(),
-            "paused": self.paused_seconds(),
-            "lr_trace": list(self.lr_trace),
-            "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts),
-        }
+            "elapsed": self.elapsed(), "paused": self.paused_seconds(), "lr_trace": list(self.lr_trace),
+            "phase_starts": None if self.phased_batches is None else list(self.phased_batches.starts)}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if not self.model.has_nsp:
@@ -258,13 +229,11 @@ class PretrainModule(L.LightningModule):
             torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        self.elapsed_before = float(state.get("elapsed", 0.0))
-        self.paused_before = float(state.get("paused", 0.0))
+        self.elapsed_before, self.paused_before = float(state.get("elapsed", 0.0)), float(state.get("paused", 0.0))
         self.lr_trace = [tuple(t) for t in state.get("lr_trace", [])]
         if state.get("phase_starts") is not None and self.phased_batches is not None:
             self.phased_batches.starts = list(state["phase_starts"])  # the switches made before the stop
-        self._session_start = time.perf_counter()
-        self._paused = 0.0
+        self._session_start, self._paused = time.perf_counter(), 0.0
 
 
 def dropout_seed(seed: int, rank: int, micro_step: int) -> int:

@@ -12,6 +12,7 @@ Run directory:
 """
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -21,22 +22,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.config import (
-    DATA_SPEED_ONLY,
-    DataConfig,
-    ModelConfig,
-    PretrainConfig,
-    is_causal,
-    is_masked,
-    keyed_data_fields,
-    limits_text,
-    save_config,
-    trains_nsp,
+    DATA_SPEED_ONLY, DataConfig, ModelConfig, PretrainConfig, is_causal, is_masked, keyed_data_fields, limits_text,
+    save_config, trains_nsp,
 )
 from bertbench.errors import BertbenchError
 from bertbench.runtime.devices import first_process
 from bertbench.runtime.faults import fault_point
 from bertbench.training.step import BUDGET_FILE
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,11 +121,7 @@ def phase_seconds(cfg: PretrainConfig) -> list[float]:
     """Under a budget: the training second at which each later phase begins (cumulative fractions)."""
     if not (cfg.budget_minutes and cfg.phases):
         return []
-    bounds, acc = [], 0.0
-    for p in cfg.phases[:-1]:
-        acc += p.fraction
-        bounds.append(acc * cfg.budget_minutes * 60)
-    return bounds
+    return [acc * cfg.budget_minutes * 60 for acc in itertools.accumulate(p.fraction for p in cfg.phases[:-1])]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -143,9 +131,9 @@ def phase_seconds(cfg: PretrainConfig) -> list[float]:
 def _callbacks(cfg: PretrainConfig, out_dir: Path, stop_at_step: Optional[int], signals, precision: str, start_step: int):
     from bertbench.training.callbacks import FiniteGuard, PeriodicCheckpoint, RunLog
 
-    last_step = cfg.max_steps  # the step cap; a budget may end the run sooner, on the clock
     guard = FiniteGuard(out_dir, precision, saved_step=start_step if start_step else None)
-    return guard, RunLog(cfg, out_dir, guard, last_step), PeriodicCheckpoint(cfg, out_dir, guard, signals, stop_at_step)
+    # the step cap; a budget may end the run sooner, on the clock
+    return guard, RunLog(cfg, out_dir, guard, cfg.max_steps), PeriodicCheckpoint(cfg, out_dir, guard, signals, stop_at_step)
 
 
 def snapshot_steps(cfg: PretrainConfig) -> list[int]:
@@ -212,13 +200,6 @@ def run_identity(cfg: PretrainConfig, model, data, precision: str, out_dir: Path
     }
 
 
-def _snapshot_callback(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Callable[[], dict], run_log):
-    """snapshots/step-N at `snapshot_steps(cfg)` (training.callbacks.Snapshots)."""
-    from bertbench.training.callbacks import Snapshots
-
-    return Snapshots(cfg, out_dir, tokenizer, identity, run_log, snapshot_steps(cfg))
-
-
 def write_lr_trace(path: Path, trace: list[tuple[int, float, float]]) -> None:
     """Every optimiser step's lr: step, training seconds before it, lr (the schedule as it really ran)."""
     from bertbench.runtime.files import atomic_write_text
@@ -232,23 +213,19 @@ def read_checkpoint_step(path: Path) -> int:
     import torch
 
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        step = int(ckpt["global_step"])
+        return int(torch.load(path, map_location="cpu", weights_only=False)["global_step"])
     except Exception as err:  # torch raises RuntimeError, pickle/zip errors, KeyError … for a damaged file
-        raise BertbenchError(
-            f"{path}: not a readable Lightning checkpoint ({type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}); "
-            "it cannot be resumed from: delete the folder's checkpoints/ to start over, or choose another --out"
-        ) from None
-    return step
+        first = str(err).splitlines()[0][:120] if str(err) else ""
+        raise BertbenchError(f"{path}: not a readable Lightning checkpoint ({type(err).__name__}: {first}); it cannot be "
+                             "resumed from: delete the folder's checkpoints/ to start over, or choose another --out") from None
 
 
 # ----------------------------------------------------------------------------------------------
 # The run
 
 
-def pretrain(
-    cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None, extra_callbacks: tuple = ()
-) -> dict:
+def pretrain(cfg: PretrainConfig, out_dir: Path, resume: str = "never", stop_at_step: Optional[int] = None,
+             extra_callbacks: tuple = ()) -> dict:
     """Run (or resume) pre-training; returns the summary. `resume`: 'never' | 'auto'. `extra_callbacks`:
     Lightning callbacks added to the run's own (`bench quality` probes the model with one).
 
@@ -356,9 +333,8 @@ def _get(d: dict, dotted: str) -> Any:
     return d
 
 
-def _pretrain_locked(
-    cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals, extra_callbacks: tuple = ()
-) -> dict:
+def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals,
+                     extra_callbacks: tuple = ()) -> dict:
     from bertbench.training.lightning_compat import lightning as L
 
     from bertbench.training.stop_signals import Interrupted
@@ -474,12 +450,10 @@ def _build_module(cfg: PretrainConfig, tokenizer, data, device_type: str, precis
     # Fused AdamW clips inside the module; with fp16's grad scaler or FSDP's sharded gradients the Trainer must
     # clip (it unscales and gathers first), so those keep foreach AdamW.
     fused = precision != "16-mixed" and "fsdp" not in str(cfg.strategy).lower()
-    module = PretrainModule(
-        model, cfg.optim, cfg.max_steps,
-        budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
-        eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
-        step=step, sync_every=cfg.log_every,
-    )
+    module = PretrainModule(model, cfg.optim, cfg.max_steps,
+                            budget_seconds=cfg.budget_minutes * 60 if cfg.budget_minutes else None,
+                            eval_fn=eval_fn, eval_every=cfg.eval_every, fused_optimizer=fused, dropout_seed=cfg.seed,
+                            step=step, sync_every=cfg.log_every)
     return model, module, eval_fn, fused, step
 
 
@@ -487,9 +461,10 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
                    extra_callbacks: tuple) -> tuple[list, bool]:
     """(the run's callbacks in their order, whether Lightning shows a progress bar)."""
     from bertbench.runtime.progress import every_seconds, say
+    from bertbench.training.callbacks import Snapshots  # snapshots/step-N for Figure 5
 
     guard, run_log, periodic = own
-    snapshots = [_snapshot_callback(cfg, out_dir, tokenizer, identity, run_log)] if snapshot_steps(cfg) else []
+    snapshots = [Snapshots(cfg, out_dir, tokenizer, identity, run_log, snapshot_steps(cfg))] if snapshot_steps(cfg) else []
     # in this order: the guard's note comes before the row, the snapshot and the checkpoint
     callbacks = [guard, run_log, *snapshots, periodic, *extra_callbacks]
     every = every_seconds()
@@ -509,12 +484,10 @@ def _trainer(cfg: PretrainConfig, out_dir: Path, precision: str, fused: bool, pr
     from bertbench.training.lightning_compat import lightning as L
 
     devices: Any = int(cfg.devices) if cfg.devices.isdigit() else cfg.devices
-    # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule).
-    max_steps = cfg.max_steps
-    try:
+    try:  # max_steps always caps the run; with a wall-clock budget the clock may end it first (PretrainModule)
         return L.Trainer(
             accelerator=cfg.accelerator, devices=devices, strategy=_strategy(cfg), num_nodes=cfg.num_nodes,
-            precision=precision, max_steps=max_steps, max_epochs=-1 if cfg.budget_minutes else None,
+            precision=precision, max_steps=cfg.max_steps, max_epochs=-1 if cfg.budget_minutes else None,
             accumulate_grad_batches=cfg.grad_accum,
             gradient_clip_val=None if fused else (cfg.optim.grad_clip or None), logger=False, enable_checkpointing=False,
             enable_model_summary=False, enable_progress_bar=progress_bar, callbacks=callbacks,
@@ -552,12 +525,9 @@ def _loader(cfg: PretrainConfig, plan, datas: list, tokenizer, trainer, module, 
     from bertbench.training.batches import PhasedBatches, StepBatchDataset, StepSampler
 
     rank, world = trainer.global_rank, trainer.world_size
-    step_sets = [
-        StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed,
-                                                static=step.static),
-                         bs, cfg.seed, rank, world, cfg.grad_accum)  # bs: the phase's global batch; this rank collates its rows
-        for d, (_, dcfg, bs) in zip(datas, plan)
-    ]
+    # bs: the phase's global batch; this rank collates its rows
+    step_sets = [StepBatchDataset(d.train, make_collator(dcfg, tokenizer, cfg.objective, seed=cfg.seed, static=step.static),
+                                  bs, cfg.seed, rank, world, cfg.grad_accum) for d, (_, dcfg, bs) in zip(datas, plan)]
     batches = PhasedBatches([s for s, _, _ in plan], step_sets, cfg.grad_accum)
     module.attach_phases(batches, phase_seconds(cfg))
     workers = loader_workers(cfg, device_type)
@@ -586,23 +556,13 @@ def _final_summary(cfg: PretrainConfig, trainer, module, step, eval_fn, run_log,
         final_eval["mlm_ppl_paper_masking"] = perplexity(final_eval["mlm_loss_paper_masking"])
     if "clm_loss" in final_eval:
         final_eval["clm_ppl"] = perplexity(final_eval["clm_loss"])
-    return PretrainSummary(
-        **identity(),
-        steps=trainer.global_step,
-        batch_size=cfg.batch_size,  # the global batch, whatever the processes and micro-batches
-        tokens_seen=run_log.tokens,
-        loss_tokens=run_log.loss_tokens,
-        wall_seconds=round(module.elapsed(), 2),
-        schedule=module.schedule_summary(),
-        preprocessing_seconds=round(prep_seconds, 2),
-        tokens_per_second=round(run_log.tokens / max(1e-9, module.elapsed()), 1),
-        final_train_loss=run_log.last_train_loss,
-        heldout=final_eval,
-        data=data.stats,
-        library_versions=library_versions(),
-        step=step.summary(),
-        date=now_iso(),
-    )
+    # batch_size: the global batch, whatever the processes and micro-batches
+    return PretrainSummary(**identity(), steps=trainer.global_step, batch_size=cfg.batch_size, tokens_seen=run_log.tokens,
+                           loss_tokens=run_log.loss_tokens, wall_seconds=round(module.elapsed(), 2),
+                           schedule=module.schedule_summary(), preprocessing_seconds=round(prep_seconds, 2),
+                           tokens_per_second=round(run_log.tokens / max(1e-9, module.elapsed()), 1),
+                           final_train_loss=run_log.last_train_loss, heldout=final_eval, data=data.stats,
+                           library_versions=library_versions(), step=step.summary(), date=now_iso())
 
 
 def _write_outputs(cfg: PretrainConfig, out_dir: Path, module, tokenizer, summary) -> None:

@@ -208,6 +208,7 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     import json
 
     from bertbench.model.bert import compile_step
+    from bertbench.runtime.devices import first_process
     from bertbench.runtime.files import atomic_write_text
     from bertbench.runtime.progress import say
     from bertbench.runtime.provenance import hardware
@@ -229,7 +230,8 @@ def choose_step(cfg: PretrainConfig, model, device_type: str, precision: str, ke
     if step.choice.compiled:
         def compiled(seconds: float) -> None:
             step.compile_seconds = seconds
-            say(f"pretrain: compiled the training step in {seconds:.1f} s (its first call)")
+            if first_process():  # every rank compiles its own step; rank 0 says so
+                say(f"pretrain: compiled the training step in {seconds:.1f} s (its first call)")
 
         step.forward = compile_step(model, compiled)
     return step

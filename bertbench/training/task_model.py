@@ -55,34 +55,24 @@ class BiLSTMTagger(nn.Module):
 
 
 class TaskModel(nn.Module):
-    def __init__(
-        self,
-        bert: BertModel,  # or an HFEncoder: anything returning EncoderOutput, with a `cfg`
-        task_type: str,
-        num_labels: int = 2,
-        feature_based: Optional[FeatureBasedConfig] = None,
-    ):
+    def __init__(self, bert: BertModel, task_type: str, num_labels: int = 2,
+                 feature_based: Optional[FeatureBasedConfig] = None):
+        """bert: bertbench's BertModel, or an HFEncoder: anything returning EncoderOutput, with a `cfg`."""
         super().__init__()
         if task_type not in TASK_TYPES:
             raise ValueError(f"unknown task type {task_type!r}")
         cfg = bert.cfg
-        self.bert = bert
-        self.task_type = task_type
-        self.feature_based = feature_based
+        self.bert, self.task_type, self.feature_based = bert, task_type, feature_based
         if feature_based is not None:
             if task_type != "token_classification":
                 raise ValueError("feature-based fine-tuning is implemented for token classification (NER) only")
             for p in self.bert.parameters():
                 p.requires_grad_(False)  # frozen: features only
-            self.feature_based = feature_based = replace(
-                feature_based, layers=feature_based.layers_for(cfg.num_layers))
-            k = len(feature_based.layers)
-            in_dim = cfg.hidden_size * (k if feature_based.combine == "concat" else 1)
+            self.feature_based = feature_based = replace(feature_based, layers=feature_based.layers_for(cfg.num_layers))
+            in_dim = cfg.hidden_size * (len(feature_based.layers) if feature_based.combine == "concat" else 1)
             self.head = BiLSTMTagger(in_dim, feature_based.lstm_hidden or cfg.hidden_size, num_labels, cfg.dropout)
-        elif task_type == "classification":
-            self.head = SequenceHead(cfg, num_labels)
-        elif task_type == "regression":
-            self.head = SequenceHead(cfg, 1)
+        elif task_type in ("classification", "regression"):
+            self.head = SequenceHead(cfg, num_labels if task_type == "classification" else 1)
         elif task_type == "multiple_choice":
             self.head = MultipleChoiceHead(cfg)
         elif task_type == "span_qa":

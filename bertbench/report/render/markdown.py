@@ -101,20 +101,15 @@ DIGEST_COLUMNS = ("Claim", "Stated in", "a − b", "Ours a − b", "95% interval
                   "Verdict")
 
 
-def _claims_digest(report: Report):
-    """The claims table's compared rows in a few of its columns (the same strings: one number per comparison),
-    with its note on the Holm families; a pre-registered claim is kept even when it did not run."""
-    return _digest(report, "claims", DIGEST_COLUMNS, notes=slice(1, 2), skip="not run")
-
-
-def _digest(report: Report, key: str, columns: tuple[str, ...], notes: slice, skip: Optional[str] = None):
-    """Table `key` of the report cut to `columns` (rows whose verdict starts with `skip` left out), or None."""
+def _claims_digest(report: Report) -> Optional[Table]:
+    """The claims table's compared rows in DIGEST_COLUMNS (the same strings: one number per comparison), with its
+    note on the Holm families; a claim not run is left out unless it is pre-registered. None without claims."""
     from dataclasses import replace
 
-    table = next((t for t in report.tables if t.key == key), None)
+    table = next((t for t in report.tables if t.key == "claims"), None)
     if table is None or not table.rows:
         return None
-    keep = [table.header.index(c) for c in columns]
+    keep = [table.header.index(c) for c in DIGEST_COLUMNS]
     rows = tuple(tuple(row[i] for i in keep) for row in table.rows
-                 if not (skip and row[-1].startswith(skip) and not row[-1].endswith("· pre-registered")))
-    return replace(table, header=columns, rows=rows, notes=table.notes[notes])
+                 if not (row[-1].startswith("not run") and not row[-1].endswith("· pre-registered")))
+    return replace(table, header=DIGEST_COLUMNS, rows=rows, notes=table.notes[1:2])

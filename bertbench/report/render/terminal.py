@@ -14,22 +14,10 @@ from pathlib import Path
 from typing import Optional
 
 from bertbench.report.build import Report
+from bertbench.claims import DEFAULT_APPROACH
 from bertbench.report.model import (
-    DEFAULT_APPROACH,
-    MISSING,
-    PaperColumnSpec,
-    ReportData,
-    RowKey,
-    Stats,
-    direction,
-    fmt_value,
-    glue_paper_number,
-    glue_rows,
-    marks,
-    paper_number_for,
-    pretrain_seed,
-    seed_stats,
-    turc_column,
+    MISSING, PaperColumnSpec, ReportData, RowKey, Stats, direction, fmt_value, glue_paper_number, glue_rows, marks,
+    paper_number_for, pretrain_seed, seed_stats, turc_column,
 )
 
 TERMINAL_WIDTH = 100  # the width the table fits when the output is not a terminal (a log file, a pipe)

@@ -6,10 +6,10 @@ import math
 from typing import Optional
 
 from bertbench.config import is_masked
+from bertbench.claims import DEFAULT_APPROACH, masking_suffix
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, fmt_shape
-from bertbench.report.model import fmt_stats, fmt_value, marks, size_variants, stats_for
-from bertbench.report.labels import masking_suffix
+from bertbench.report.model import (MISSING, ReportData, Table, Variant, fmt_count, fmt_shape, fmt_stats, fmt_value,
+                                    marks, size_variants, stats_for)
 from bertbench.results import mask_procedure
 
 
@@ -29,11 +29,7 @@ def _ours_cell(data: ReportData, variant: Variant, ptask: str, pmetric: str, app
 
 
 def _paper_rows(paper: PaperNumbers, source: str) -> list[str]:
-    systems: list[str] = []
-    for n in paper.find(source=source):
-        if n.system not in systems:
-            systems.append(n.system)
-    return systems
+    return list(dict.fromkeys(n.system for n in paper.find(source=source)))
 
 
 def _paper_value(paper: PaperNumbers, source: str, system: str, ptask: str, pmetric: str,
@@ -74,9 +70,7 @@ def table5(data: ReportData) -> Table:
 
 def _perplexity(variant: Variant) -> str:
     loss, _ = variant.pretraining_mean("heldout", "mlm_loss")
-    if loss is None:
-        return MISSING
-    return f"{math.exp(loss):.2f}" if loss < 700 else "inf"
+    return MISSING if loss is None else f"{math.exp(loss):.2f}" if loss < 700 else "inf"
 
 
 def table6(data: ReportData) -> Table:

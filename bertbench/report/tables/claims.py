@@ -11,31 +11,15 @@ from collections.abc import Sequence
 from typing import Optional
 
 from bertbench.reference import PaperNumbers
+from bertbench.claims import PAPER, Claims, load_claims
 from bertbench.report.claims import (
-    ALPHA,
-    CONTRADICTED,
-    EXPLORATORY,
-    INCONCLUSIVE,
-    NOT_MEASURABLE,
-    NOT_RUN,
-    PAPER,
-    PAPERS,
-    PRE_REGISTERED,
-    REPRODUCED,
-    SUPPORTED,
-    YOURS,
-    Claims,
-    Outcome,
-    contributions,
-    evaluate,
-    load_claims,
-    paper_values,
-    score_text,
+    ALPHA, CONTRADICTED, EXPLORATORY, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, PAPERS, PRE_REGISTERED, REPRODUCED,
+    SUPPORTED, YOURS, Outcome, contributions, evaluate, paper_values, score_text,
 )
 from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import POWER, RESAMPLES, RNG_SEED
 from bertbench.report.tables.paired import COVERS_NOTE, fmt_covers, fmt_difference, fmt_runs
-from bertbench.report.registration import log_note
+from bertbench.registration import log_note
 
 HEADER = ("Claim", "Stated in", "a − b", "Score", "Paper a − b", "Ours a − b", "95% interval", "Covers", "Runs a/b",
           "Test", "Threshold from", "MDE (80%)", "p", "p Holm", "Verdict")
@@ -101,7 +85,7 @@ def _score(data: ReportData, o: Outcome) -> str:
 def claims_table(data: ReportData, outcomes: Optional[Sequence[Outcome]] = None, paper: Optional[Claims] = None,
                  preregistration=None) -> Table:
     """Every claim's comparisons (`outcomes`, or the paper's claims judged by `report.claims.evaluate`), with
-    `preregistration` (report.registration) when its claims were judged as one family."""
+    `preregistration` (bertbench.registration) when its claims were judged as one family."""
     paper = paper or load_claims(paper=data.paper)
     outcomes = evaluate(data, paper) if outcomes is None else list(outcomes)
     registered = preregistration is not None

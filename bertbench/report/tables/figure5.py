@@ -6,7 +6,8 @@ prints no table for the figure, so the report describes its claim in words and s
 """
 from __future__ import annotations
 
-from bertbench.report.model import DEFAULT_APPROACH, ReportData, RowKey, Table, Variant, fmt_stats, seed_stats
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import ReportData, RowKey, Table, Variant, fmt_stats, seed_stats
 
 OBJECTIVES = ("MLM+NSP", "LTR (causal)")  # the figure's two curves
 PAPER_CLAIM = (
@@ -37,11 +38,8 @@ def figure5_table(data: ReportData) -> Table:
     body = []
     for label, checkpoints in series(data):
         for v in checkpoints:
-            cells = []
-            for row in rows:
-                cell = data.cell(v, row)
-                cells.append(fmt_stats(seed_stats(cell.records, row.metric)) if cell else "–")
-            body.append((label, f"{v.tokens_seen:,}", *cells))
+            cells = [(data.cell(v, row), row.metric) for row in rows]
+            body.append((label, f"{v.tokens_seen:,}", *(fmt_stats(seed_stats(c.records, m)) if c else "–" for c, m in cells)))
     notes = (PAPER_CLAIM, "Ours: mean over fine-tuning seeds [95% t-interval over seeds] for each checkpoint of one "
              "pre-training run; the last checkpoint is the model in the tables above.")
     return Table("figure5", "Figure 5 at our scale: dev score against pre-training tokens", header,

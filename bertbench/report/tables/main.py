@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from bertbench.reference import PaperNumbers
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, Cell, GlueRow, ReportData, Table, paper_cell
-from bertbench.report.model import turc_columns, direction, fmt_stats, glue_paper_number, glue_rows, is_degenerate
-from bertbench.report.model import marks, near_constant_flags, paper_columns, seed_stats
+from bertbench.report.model import (MISSING, Cell, GlueRow, ReportData, Table, direction, fmt_stats, glue_paper_number,
+                                    glue_rows, is_degenerate, marks, near_constant_flags, paper_cell, paper_columns,
+                                    seed_stats, turc_columns)
 from bertbench.report.external import external_main_notes
 
 
@@ -23,14 +23,13 @@ def main_table(data: ReportData) -> Table:
               *(c[0] for c in columns))
     rows: list[tuple[str, ...]] = []
     for row in data.rows:
-        task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
         for metric in (row.metric, BESIDE_METRICS.get(row.metric)):
             cells = [data.cell(variant, row) for variant in data.variants]
             if metric is None or not any(c and seed_stats(c.records, metric) for c in cells):
                 continue
             shown = [fmt_stats(seed_stats(c.records, metric)) + marks(c) if c else MISSING for c in cells]
             at = row if metric == row.metric else dataclasses.replace(row, metric=metric)
-            rows.append((task, f"v{row.task_version}", metric, direction(metric), row.eval_kind, *shown,
+            rows.append((row.shown_task, f"v{row.task_version}", metric, direction(metric), row.eval_kind, *shown,
                          *(paper_cell(paper, systems, sources, at) for _, systems, sources in columns)))
     glue_rows, glue_notes = _glue_rows(data, columns)
     rows.extend(glue_rows)
@@ -59,10 +58,8 @@ def _main_notes(data: ReportData) -> list[str]:
     versions: dict[str, set[int]] = defaultdict(set)
     for row in data.rows:
         versions[row.task].add(row.task_version)
-    for task, vs in sorted(versions.items()):
-        if len(vs) > 1:
-            shown = ", ".join(map(str, sorted(vs)))
-            notes.append(f"{task}: records of task versions {shown} are separate rows, never averaged.")
+    notes += [f"{task}: records of task versions {', '.join(map(str, sorted(vs)))} are separate rows, never averaged."
+              for task, vs in sorted(versions.items()) if len(vs) > 1]
     if any(is_degenerate(c.records) for c in cells):
         notes.append("⊘ degenerate: at least one seed predicted one class (or one value) for every example; "
                      "such a cell never counts as a reproduction.")
@@ -96,12 +93,10 @@ def _glue_rows(data: ReportData, columns: Sequence[tuple]) -> tuple[list[tuple[s
         rows.append((glue.label, MISSING, glue.metric, "↑", "/".join(glue.eval_kinds), *ours,
                      *(_glue_paper_cell(paper, systems, sources, glue) for _, systems, sources in columns)))
     if rows:
-        notes.append(
-            "GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
-            "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
-            "A partial row averages only the tasks we have, and the paper cells beside it average the same "
-            "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted."
-        )
+        notes.append("GLUE score as Table 1's Average: the mean of MNLI-m, MNLI-mm, QQP F1, QNLI, SST-2, CoLA MCC, "
+                     "STS-B Spearman, MRPC F1 and RTE (9 scores of 8 tasks, no WNLI), over our per-task means. "
+                     "A partial row averages only the tasks we have, and the paper cells beside it average the same "
+                     "scores of the paper's rows (marked 'same k'); devsplit tasks are not counted.")
         shown = "; ".join(f"{n.system} {n.value:.1f}" for n in paper.find(task="glue", metric="leaderboard_score")
                           if n.source != paper.turc_source)
         notes.append(f"Not Table 1's average: the official GLUE leaderboard scores quoted in the paper ({shown}) "
@@ -114,4 +109,4 @@ def _glue_paper_cell(paper: PaperNumbers, systems: Sequence[str], sources: Seque
     if number is None:
         return MISSING
     value, split, how = number
-    return f"{value:.1f} ({split})" if how is None else f"{value:.1f} ({split}, {how})"
+    return f"{value:.1f} ({split}{'' if how is None else f', {how}'})"

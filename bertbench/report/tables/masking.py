@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bertbench.config import PAPER_MASK_RATIO
-from bertbench.report.labels import masking_suffix, objective_label
+from bertbench.claims import masking_suffix, objective_label
 from bertbench.report.model import MISSING, ReportData, Table, Variant, glue_rows
 from bertbench.report.multibootstrap import multi_bootstrap
 from bertbench.report.comparison import difference, side
@@ -50,11 +50,8 @@ def ratio_points(data: ReportData):
     scores = glue5_scores(data)
     out = []
     for size, points in ratio_series(data):
-        rows = []
-        for ratio, v in points:
-            s = side(data, v, scores) if scores else None
-            rows.append((ratio, v, multi_bootstrap(s.runs) if s is not None else None, s))
-        out.append((size, rows))
+        sides = [(ratio, v, side(data, v, scores) if scores else None) for ratio, v in points]
+        out.append((size, [(ratio, v, multi_bootstrap(s.runs) if s is not None else None, s) for ratio, v, s in sides]))
     return out
 
 
@@ -62,9 +59,7 @@ def heldout_mlm(v: Variant) -> str:
     """Held-out MLM accuracy scored with the paper's 15% masking (comparable across training ratios), the mean
     over the variant's pre-training seeds; '–' in records written before it was kept."""
     accuracy, seeds = v.pretraining_mean("heldout", "mlm_accuracy_paper_masking")
-    if accuracy is None:
-        return MISSING
-    return f"{accuracy:.1f}%" + (f" (mean of {seeds})" if seeds > 1 else "")
+    return MISSING if accuracy is None else f"{accuracy:.1f}%" + (f" (mean of {seeds})" if seeds > 1 else "")
 
 
 def masking_ratio_table(data: ReportData) -> Table:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bertbench.report.comparison import DEV_KINDS, Difference, difference, row_side
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table
+from bertbench.report.comparison import Difference, difference, row_side
+from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import EXAMPLES, FINETUNE, PRETRAIN, Estimate
 
 
@@ -22,8 +22,7 @@ COVERS_NOTE = ("Covers: the sources of noise the interval resamples: P pre-train
 
 def fmt_covers(est: Estimate) -> str:
     """'F·E' or '[F]·[E]' (paired); P appears only with several pre-training seeds on every pre-trained side
-    (random init has none to resample); 'E 2/5 tasks'
-    where only some tasks of a multi-task score hold per-example predictions."""
+    (random init has none to resample); 'E 2/5 tasks' where only some tasks of a multi-task score hold them."""
     with_examples, components = est.examples_in
     shown = []
     for source in est.covers:
@@ -84,8 +83,7 @@ def differences_table(data: ReportData) -> Table:
                 diff = difference(b, a)
                 value, interval = fmt_difference(diff)
                 flag = (" ⊘" if diff.degenerate else "") + (" ≈" if diff.near_constant else "")
-                task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
-                rows.append((task + ("" if row.task_version == 1 else f" v{row.task_version}"), row.eval_kind,
+                rows.append((row.shown_task + ("" if row.task_version == 1 else f" v{row.task_version}"), row.eval_kind,
                              row.metric, f"{ref.label} − {other.label}{flag}", value, interval,
                              fmt_covers(diff.estimate), fmt_runs(diff)))
     notes = ("The multi-bootstrap (Sellam et al., The MultiBERTs, 2021): pre-training seeds, fine-tuning seeds and "

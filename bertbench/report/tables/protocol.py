@@ -8,20 +8,18 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, pretrain_seed
+from bertbench.report.model import MISSING, ReportData, Table, pretrain_seed
 from bertbench.runtime.progress import fmt_lr
 
 PLATEAU = 0.05  # a last epoch that lowers the mean training loss by less than 5% counts as levelled off
 
 
 def _selection(records: list) -> Optional[dict[str, Any]]:
-    found = [r["finetune"].get("selection") for r in records if r["finetune"].get("selection")]
-    return found[0] if found else None
+    return next((r["finetune"]["selection"] for r in records if r["finetune"].get("selection")), None)
 
 
 def _drop(records: list) -> Optional[float]:
-    drops = [(r.get("extra") or {}).get("last_epoch_loss_drop") for r in records]
-    drops = [d for d in drops if d is not None]
+    drops = [d for r in records if (d := (r.get("extra") or {}).get("last_epoch_loss_drop")) is not None]
     return max(drops) if drops else None
 
 
@@ -61,14 +59,13 @@ def protocol_table(data: ReportData) -> Table:
             by_epoch = by_epoch or (sel is not None and sel.get("selected_epoch") is not None)
             if drop is not None and drop >= PLATEAU:
                 unlevelled += 1
-            task = row.task if row.approach == DEFAULT_APPROACH else f"{row.task} ({row.approach})"
             # each pre-training seed chose for itself: a P-cell shows every seed's choice, never seed 1's alone
             by_seed = {pretrain_seed(r): (r["finetune"], r["finetune"].get("selection")) for r in cell.records}
             chosen = {k: by_seed[k] for k in sorted(by_seed, key=lambda k: (k is None, k or 0))}
             several = several or len(chosen) > 1
             scores = sorted(s["score"] for _, s in chosen.values() if s)
             rows.append((
-                variant.label, task, train, _each(_epochs(f, s) for f, s in chosen.values()),
+                variant.label, row.shown_task, train, _each(_epochs(f, s) for f, s in chosen.values()),
                 ", ".join(fmt_lr(lr) for lr in sel["grid"]) if sel else f"{fmt_lr(ft['lr'])} only",
                 _each(fmt_lr(f["lr"]) for f, _ in chosen.values()), sel["on"] if sel else MISSING,
                 MISSING if not scores else "–".join(dict.fromkeys(f"{x:.1f}" for x in (scores[0], scores[-1]))),

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from bertbench.config import is_masked
 from bertbench.report.model import MISSING, ReportData, Table, fmt_count, pretrain_seed, short_fingerprint
-from bertbench.report.labels import objective_label
+from bertbench.claims import objective_label
 from bertbench.results import mask_procedure
 from bertbench.runtime.progress import fmt_seconds
 from bertbench.report.external import external_provenance_notes

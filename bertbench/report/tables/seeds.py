@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from bertbench.config import PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO
-from bertbench.report.model import DEFAULT_APPROACH, MISSING, ReportData, Table, Variant, fmt_count, glue_rows, metric_for
+from bertbench.claims import DEFAULT_APPROACH
+from bertbench.report.model import MISSING, ReportData, Table, Variant, fmt_count, glue_rows, metric_for
 from bertbench.results import LoadedRecord
 
 

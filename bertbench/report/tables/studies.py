@@ -12,7 +12,8 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.report.model import MISSING, ReportData, Table, glue_rows
-from bertbench.report.claims import evaluate_study, load_claims
+from bertbench.claims import load_claims
+from bertbench.report.claims import evaluate_study
 from bertbench.report.tables.claims import claims_table
 
 STUDY_MARK = re.compile(r"^<!-- bertbench study: question=(?P<question>[^;]+); claim=(?P<claim>[\w-]+) -->$", re.M)

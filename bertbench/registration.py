@@ -1,12 +1,14 @@
 """A study's pre-registration file and its log, in one place (as results.py is for records): the format, its
-parse, write, log and stamp. The claims it states are what the study is judged on, stated before it ran.
+parse, write, log and stamp, and the project's copy of each (leaderboards/registrations/<study>/). The claims it
+states are what the study is judged on, stated before it ran.
 
 `bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
-stage, with its time (`write_preregistration`), and logs stopped, partial or amended runs beside it (LOG_FILE,
-`append_log`); studies.protocol decides when, and checks the protocol. The report finds the file under the folders it is given: the claims it states (the paper's by id, claim lines) are
-Holm-adjusted together, every other comparison as exploratory, apart (report.claims.evaluate_study). A headline
-score (`scores:`) names the tasks a claim averages and why each was admitted: a published model of the same size
-beats the constant predictor by at least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
+stage, with its time (`write_preregistration`), and logs stopped, partial, amended or withdrawn runs beside it
+(LOG_FILE, `append_log`); studies.protocol decides when, and checks the protocol. The report finds the file under
+the folders it is given: the claims it states (the paper's by id, claim lines) are Holm-adjusted together, every
+other comparison as exploratory, apart (report.claims.evaluate_study). A headline score (`scores:`) names the tasks
+a claim averages and why each was admitted: a published model of the same size beats the constant predictor by at
+least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
 """
 from __future__ import annotations
 
@@ -16,15 +18,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from bertbench.claims import PREREGISTRATION, Claim, Claims, load_claims, parse_claim
 from bertbench.errors import BertbenchError
-from bertbench.report.claims import PREREGISTRATION, Claim, Claims, parse_claim
+from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT
 
+CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre-trains a confirmatory design has
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
 ADMISSION_MARGIN = 3.0  # points above the constant predictor a published model must score for a task to enter
 _KEYS = {"claims", "scores", "seeds", "extension", "preset", "registered_at", "amends", "design", "decides"}
 LOG_FILE = "preregistration-log.yaml"  # beside it: each stopped, partial or amended run, in order (`append_log`)
 REGISTERED_AT = "registered_at"  # in the written file: when `bertbench run` first wrote it (UTC, ISO 8601)
 _TASK_KEYS = {"task", "metric", "published", "source", "constant", "constant_from"}
+# A pre-registered study's registration and log as the project keeps them (leaderboards/registrations/<study>/),
+# written by `run` itself beside the run folder's copy, committed with the project: a run checks a registration
+# against this, never only against a copy in its output folder, which can be deleted or never made.
+# $BERTBENCH_REGISTRATIONS points elsewhere (the tests do, so that they never write into the project).
+REGISTRATIONS_VARIABLE = "BERTBENCH_REGISTRATIONS"
+WITHDRAWN = "withdrawn"  # a log event: the study will not run (why, when); `run` refuses it from then on
 
 
 @dataclass(frozen=True)
@@ -249,7 +259,6 @@ def write_preregistration(path: Path, prereg):
     """Written before a study's first stage, with the time it is written; an existing file that registers something
     else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
     (with its time: the first run's, on a re-run)."""
-    import dataclasses
     import hashlib
 
     import yaml
@@ -287,11 +296,93 @@ def read_stamp(path: Path) -> dict[str, str]:
     """The stamp (`Preregistration.stamp`) of a written pre-registration file."""
     import yaml
 
-    from bertbench.report.claims import load_claims
-
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     return parse_preregistration(raw, str(path), load_claims()).stamp()
 
 
-__all__ = ["ADMISSION_MARGIN", "Evidence", "HeadlineScore", "LOG_FILE", "PREREGISTRATION_FILE", "Preregistration",
-           "REGISTERED_AT", "amended_from", "append_log", "read_stamp", "write_preregistration", "check_stamps", "load_preregistration", "log_line", "log_note", "parse_preregistration", "read_log", "text"]
+# --- the project's copy, the run folder's progress, a stop or a withdrawal logged ---------------------------------
+
+
+def registrations_dir() -> Path:
+    import os
+
+    return Path(os.environ.get(REGISTRATIONS_VARIABLE) or PROJECT_ROOT / "leaderboards" / "registrations")
+
+
+def committed_registration(name: str, records: Path = COMMITTED_RECORDS) -> Optional[Path]:
+    """The project's registration of the study `name`: its registrations folder's, else its committed records'."""
+    for path in (registrations_dir() / name / PREREGISTRATION_FILE,
+                 Path(records) / name / "results" / PREREGISTRATION_FILE):
+        if path.is_file():
+            return path
+    return None
+
+
+def copy_registration(src: Path, dst: Path) -> None:
+    """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
+    from bertbench.runtime.files import atomic_write_text
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in (PREREGISTRATION_FILE, LOG_FILE):
+        if (src / name).is_file() and (src / name).resolve() != (dst / name).resolve():
+            atomic_write_text(dst / name, (src / name).read_text(encoding="utf-8"))
+
+
+def refuse_withdrawn(log: Path, name: str) -> None:
+    gone = [e for e in read_log(log) if e.get("event") == WITHDRAWN]
+    if gone:
+        raise BertbenchError(f"{log}: the study {name} was withdrawn at {gone[-1]['at']} ({gone[-1].get('why', '')}); "
+                             "a withdrawn pre-registration does not run: pre-register a new study under another name")
+
+
+def withdraw(name: str, why: str) -> Path:
+    """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
+    silently dropped: its page lists the entry). Returns the log's path."""
+    from bertbench.runtime.provenance import now_iso
+
+    committed = committed_registration(name)
+    if committed is None:
+        raise BertbenchError(f"{name}: no registration of this study in {registrations_dir()} or its committed "
+                             "records: nothing to withdraw")
+    if not why.strip():
+        raise BertbenchError("--withdraw: give the reason (it is logged and shown on the study's page)")
+    refuse_withdrawn(committed.parent / LOG_FILE, name)
+    if committed.parent != registrations_dir() / name:
+        copy_registration(committed.parent, registrations_dir() / name)
+    log = registrations_dir() / name / LOG_FILE
+    append_log(log, {"event": WITHDRAWN, "why": why.strip(), "at": now_iso(),
+                     "sha256": read_stamp(registrations_dir() / name / PREREGISTRATION_FILE)["sha256"]})
+    return log
+
+
+def log_stop(out: Path, why: str, name: str = "") -> None:
+    """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
+    from bertbench.runtime.provenance import now_iso
+
+    results = Path(out) / "results"
+    if not (results / PREREGISTRATION_FILE).is_file():
+        return
+    stamp = read_stamp(results / PREREGISTRATION_FILE)
+    append_log(results / LOG_FILE, {"event": "stopped", "why": why, "at": now_iso(), "sha256": stamp["sha256"],
+                                    **progress(Path(out))})
+    if name:  # the project's copy of the log, which later runs check (never only the run folder's)
+        copy_registration(results, registrations_dir() / name)
+
+
+def progress(out: Path, planned: Optional[dict[str, int]] = None) -> dict:
+    """How far a study's folder has got: the finished pre-trainings (a summary.json) and fine-tunings (a done
+    marker), the pre-trainings started and not finished, and how many it plans of each where given
+    (studies.protocol.planned)."""
+    pre = sorted(p.parent.name for p in (out / "pretrain").glob("*/summary.json"))
+    started = sorted(d.name for d in (out / "pretrain").glob("*") if d.is_dir() and not (d / "summary.json").is_file())
+    ft = sorted(f"{m.parent.name}/{m.name[len('done-'):-len('.json')]}" for m in (out / "results").glob("*/done-*.json"))
+    far = {"finished": {"pre-trainings": len(pre), "fine-tunings": len(ft)}, "started, unfinished": started,
+           "ran": {"pre-trainings": pre, "fine-tunings": ft}}
+    return {**far, "planned": planned} if planned is not None else far
+
+
+__all__ = ["ADMISSION_MARGIN", "CONFIRMATORY_PRETRAIN_SEEDS", "Evidence", "HeadlineScore", "LOG_FILE",
+           "PREREGISTRATION_FILE", "Preregistration", "REGISTERED_AT", "REGISTRATIONS_VARIABLE", "WITHDRAWN",
+           "amended_from", "append_log", "check_stamps", "committed_registration", "copy_registration",
+           "load_preregistration", "log_line", "log_note", "log_stop", "parse_preregistration", "progress", "read_log",
+           "read_stamp", "refuse_withdrawn", "registrations_dir", "text", "withdraw", "write_preregistration"]
