@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bertbench.studies import budget as study_budget
-from bertbench.studies.budget import STUDY_OVERHEAD, budget_steps, study_steps
+from bertbench.studies.budget import budget_steps, study_steps
 
 FIXTURE_VOCAB = Path(__file__).parent / "fixtures" / "corpus" / "vocab.txt"
 
@@ -49,7 +49,7 @@ def test_a_budget_is_converted_once_from_the_kept_calibration_and_a_rerun_takes_
     preset, cfg = _quick()
     _store((0.10, 0.20))  # this host's calibration: 0.6 × 100 ms + 0.4 × 200 ms = 140 ms a step
     first = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
-    assert first["steps"] == budget_steps(540, STUDY_OVERHEAD * 0.14, 8000) == 5000
+    assert first["steps"] == budget_steps(540, 0.14, 8000) == 3500
     assert [p["step_seconds"] for p in first["phases"]] == [0.1, 0.2] and first["threads"] == 1
     assert all(p["measured_at"] for p in first["phases"]) and json.loads((tmp_path / "a" / BUDGET_FILE).read_text()) == first
     # a fresh folder on the same host: the same store, the same decision
@@ -58,14 +58,14 @@ def test_a_budget_is_converted_once_from_the_kept_calibration_and_a_rerun_takes_
     _store((0.20, 0.40))
     assert study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None) == first
     # ... and another budget is decided anew
-    assert study_steps(6.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)["steps"] == 1500
+    assert study_steps(6.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)["steps"] == 1000  # 360 s ÷ 280 ms
     # every pre-training of the plan trains the decided steps, keyed on them, and its stage carries the decision
     (tmp_path / "a" / BUDGET_FILE).unlink()
     _store((0.10, 0.20))
     decided = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
     planned = [s for s in Planner(preset, tmp_path / "data", tmp_path / "a", str(FIXTURE_VOCAB), lambda line: None,
                                   budget=decided).plan() if s.name.startswith("pretrain ")]
-    assert [(s.args[0].max_steps, s.args[3]) for s in planned] == [(5000, decided)]
+    assert [(s.args[0].max_steps, s.args[3]) for s in planned] == [(3500, decided)]
     plain = [s for s in Planner(preset, tmp_path / "data", tmp_path / "a", str(FIXTURE_VOCAB),
                                 lambda line: None).plan() if s.name.startswith("pretrain ")]
     assert plain[0].args[0].max_steps == 8000 and plain[0].args[1] != planned[0].args[1]  # another key
@@ -77,7 +77,7 @@ def test_a_host_with_no_calibration_measures_once_and_keeps_it(tmp_path, monkeyp
     monkeypatch.setattr(study_budget, "calibrate", lambda *a, **k: calls.append(a[2:4]) or 0.14)
     _, cfg = _quick()
     first = study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "a", 1, lambda line: None)
-    assert calls == [(128, 32), (32, 128)] and first["steps"] == 5000
+    assert calls == [(128, 32), (32, 128)] and first["steps"] == 3500
     assert study_steps(9.0, cfg, str(FIXTURE_VOCAB), tmp_path / "b", 1, lambda line: None) == first
     assert len(calls) == 2  # kept: never measured again here
 
