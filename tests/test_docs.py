@@ -84,7 +84,7 @@ def test_a_study_row_is_its_claim_judged_on_its_records(tmp_path, no_data):
     data = collect(load_records([RECORDS / "cpu-quick"]))
     (row,) = studies_table([(read_study_page(page), data, "p.md")]).rows
     assert row[:2] == ("[cpu-quick](p.md)", "Q?") and row[2].startswith("tiny MLM+NSP − tiny random init")
-    assert row[3] == "+3.9 [-0.4, +8.2]" and row[4].startswith("inconclusive")
+    assert row[3] == "-0.2 [-3.0, +2.7]" and row[4].startswith("inconclusive")
     page.write_text("<!-- bertbench study: question=Q?; claim=no-such-claim -->\n", encoding="utf-8")
     with pytest.raises(BertbenchError, match="claim 'no-such-claim' is not in claims.yaml"):
         studies_table([(read_study_page(page), data, "p.md")])

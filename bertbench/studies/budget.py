@@ -25,9 +25,9 @@ from bertbench.training.step import BUDGET_FILE
 
 STEP_MULTIPLE = 500
 # The planned step is the calibrated one. A study's own step (its loop, real batches trimmed of padding,
-# evaluations, checkpoints, a fine-tuning on the other core) measured 0.73x the calibration with AVX512-BF16 (bf16)
-# and 1.03x under AVX2 emulation (fp32): no one factor fits both, and a budget that errs short on the faster host
-# keeps the slower one within its minutes (docs/performance.md, "The demo's minutes").
+# evaluations, checkpoints, a fine-tuning on the other core) measured 0.98x the calibration with AVX512-BF16 (bf16)
+# and 0.90-1.06x under AVX2 emulation (fp32); a factor fitted to one host put the other at the demo's 15-minute
+# line (docs/performance.md, "The demo's minutes").
 CALIBRATION_STEPS = 20
 
 
