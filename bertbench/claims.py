@@ -25,6 +25,13 @@ CLAIMS_FILE = "claims.yaml"  # read from each RESULTS_DIR given to `bertbench re
 # Where a claim was stated, earliest first: a claim stated twice is judged under the earlier statement.
 PAPER, PREREGISTRATION, FILE, COMMAND_LINE = "the paper", "pre-registration", CLAIMS_FILE, "--claim"
 ORIGINS = (PAPER, PREREGISTRATION, FILE, COMMAND_LINE)
+# What decides a verdict beside the claims themselves: read by the report (report.multibootstrap, report.claims)
+# and hashed into a study's registration (studies.preset.decisive_terms).
+CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own
+POWER = 0.80
+RESAMPLES = 2_000
+RNG_SEED = 2022  # fixed, so a report regenerates byte for byte
 FORM = "'A − B on TASK > T' (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\"; see docs/claims.md"
 
 

@@ -16,12 +16,11 @@ from bertbench.claims import (
 )
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers
-from bertbench.claims import DEFAULT_APPROACH
+from bertbench.claims import ALPHA, DEFAULT_APPROACH
 from bertbench.report.model import ReportData, Variant
-from bertbench.report.multibootstrap import CONFIDENCE, Estimate, holm
+from bertbench.report.multibootstrap import Estimate, holm
 from bertbench.report.comparison import Difference, Side, difference, gain_side, side
 
-ALPHA = 1 - CONFIDENCE  # the family-wise level of Holm's adjustment: the 95% intervals' own
 REPRODUCED, SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = (
     "reproduced", "supported", "contradicted", "inconclusive", "not run")
 NOT_MEASURABLE = "not measurable at this budget"

@@ -34,10 +34,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-CONFIDENCE = 0.95
-POWER = 0.80
-RESAMPLES = 2_000
-RNG_SEED = 2022  # fixed, so a report regenerates byte for byte
+from bertbench.claims import CONFIDENCE, POWER, RESAMPLES, RNG_SEED  # noqa: F401 (the decision's constants)
 
 # What each resampled source of noise is called wherever a report says what an interval covers.
 PRETRAIN, FINETUNE, EXAMPLES = "pre-training seeds", "fine-tuning seeds", "evaluation examples"

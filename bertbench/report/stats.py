@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-CONFIDENCE = 0.95
+from bertbench.claims import CONFIDENCE
 T_OVER_SEEDS = "t over seeds"
 
 

@@ -165,9 +165,7 @@ def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
     import hashlib
     import json
 
-    from bertbench.claims import load_claims
-    from bertbench.report.claims import ALPHA
-    from bertbench.report.multibootstrap import RESAMPLES, RNG_SEED
+    from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED, load_claims
     from bertbench.tasks import resolve_task_names, task_registry
 
     claims = {c.id: c for c in load_claims().claims}
