@@ -13,7 +13,6 @@ import yaml
 from typer.testing import CliRunner
 
 import bertbench.claims as statements_module
-import bertbench.report.claims as claims_module
 from bertbench.cli import app
 from bertbench.errors import BertbenchError
 from bertbench.claims import load_claims
@@ -77,7 +76,7 @@ def test_a_changed_claim_threshold_or_alpha_changes_the_registrations_hash(tmp_p
     after = load_preset(str(_preset(tmp_path, ner_claim))).preregistration
     assert after.decides["claims"]["t5-qnli-nsp"]["threshold"] == -2.0 and after.sha256 != before.sha256
     monkeypatch.undo()
-    monkeypatch.setattr(claims_module, "ALPHA", 0.01)
+    monkeypatch.setattr(statements_module, "ALPHA", 0.01)  # the level the report judges by, hashed
     assert load_preset(str(_preset(tmp_path, ner_claim))).preregistration.sha256 != before.sha256
     assert "qnli_devsplit" in before.decides["tasks"] and before.decides["report"]["bootstrap"] == 2000
 
