@@ -4,10 +4,10 @@ A wall-clock schedule (`budget_minutes`) ends a run on the clock, so its steps, 
 on how busy the host was that day. A step budget is turned into a step count once, before the first stage: the
 steps whose planned time fits the budget, rounded down to a multiple of STEP_MULTIPLE (a recalibration's noise
 then rarely moves them) and capped by `pretrain.max_steps`. A step's planned time is each phase's calibrated step
-time, weighted by the phase's share of the steps. The calibration is kept in the host's
-step-time store (training.step_times: device, model size, shape, precision and threads) and measured only where
-none is there: CALIBRATION_STEPS eager steps on synthetic batches after training.step.WARMUP_STEPS, on the thread
-share a stage gets. So a rerun on the same host, in a fresh folder too, converts the same budget into the same steps.
+time, weighted by the phase's share of the steps. The calibration is kept in the host's step-time store
+(training.step_times: device, model size, shape, precision and threads) and measured only where none is there:
+CALIBRATION_STEPS eager steps on synthetic batches after training.step.WARMUP_STEPS, on the thread share a stage
+gets. So a rerun on the same host, in a fresh folder too, converts the same budget into the same steps.
 
 The decision (the budget, each phase's step time with where and when it was measured, the steps) is kept in the
 study's folder (BUDGET_FILE), where every later invocation takes it as it is; it is copied into each
