@@ -10,7 +10,8 @@ from typing import Optional
 import numpy as np
 
 from bertbench.errors import BertbenchError, did_you_mean
-from bertbench.report.stats import CONFIDENCE, Interval, t_interval
+from bertbench.claims import CONFIDENCE
+from bertbench.report.stats import Interval, t_interval
 
 PAIRED_T_OVER_SEEDS = "paired t over seeds"
 PAIRED_BOOTSTRAP = "paired bootstrap over seeds × examples"

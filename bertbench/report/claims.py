@@ -285,6 +285,6 @@ def contributions(o: Outcome) -> tuple[tuple[str, float, float], ...]:
     return tuple((task, part, part / total if total else float("nan")) for task, part in parts)
 
 
-__all__ = ["ALPHA", "CONTRADICTED", "EXPLORATORY", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "Outcome", "PAPERS",
+__all__ = ["CONTRADICTED", "EXPLORATORY", "INCONCLUSIVE", "NOT_MEASURABLE", "NOT_RUN", "Outcome", "PAPERS",
            "PRE_REGISTERED", "REPRODUCED", "SUPPORTED", "YOURS", "adjusted_verdict", "claim_sides", "contributions",
            "direction_and_p", "effect_of", "evaluate", "evaluate_study", "judge", "paper_values", "score_text"]

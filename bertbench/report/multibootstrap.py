@@ -34,7 +34,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bertbench.claims import CONFIDENCE, POWER, RESAMPLES, RNG_SEED  # noqa: F401 (the decision's constants)
+from bertbench.claims import CONFIDENCE, POWER, RESAMPLES, RNG_SEED
 
 # What each resampled source of noise is called wherever a report says what an interval covers.
 PRETRAIN, FINETUNE, EXAMPLES = "pre-training seeds", "fine-tuning seeds", "evaluation examples"
@@ -567,8 +567,8 @@ def mde_floor(a: VarianceComponents, b: VarianceComponents, power: float = POWER
     return minimum_detectable_effect(se, math.inf, confidence, power)
 
 
-__all__ = ["CONFIDENCE", "Component", "Design", "EXAMPLES", "Estimate", "FINETUNE", "POWER",
-           "PRETRAIN", "RESAMPLES", "RNG_SEED", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
+__all__ = ["Component", "Design", "EXAMPLES", "Estimate", "FINETUNE",
+           "PRETRAIN", "SUFF_METRICS", "Side", "VarianceComponents", "average_components",
            "design_df", "difference_variance", "holm", "mde_floor", "paired_average_example_variance",
            "paired_example_variance", "minimum_detectable_effect", "multi_bootstrap", "plan_designs",
            "pretrain_upper_bound", "t_quantile", "variance_components"]

@@ -17,12 +17,12 @@ from typing import Optional, Sequence
 from bertbench.errors import BertbenchError
 from bertbench.report.model import ReportData, is_degenerate, is_near_constant, metric_for
 from bertbench.report.multibootstrap import (
-    CONFIDENCE, VarianceComponents, average_components, design_df, difference_variance, mde_floor,
+    VarianceComponents, average_components, design_df, difference_variance, mde_floor,
     minimum_detectable_effect, paired_average_example_variance, plan_designs, pretrain_upper_bound,
 )
-from bertbench.claims import PAPER, Claim, Claims, load_claims, parse_claim
+from bertbench.claims import ALPHA, CONFIDENCE, PAPER, Claim, Claims, load_claims, parse_claim
 from bertbench.registration import CONFIRMATORY_PRETRAIN_SEEDS
-from bertbench.report.claims import ALPHA, judge, paper_values
+from bertbench.report.claims import judge, paper_values
 from bertbench.report.comparison import DEV_KINDS, Side
 from bertbench.stages import StageThreads
 

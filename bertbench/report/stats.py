@@ -60,4 +60,4 @@ def fmt_interval(interval: Optional[Interval], decimals: int = 1, signed: bool =
     return f"[{interval.low:{spec}}, {interval.high:{spec}}]"
 
 
-__all__ = ["CONFIDENCE", "Interval", "T_OVER_SEEDS", "fmt_interval", "t_interval"]
+__all__ = ["Interval", "T_OVER_SEEDS", "fmt_interval", "t_interval"]

@@ -97,8 +97,7 @@ def bf16_native(device_type: str) -> bool:
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
-    flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16"} & flags) and "AVX512" in torch.backends.cpu.get_cpu_capability()
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags()) and "AVX512" in torch.backends.cpu.get_cpu_capability()
 
 
 def resolve_precision(precision: str, device_type: str) -> str:

@@ -103,9 +103,10 @@ def calibrate(cfg: PretrainConfig, vocab_size: int, batch: int, seq: int, precis
         model_cfg = model_config_for(cfg, vocab_size)
         nsp = trains_nsp(cfg.objective)
         model = BertForPreTraining(model_cfg, nsp=nsp).to(device_type).train()
-        batches = (causal_batches if model_cfg.causal else synthetic_batches)(model_cfg, 4, batch, seq)
-        batches = [{k: v if v is None else v.to(device_type) for k, v in {**b, "nsp_labels": b.get("nsp_labels") if nsp
-                                                                             else None}.items()} for b in batches]
+        batches = [{k: v.to(device_type) for k, v in b.items()}
+                   for b in (causal_batches if model_cfg.causal else synthetic_batches)(model_cfg, 4, batch, seq)]
+        for b in batches:  # a model without the NSP head is given no NSP labels
+            b["nsp_labels"] = b.get("nsp_labels") if nsp else None
         static = device_type == "cuda"
         run = train_step(model, make_adamw(model, cfg.optim, device_type), lambda m, b: ours_forward(m, b, static),
                          batches, bf16=precision == "bf16-mixed", device_type=device_type)

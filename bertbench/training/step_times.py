@@ -69,9 +69,13 @@ def _calibrated(data: dict, device: str, model_size: str) -> dict:
     return data.setdefault(device, {}).setdefault(model_size, {}).setdefault("calibrated", {})
 
 
+def _calibration_key(shape: str, threads: int) -> str:
+    return f"{shape}, {threads} thread(s)"
+
+
 def calibration(device: str, model_size: str, shape: str, threads: int, path: Optional[Path] = None) -> Optional[dict]:
     """{step_seconds, measured_at} kept by `keep_calibration` for this device, size, shape and thread count; or None."""
-    entry = _calibrated(_read(path or store_path()), device, model_size).get(f"{shape}, {threads} thread(s)")
+    entry = _calibrated(_read(path or store_path()), device, model_size).get(_calibration_key(shape, threads))
     ok = isinstance(entry, dict) and isinstance(entry.get("step_seconds"), (int, float)) and entry["step_seconds"] > 0
     return entry if ok else None
 
@@ -84,6 +88,6 @@ def keep_calibration(device: str, model_size: str, shape: str, threads: int, sec
     path = path or store_path()
     data = _read(path)
     entry = {"step_seconds": round(seconds, 5), "measured_at": now_iso()}
-    _calibrated(data, device, model_size)[f"{shape}, {threads} thread(s)"] = entry
+    _calibrated(data, device, model_size)[_calibration_key(shape, threads)] = entry
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return entry

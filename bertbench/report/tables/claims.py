@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from typing import Optional
 
 from bertbench.reference import PaperNumbers
-from bertbench.claims import PAPER, Claims, load_claims
+from bertbench.claims import ALPHA, PAPER, POWER, RESAMPLES, RNG_SEED, Claims, load_claims
 from bertbench.report.claims import (
-    ALPHA, CONTRADICTED, EXPLORATORY, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, PAPERS, PRE_REGISTERED, REPRODUCED,
+    CONTRADICTED, EXPLORATORY, INCONCLUSIVE, NOT_MEASURABLE, NOT_RUN, PAPERS, PRE_REGISTERED, REPRODUCED,
     SUPPORTED, YOURS, Outcome, contributions, evaluate, paper_values, score_text,
 )
 from bertbench.report.model import MISSING, ReportData, Table
-from bertbench.report.multibootstrap import POWER, RESAMPLES, RNG_SEED
 from bertbench.report.tables.paired import COVERS_NOTE, fmt_covers, fmt_difference, fmt_runs
 from bertbench.registration import log_note
 
