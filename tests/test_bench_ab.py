@@ -22,10 +22,21 @@ def _script():
     return module
 
 
-def test_the_side_process_times_both_fp32_sides_of_a_checkout():
-    out = _script().run_side(ROOT, "tiny", steps=1, warmup=0, threads=1)
+def test_the_side_process_times_both_fp32_sides_of_a_checkout_and_profiles_ours():
+    script = _script()
+    out = script.run_side(ROOT, "tiny", steps=1, warmup=0, threads=1, profile=1)
     assert set(out["sides"]) == {"bertbench_fp32", "transformers_fp32"}
     assert all(side["step_ms"] > 0 and side["tokens_per_s"] > 0 for side in out["sides"].values())
+    # the profile splits our step's self CPU time: matrix products, and the largest other ops by name
+    profile = out["profile"]
+    assert 0 < profile["matrix_share"] < 1 and profile["self_ms_per_step"] > 0
+    assert profile["top_other_ms_per_step"] and not set(profile["top_other_ms_per_step"]) & set(script.MATRIX_OPS)
+    old = {**script.summarise([out]), "matrix_share_median": 0.8}
+    config = {"model_size": "tiny", "batch_size": 32, "seq_len": 128, "steps": 1, "pairs": 1, "threads": 1, "profile": 1}
+    result = {"config": config, "machine": {"hardware": "a CPU", "torch": "x"}, "old": {"rev": "a", **old},
+              "new": {"rev": "b", **script.summarise([out])}, "new_over_old_step_ms": 1.0}
+    text = script.markdown(result, None)
+    assert "--profile 1`" in text and "80.0% of the old step" in text and "the old step could be at most 1.25× faster" in text
 
 
 def test_the_committed_tables_regenerate(tmp_path):
@@ -53,3 +64,4 @@ def test_the_causal_lm_side_runs_alone_and_renders_into_its_own_block():
     text = script.markdown(result, None)
     assert "--precision bf16-mixed --objective clm" in text and "| commit | bertbench bf16 step ms (runs: min–max) |\n" in text
     assert script.block_name(config) == "pretrain-ab-bf16-clm" and script.block_name({}) == "pretrain-ab"
+    assert script.block_name({"profile": 3}) == "pretrain-ab-profile"
