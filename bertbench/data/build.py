@@ -130,8 +130,7 @@ def _build_index(i: int, cls_id: int, sep_id: int, objective: str) -> dict:
 
     job = _JOBS[i]
     t0 = time.perf_counter()
-    built = cached_instances(job.corpus, job.spec.docs, job.data_cfg, objective, job.spec.rng_label, job.spec.copies,
-                             cls_id, sep_id, job.spec.what, _ECHO[0])
+    built = cached_instances(job.corpus, job.spec, job.data_cfg, objective, cls_id, sep_id, _ECHO[0])
     share = len(job.spec.docs) / max(1, job.corpus.num_documents)
     return dict(job=i, instances=len(built), seconds=time.perf_counter() - t0,
                 mb=job.corpus.meta.get("text_bytes", 0) / 1e6 * share * job.spec.copies, pid=os.getpid())

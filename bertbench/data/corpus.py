@@ -26,6 +26,7 @@ them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, el
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -254,10 +255,14 @@ def _tokenizer_hash(tokenizer) -> str:
     return hashlib.sha256(tokenizer.text_backend.to_str().encode("utf-8")).hexdigest()
 
 
+def shard_stats(shards: list[Shard]) -> list[list]:
+    """What a cache key holds of each shard: a hub dataset by name, a file by path, size and modification time."""
+    return [["hub", s.path, s.config] if s.kind == "hub" else
+            [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
+
+
 def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
-    items = [["hub", s.path, s.config] if s.kind == "hub" else
-             [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
-    blob = json.dumps(dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
+    blob = json.dumps(dict(files=shard_stats(shards), max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
                            reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)), sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -345,12 +350,6 @@ class TokenizedCorpus:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         arrays = {k: np.load(folder / f"{k}.npy", mmap_mode="r") for k in ("tokens", "sent_offsets", "doc_offsets")}
         return cls(meta=meta, path=folder, **arrays)
-
-    def save(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        for k in ("tokens", "sent_offsets", "doc_offsets"):
-            np.save(folder / f"{k}.npy", getattr(self, k))
-        (folder / "meta.json").write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 class NpyAppender:
@@ -611,6 +610,26 @@ def load_tokenized_corpus(corpus: list[str], tokenizer, max_documents: Optional[
     return TokenizedCorpus.load(final)
 
 
+@contextlib.contextmanager
+def staged(final: Path) -> Iterator[Path]:
+    """A temporary folder beside the cache folder `final` to build it in, renamed into place when the block ends
+    without an error (when another process finished the same build first, one without the lock, theirs is kept),
+    and removed whatever happens."""
+    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        yield work
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.replace(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_documents: Optional[int], num_proc: int,
                          key: str, final: Path, echo, doc_sentences: int = 0) -> None:
     """The corpus tokenised into a temporary folder beside `final`, then renamed into place."""
@@ -618,9 +637,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
     if echo:
         echo(f"tokenising the corpus (first run; cached in {final})")
     selected, records = _scan(shards, max_documents, doc_sentences)
-    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    with staged(final) as work:
         dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
         t_tokenise = time.perf_counter()
         counts = _write_arrays(selected, tokenizer, dtype, num_proc or default_num_proc(), work, echo)
@@ -651,13 +668,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
             text_bytes=counts["text_bytes"], tokenise_seconds=round(t_tokenise, 3),
             tokenise_processes=counts["processes"],
         )
-        (work / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        try:
-            os.replace(work, final)
-        except OSError:  # another process finished the same build first (one without the lock): use theirs
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        write_meta(work, meta)
 
 
 def iter_documents(corpus: list[str], max_documents: Optional[int] = None,

@@ -14,10 +14,7 @@ Files of an index folder (1-D .npy arrays; `seg_*` back to back, the rest one en
 """
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -223,16 +220,3 @@ class InstanceSet:
         """Every instance's ids (as read, masked when static) back to back — materialised: tests and small sets."""
         parts = [self[i]["input_ids"] for i in range(len(self))]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-
-def write_meta(folder: Path, meta: dict[str, Any]) -> None:
-    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def publish(work: Path, final: Path) -> None:
-    """Move a finished index folder into place; when another process got there first, keep theirs."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(work, final)
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertbench.config import PAPER_MASK_PROCEDURE, DataConfig, check_mask_procedure, check_objective, is_causal, trains_nsp
+from bertbench.config import DataConfig, check_objective, is_causal, trains_nsp
 from bertbench.data import IGNORE_INDEX
 
 
