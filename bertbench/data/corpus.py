@@ -339,11 +339,6 @@ class TokenizedCorpus:
     def fingerprint(self) -> str:
         return self.meta["fingerprint"]
 
-    def document(self, d: int) -> list[np.ndarray]:
-        """Document `d` as a list of sentences (arrays of ids) — for tests and inspection."""
-        so = self.sent_offsets
-        return [self.tokens[so[j]:so[j + 1]] for j in range(self.doc_offsets[d], self.doc_offsets[d + 1])]
-
     @classmethod
     def load(cls, folder: Path) -> "TokenizedCorpus":
         folder = Path(folder)
