@@ -191,19 +191,12 @@ def read_hf_dir(hf_dir: Path) -> tuple[ModelConfig, dict]:
 def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     """Write a folder that `BertForPreTraining.from_pretrained` (`BertForMaskedLM` for a model without the NSP
     head) and `AutoTokenizer.from_pretrained` load."""
-    from safetensors.torch import save_file
-
-    import os
-
-    from bertbench.runtime.files import atomic_write_json, new_file_mode
+    from bertbench.model.checkpoint import write_safetensors
+    from bertbench.runtime.files import atomic_write_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    hf_sd = state_dict_to_hf(sd, model.cfg)
-    tmp = out_dir / ".model.safetensors.tmp"
-    save_file(hf_sd, str(tmp), metadata={"format": "pt"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600 whatever the umask
-    tmp.replace(out_dir / "model.safetensors")
+    write_safetensors(out_dir, state_dict_to_hf(sd, model.cfg))
     atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.has_nsp))
     tokenizer.save(out_dir)
