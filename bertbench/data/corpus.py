@@ -14,15 +14,12 @@ Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
 Paragraphs: in .txt files blocks separated by blank lines (line wraps inside are soft); in WikiExtractor
 blocks, jsonl and hub text every non-empty line. A paragraph always ends a sentence.
 
-Reading and tokenisation run one file per task over `num_proc` worker processes (default: every core); a
-hub dataset is streamed here and its rows go to the same workers in batches (HUB_BATCH_DOCUMENTS rows a task,
-a bounded number in flight), so it is split and tokenised on every core too. Each task's ids are appended to three flat .npy arrays as its task ends, in corpus order: a process
-holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
-path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and
-the whole table was concatenated in memory at the end). Progress lines come at bertbench's cadence
-(`bertbench.runtime.progress`). The arrays live in `<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
-tokenizer (vocabulary + normalisation) and the reader and splitter versions; a second run memory-maps
-them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench.
+Reading and tokenisation run one file (or batch of hub rows) per task over `num_proc` worker processes, and
+each task's ids are appended to three flat .npy arrays as it ends (docs/scale.md: data that lives on disk). So a
+process holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
+path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and the
+whole table was concatenated in memory at the end). The arrays live in `<cache>/corpus-<key>/` (`cache_key`),
+which a second run memory-maps.
 """
 from __future__ import annotations
 

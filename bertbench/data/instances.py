@@ -24,11 +24,8 @@ Layouts (all start with [CLS]; every instance ≤ max_seq_len tokens):
 
 Held-out data is a slice of *documents* (never of sequences), chosen by `DataConfig.seed` alone so that
 runs with different training seeds are evaluated on the same text. Instances are built once per
-(corpus, split, seed, layout) into an index on disk beside the tokenised corpus (`instance_store`): segments
-into the memory-mapped token ids, read on the fly. Building streams over the documents with bounded
-memory (the only per-instance arrays held are the shuffle's, 16 bytes an instance), and a training process
-maps the index: its memory does not grow with the corpus. Instances and their order are the ones the
-in-memory builder made before (the same draws from the same generator), so batches are unchanged.
+(corpus, split, seed, layout) into an index on disk beside the tokenised corpus (`instance_store`), streaming
+over the documents with bounded memory; a training process maps it (docs/scale.md: data that lives on disk).
 """
 from __future__ import annotations
 

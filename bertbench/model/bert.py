@@ -21,21 +21,15 @@ gradients against the plain path and against transformers):
 One pre-training forward (BertForPreTraining.forward) serves training, held-out evaluation and the benchmark.
 The masked LM's labels come in P prediction slots per row (`lm_positions`, made by the collator). With
 `static=True` the forward reads no value back to the host between the batch and the loss, and every shape
-is set by the batch's: no packing, an attention mask always, the vocabulary projection at every slot
-(unused slots carry IGNORE_INDEX). That is what a GPU needs (no host syncs, so launches run ahead of the
-kernels) and what `torch.compile(fullgraph=True)` can trace whole (`compile_step`); the collator then pads
-to the phase's length and P is the recipe's cap. On CPU the dynamic form is faster (less work: packing, P the
-batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
-once, in its config (`training.step.step_choice`).
+is set by the batch's: what a GPU and `torch.compile(fullgraph=True)` need (`compile_step`). On CPU the
+dynamic form does less work and stays the default (docs/performance-gpu.md: the static training step).
 
 Training and held-out evaluation take the LM loss from the head fused with it (forward's `logits=False`:
 bertbench.model.fused_head), which never makes the batch's logits; tests/test_fused_head.py checks it against
 the unfused head below.
 
-The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
-decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
-`state_dict()` strips them and `load_state_dict()` adds them back, so checkpoints, the HF export and
-parameter counts are those of the real vocabulary.
+The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows, which never leave it
+(docs/performance-gpu.md: the padded vocabulary).
 """
 from __future__ import annotations
 
