@@ -258,10 +258,15 @@ def shard_stats(shards: list[Shard]) -> list[list]:
             [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
 
 
+def json_sha256(obj: Any) -> str:
+    """sha256 (hex) of `obj` as JSON with sorted keys: what every cache key and data fingerprint is."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
-    blob = json.dumps(dict(files=shard_stats(shards), max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
-                           reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)), sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return json_sha256(dict(files=shard_stats(shards), max_documents=max_documents,
+                            tokenizer=_tokenizer_hash(tokenizer), reader=READER_VERSION, splitter=SPLITTER_VERSION,
+                            **_doc_rule(doc_sentences)))
 
 
 def _doc_rule(doc_sentences: int) -> dict[str, int]:
@@ -637,10 +642,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
         n_docs, n_sents, n_tokens = counts["documents"], counts["sentences"], counts["tokens"]
         if n_docs < 1:
             raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
-        fingerprint = hashlib.sha256(
-            json.dumps(dict(sources=records, max_documents=max_documents, **_doc_rule(doc_sentences)),
-                       sort_keys=True).encode()
-        ).hexdigest()
+        fingerprint = json_sha256(dict(sources=records, max_documents=max_documents, **_doc_rule(doc_sentences)))
         meta = dict(
             key=key,
             fingerprint=fingerprint,

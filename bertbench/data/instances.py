@@ -402,10 +402,12 @@ def index_specs(corpus, data_cfg, objective: str, seed: Optional[int] = None) ->
 
 def index_folder(corpus, spec: IndexSpec, data_cfg, objective: str) -> Path:
     """Where an index lives, beside the tokenised corpus: keyed on everything that decides its content."""
-    key = hashlib.sha256(json.dumps(dict(
+    from bertbench.data.corpus import json_sha256
+
+    key = json_sha256(dict(
         corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(spec.docs, dtype=np.int64).tobytes()).hexdigest(),
         rng=spec.rng_label, copies=spec.copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
-    ), sort_keys=True).encode()).hexdigest()
+    ))
     return Path(corpus.path) / "instances" / f"{spec.what}-{key[:20]}"
 
 
@@ -440,7 +442,7 @@ def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed
     `seed` drives the training instances (sentence pairing, short targets, static masks); None means
     `data_cfg.seed`. The held-out split and held-out instances always use `data_cfg.seed`.
     """
-    from bertbench.data.corpus import load_tokenized_corpus, progress_echo
+    from bertbench.data.corpus import json_sha256, load_tokenized_corpus, progress_echo
 
     check_objective(objective)
     check_full_sentences(data_cfg, objective)
@@ -463,15 +465,11 @@ def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed
         tables = TokenTables.from_tokenizer(tokenizer)
         train.static_mask = StaticMasks(tables, data_cfg, seed)
         heldout.static_mask = StaticMasks(tables, data_cfg, data_cfg.seed)
-    fingerprint = hashlib.sha256(
-        json.dumps(
-            dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],
-                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed,
-                 # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
-                 **({"static_masks": "per-instance"} if static else {})),
-            sort_keys=True,
-        ).encode()
-    ).hexdigest()
+    fingerprint = json_sha256(dict(
+        corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"], splitter=corpus.meta["splitter_version"],
+        **_fingerprint_objective(data_cfg, objective), seed=seed,
+        # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
+        **({"static_masks": "per-instance"} if static else {})))
     stats = dict(documents=corpus.num_documents, train_documents=len(train_docs), heldout_documents=len(heldout_docs),
                  sentences=corpus.num_sentences, tokens=corpus.num_tokens, train_instances=len(train),
                  heldout_instances=len(heldout), mean_length=_index_meta(train)["mean_length"],

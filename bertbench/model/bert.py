@@ -490,13 +490,11 @@ class SequenceHead(nn.Module):
         return self.out(self.dropout(enc.pooled))  # (B, num_labels)
 
 
-class MultipleChoiceHead(nn.Module):
+class MultipleChoiceHead(SequenceHead):
     """One score per choice from the pooled output; the caller reshapes (B·C,) → (B, C)."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.dropout = Dropout(cfg.dropout)
-        self.out = nn.Linear(cfg.hidden_size, 1)
+        super().__init__(cfg, 1)
 
     def forward(self, enc: EncoderOutput) -> torch.Tensor:
         return self.out(self.dropout(enc.pooled)).squeeze(-1)  # (B·C,)
@@ -513,13 +511,8 @@ class SpanHead(nn.Module):
         return self.out(enc.last_hidden_state)  # (B, T, 2)
 
 
-class TokenHead(nn.Module):
+class TokenHead(SequenceHead):
     """A label per position (NER); only each word's first sub-token carries a loss."""
-
-    def __init__(self, cfg: ModelConfig, num_labels: int):
-        super().__init__()
-        self.dropout = Dropout(cfg.dropout)
-        self.out = nn.Linear(cfg.hidden_size, num_labels)
 
     def forward(self, enc: EncoderOutput) -> torch.Tensor:
         return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)

@@ -8,8 +8,6 @@ document rule, the document cap, the vocabulary size and the case folding.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -18,12 +16,12 @@ PREFIX = "vocab-"
 
 def vocab_key(cfg) -> str:
     """What decides the vocabulary a pre-training config trains (`pretrain_run._train_tokenizer`)."""
-    from bertbench.data.corpus import READER_VERSION, SPLITTER_VERSION, resolve_corpus, shard_stats
+    from bertbench.data.corpus import READER_VERSION, SPLITTER_VERSION, json_sha256, resolve_corpus, shard_stats
 
-    blob = json.dumps(dict(files=shard_stats(resolve_corpus(cfg.data.corpus)[0]), max_documents=cfg.data.max_documents, doc_sentences=cfg.data.doc_sentences,
-                           vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase, reader=READER_VERSION,
-                           splitter=SPLITTER_VERSION), sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    shards, _ = resolve_corpus(cfg.data.corpus)
+    return json_sha256(dict(files=shard_stats(shards), max_documents=cfg.data.max_documents,
+                            doc_sentences=cfg.data.doc_sentences, vocab_size=cfg.tokenizer_vocab_size,
+                            lowercase=cfg.lowercase, reader=READER_VERSION, splitter=SPLITTER_VERSION))
 
 
 def vocab_folder(cfg, cache_dir: Optional[Path] = None) -> Path:
