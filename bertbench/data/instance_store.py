@@ -73,7 +73,6 @@ class IndexWriter:
 
     def __init__(self, n_tokens: int, folder: Optional[Path] = None):
         self.CLS, self.SEP = n_tokens, n_tokens + 1  # positions of the two specials after the corpus' tokens
-        self.folder = folder
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
         self.sinks = {k: (NpyAppender(folder / f"{k}.npy", t) if folder is not None else _MemorySink(t))

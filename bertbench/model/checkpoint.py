@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -42,6 +41,7 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
     """Write the folder; each file goes in atomically, weights last-but-one and config last."""
     import yaml
 
+    from bertbench.model.hf_compat import write_safetensors
     from bertbench.runtime.files import atomic_write_json, atomic_write_text
 
     folder = Path(folder)
@@ -58,18 +58,6 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
         (folder / "summary.json").unlink(missing_ok=True)
     write_safetensors(folder, sd)
     atomic_write_json(folder / "model_config.json", asdict(model.cfg))
-
-
-def write_safetensors(folder: Path, state_dict: dict) -> None:
-    """`folder`/model.safetensors, written atomically (a temporary file renamed into place)."""
-    from safetensors.torch import save_file
-
-    from bertbench.runtime.files import new_file_mode
-
-    tmp = folder / ".model.safetensors.tmp"
-    save_file(state_dict, str(tmp), metadata={"format": "pt"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600: the others of a shared folder could not read it
-    tmp.replace(folder / "model.safetensors")
 
 
 def check_checkpoint_dir(folder: Path) -> None:
