@@ -50,12 +50,10 @@ class TokenTables:
         is_special = torch.zeros(size, dtype=torch.bool)
         is_special[list(tokenizer.special_ids)] = True
         is_continuation = torch.zeros(size, dtype=torch.bool)
+        is_continuation[[i for token, i in vocab.items() if token.startswith("##")]] = True
         bracketed = torch.zeros(size, dtype=torch.bool)
-        for token, i in vocab.items():
-            if token.startswith("##"):
-                is_continuation[i] = True
-            if len(token) > 2 and token.startswith("[") and token.endswith("]"):
-                bracketed[i] = True
+        bracketed[[i for token, i in vocab.items()
+                   if len(token) > 2 and token.startswith("[") and token.endswith("]")]] = True
         random_ids = torch.nonzero(~(is_special | bracketed)).squeeze(1)
         return cls(is_special, is_continuation, random_ids, tokenizer.pad_id, tokenizer.mask_id)
 

@@ -289,17 +289,15 @@ def rows_to_examples(task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_
     for n, (where, row) in enumerate(rows):
         rid = row.get(columns.id) if columns.id is not None else None
         ex_id = str(rid) if rid is not None else f"{split or 'row'}-{n}"
-        has_label = label_col is not None and label_col in row
+        raw = row[label_col] if label_col is not None and label_col in row else None
         if task.type in ("classification", "regression"):
             a = _text(row, columns.text_a, where, "text_a")
             b = _text(row, columns.text_b, where, "text_b")
-            raw = row[label_col] if has_label else None
             label = (_regression_label(raw, where, from_hub, task.label_range) if task.type == "regression"
                      else _label_index(task, raw, hub_labels, where))
             out.append(TextExample(ex_id, a, b, label))
         elif task.type == "multiple_choice":
             endings = [_text(row, c, where, f"ending {i}") for i, c in enumerate(columns.endings or [])]
-            raw = row[label_col] if has_label else None
             out.append(ChoiceExample(ex_id, _text(row, columns.context, where, "context"),
                                      _text(row, columns.prefix, where, "prefix") or "", endings,
                                      _label_index(task, raw, hub_labels, where)))
