@@ -14,6 +14,7 @@ from bertbench.data.corpus import iter_documents, load_tokenized_corpus, resolve
 from bertbench.data.sentences import split_paragraphs, split_sentences
 from bertbench.errors import BertbenchError
 from bertbench.model.tokenizer import WordPieceTokenizer
+from tests.instance_views import document
 from tests.reference import tokenize_ids_batch
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
@@ -94,7 +95,7 @@ def test_mixed_sources_keep_order_and_tokenise(tok, tmp_path):
     docs = list(iter_documents(corpus))
     assert tc.num_documents == len(docs) == 3 + 4 + 5
     for d, sentences in enumerate(docs):
-        got = [list(map(int, s)) for s in tc.document(d)]
+        got = [list(map(int, s)) for s in document(tc, d)]
         assert got == tokenize_ids_batch(tok, sentences)
     assert tc.num_sentences == sum(len(d) for d in docs)
     assert tc.tokens.dtype == np.uint16

@@ -13,6 +13,7 @@ import pytest
 from bertbench.config import DataConfig
 from bertbench.data.instances import IS_NEXT, NOT_NEXT, build_pretraining_data
 from bertbench.model.tokenizer import WordPieceTokenizer
+from tests.instance_views import all_input_ids, lengths, ordered
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"
 
@@ -56,6 +57,7 @@ def test_nsp_instances_have_the_papers_shape(tok, synthetic, cache):
     cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=32, heldout_fraction=0.1)
     data = build_pretraining_data(cfg, tok, cache_dir=cache)
     assert len(data.train) > 1500
+    doc_a, doc_b = ordered(data.train, "doc_a"), ordered(data.train, "doc_b")
     for i in range(len(data.train)):
         x = data.train[i]
         ids, types = x["input_ids"], x["token_type_ids"]
@@ -65,7 +67,7 @@ def test_nsp_instances_have_the_papers_shape(tok, synthetic, cache):
         assert (types[: seps[0] + 1] == 0).all() and (types[seps[0] + 1:] == 1).all()
         assert x["nsp_label"] in (IS_NEXT, NOT_NEXT)
         a, b = ids[1:seps[0]], ids[seps[0] + 1:-1]
-        da, db = int(data.train.doc_a[i]), int(data.train.doc_b[i])
+        da, db = int(doc_a[i]), int(doc_b[i])
         assert _is_slice(a, _doc_stream(data, da))
         if x["nsp_label"] == NOT_NEXT:
             assert db != da and _is_slice(b, _doc_stream(data, db))
@@ -73,7 +75,7 @@ def test_nsp_instances_have_the_papers_shape(tok, synthetic, cache):
             assert db == da and _is_slice(b, _doc_stream(data, da))
     assert abs(data.stats["isnext_share"] - 0.5) < 0.04
     full = build_pretraining_data(DataConfig(corpus=[str(synthetic)], max_seq_len=32, heldout_fraction=0.1, short_seq_prob=0.0), tok, cache_dir=cache)
-    short_share, base_share = (data.train.lengths < 32).mean(), (full.train.lengths < 32).mean()
+    short_share, base_share = (lengths(data.train) < 32).mean(), (lengths(full.train) < 32).mean()
     print(short_share, base_share)
     assert base_share < 0.03 and 0.05 < short_share - base_share < 0.15  # short_seq_prob = 0.1 draws shorter targets
 
@@ -83,14 +85,14 @@ def test_heldout_documents_are_disjoint_and_chosen_by_the_data_seed(tok, synthet
     data = build_pretraining_data(cfg, tok, cache_dir=cache)
     assert len(data.heldout_docs) == 6 and len(data.train_docs) == 54
     assert not set(data.train_docs) & set(data.heldout_docs)
-    assert set(data.train.doc_a) | set(data.train.doc_b) <= set(data.train_docs)
-    assert set(data.heldout.doc_a) | set(data.heldout.doc_b) <= set(data.heldout_docs)
+    assert set(ordered(data.train, "doc_a")) | set(ordered(data.train, "doc_b")) <= set(data.train_docs)
+    assert set(ordered(data.heldout, "doc_a")) | set(ordered(data.heldout, "doc_b")) <= set(data.heldout_docs)
     other_seed = build_pretraining_data(cfg, tok, seed=7, cache_dir=cache)  # a training seed
     assert np.array_equal(other_seed.heldout_docs, data.heldout_docs)
-    assert np.array_equal(other_seed.heldout.input_ids, data.heldout.input_ids)
-    assert not np.array_equal(other_seed.train.input_ids[:500], data.train.input_ids[:500])
+    assert np.array_equal(all_input_ids(other_seed.heldout), all_input_ids(data.heldout))
+    assert not np.array_equal(all_input_ids(other_seed.train)[:500], all_input_ids(data.train)[:500])
     again = build_pretraining_data(cfg, tok, cache_dir=cache)
-    assert np.array_equal(again.train.input_ids, data.train.input_ids) and again.fingerprint == data.fingerprint
+    assert np.array_equal(all_input_ids(again.train), all_input_ids(data.train)) and again.fingerprint == data.fingerprint
     assert other_seed.fingerprint != data.fingerprint
     moved = build_pretraining_data(DataConfig(corpus=[str(synthetic)], max_seq_len=32, heldout_fraction=0.1, seed=3), tok, cache_dir=cache)
     assert not np.array_equal(moved.heldout_docs, data.heldout_docs)
@@ -98,19 +100,21 @@ def test_heldout_documents_are_disjoint_and_chosen_by_the_data_seed(tok, synthet
 
 def _content(inst, tok) -> np.ndarray:
     specials = np.array(sorted(tok.special_ids))
-    return inst.input_ids[~np.isin(inst.input_ids, specials)].astype(np.int64)
+    ids = all_input_ids(inst)
+    return ids[~np.isin(ids, specials)].astype(np.int64)
 
 
 def test_no_nsp_chunks_are_contiguous_text_of_one_document(tok, synthetic, cache):
     cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=32)
     data = build_pretraining_data(cfg, tok, objective="mlm", cache_dir=cache)
     assert data.stats["isnext_share"] is None
+    doc_a = ordered(data.train, "doc_a")
     for i in range(len(data.train)):
         x = data.train[i]
         ids = x["input_ids"]
         assert len(ids) <= 32 and ids[0] == tok.cls_id and ids[-1] == tok.sep_id
         assert (ids == tok.sep_id).sum() == 1 and (x["token_type_ids"] == 0).all() and x["nsp_label"] == -1
-        assert _is_slice(ids[1:-1], _doc_stream(data, int(data.train.doc_a[i])))
+        assert _is_slice(ids[1:-1], _doc_stream(data, int(doc_a[i])))
     # every training token is used exactly once
     assert len(_content(data.train, tok)) == sum(len(_doc_stream(data, d)) for d in data.train_docs)
 
@@ -134,9 +138,9 @@ def test_full_sentences_pack_across_documents(tok, synthetic, cache):
 def test_causal_blocks_are_the_packed_stream(tok, synthetic, cache):
     cfg = DataConfig(corpus=[str(synthetic)], max_seq_len=32)
     data = build_pretraining_data(cfg, tok, "clm", cache_dir=cache)
-    assert (data.train.lengths == 32).all() and data.stats["isnext_share"] is None
+    assert (lengths(data.train) == 32).all() and data.stats["isnext_share"] is None
     stream = np.concatenate([np.append(_doc_stream(data, d), tok.sep_id) for d in data.train_docs])
-    blocks = data.train.input_ids.reshape(-1, 32).astype(np.int64)
+    blocks = all_input_ids(data.train).reshape(-1, 32).astype(np.int64)
     assert (blocks[:, 0] == tok.cls_id).all()
     assert np.array_equal(blocks[:, 1:].reshape(-1), stream[: blocks.shape[0] * 31])
     assert len(stream) - blocks.shape[0] * 31 < 31  # only the incomplete last block is dropped

@@ -1,15 +1,7 @@
-"""`bertbench data build`: a pre-training's data made once, before any rank starts, on every core.
-
-1. Each distinct corpus of the phases is tokenised (bertbench.data.corpus: local files one per task, a hub
-   dataset in batches of rows, over `num_proc` worker processes) into its cache folder.
-2. Every phase's instance indices (train and held-out: `instances.index_specs`, what `build_pretraining_data`
-   reads) are built side by side, one index per process. An index is one seeded pass over its documents (its
-   sentence pairing and shuffle draw from one generator in order), so it is not split further: the paper
-   recipe's two phases and their held-out sets make four indices at once.
-3. One throughput line: MB/s and the cores used, for each step.
-
-A pre-training with the same settings then finds every folder built (each is keyed on what decides its
-content, and `build_once` checks it first) and only memory-maps them: its ranks tokenise and index nothing.
+"""`bertbench data build`: a pre-training's data made once, before any rank starts, on every core: each distinct
+corpus of the phases tokenised, then every phase's instance indices (`instances.index_specs`, what
+`build_pretraining_data` reads) built side by side, one index per process, and one throughput line. What it
+does and why an index is not split further: docs/scale-data.md (One data build, before any rank starts).
 """
 from __future__ import annotations
 
@@ -130,8 +122,7 @@ def _build_index(i: int, cls_id: int, sep_id: int, objective: str) -> dict:
 
     job = _JOBS[i]
     t0 = time.perf_counter()
-    built = cached_instances(job.corpus, job.spec.docs, job.data_cfg, objective, job.spec.rng_label, job.spec.copies,
-                             cls_id, sep_id, job.spec.what, _ECHO[0])
+    built = cached_instances(job.corpus, job.spec, job.data_cfg, objective, cls_id, sep_id, _ECHO[0])
     share = len(job.spec.docs) / max(1, job.corpus.num_documents)
     return dict(job=i, instances=len(built), seconds=time.perf_counter() - t0,
                 mb=job.corpus.meta.get("text_bytes", 0) / 1e6 * share * job.spec.copies, pid=os.getpid())

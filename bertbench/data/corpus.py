@@ -14,18 +14,16 @@ Layouts, detected per `--corpus` entry (several may be mixed; order is kept):
 Paragraphs: in .txt files blocks separated by blank lines (line wraps inside are soft); in WikiExtractor
 blocks, jsonl and hub text every non-empty line. A paragraph always ends a sentence.
 
-Reading and tokenisation run one file per task over `num_proc` worker processes (default: every core); a
-hub dataset is streamed here and its rows go to the same workers in batches (HUB_BATCH_DOCUMENTS rows a task,
-a bounded number in flight), so it is split and tokenised on every core too. Each task's ids are appended to three flat .npy arrays as its task ends, in corpus order: a process
-holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
-path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and
-the whole table was concatenated in memory at the end). Progress lines come at bertbench's cadence
-(`bertbench.runtime.progress`). The arrays live in `<cache>/corpus-<key>/`, where key hashes the files' paths, sizes and mtimes, `max_documents`, the
-tokenizer (vocabulary + normalisation) and the reader and splitter versions; a second run memory-maps
-them. The cache root is $BERTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench.
+Reading and tokenisation run one file (or batch of hub rows) per task over `num_proc` worker processes, and
+each task's ids are appended to three flat .npy arrays as it ends (docs/scale.md: data that lives on disk). So a
+process holds a few files' worth of text at a time, whatever the corpus size (datasets' `map` was the earlier
+path: its Arrow files are memory-mapped, so a worker's resident memory grew with the corpus it read, and the
+whole table was concatenated in memory at the end). The arrays live in `<cache>/corpus-<key>/` (`cache_key`),
+which a second run memory-maps.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -254,12 +252,21 @@ def _tokenizer_hash(tokenizer) -> str:
     return hashlib.sha256(tokenizer.text_backend.to_str().encode("utf-8")).hexdigest()
 
 
+def shard_stats(shards: list[Shard]) -> list[list]:
+    """What a cache key holds of each shard: a hub dataset by name, a file by path, size and modification time."""
+    return [["hub", s.path, s.config] if s.kind == "hub" else
+            [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
+
+
+def json_sha256(obj: Any) -> str:
+    """sha256 (hex) of `obj` as JSON with sorted keys: what every cache key and data fingerprint is."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def cache_key(shards: list[Shard], max_documents: Optional[int], tokenizer, doc_sentences: int = 0) -> str:
-    items = [["hub", s.path, s.config] if s.kind == "hub" else
-             [s.kind, os.path.abspath(s.path), (st := os.stat(s.path)).st_size, st.st_mtime_ns] for s in shards]
-    blob = json.dumps(dict(files=items, max_documents=max_documents, tokenizer=_tokenizer_hash(tokenizer),
-                           reader=READER_VERSION, splitter=SPLITTER_VERSION, **_doc_rule(doc_sentences)), sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return json_sha256(dict(files=shard_stats(shards), max_documents=max_documents,
+                            tokenizer=_tokenizer_hash(tokenizer), reader=READER_VERSION, splitter=SPLITTER_VERSION,
+                            **_doc_rule(doc_sentences)))
 
 
 def _doc_rule(doc_sentences: int) -> dict[str, int]:
@@ -334,23 +341,12 @@ class TokenizedCorpus:
     def fingerprint(self) -> str:
         return self.meta["fingerprint"]
 
-    def document(self, d: int) -> list[np.ndarray]:
-        """Document `d` as a list of sentences (arrays of ids) — for tests and inspection."""
-        so = self.sent_offsets
-        return [self.tokens[so[j]:so[j + 1]] for j in range(self.doc_offsets[d], self.doc_offsets[d + 1])]
-
     @classmethod
     def load(cls, folder: Path) -> "TokenizedCorpus":
         folder = Path(folder)
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         arrays = {k: np.load(folder / f"{k}.npy", mmap_mode="r") for k in ("tokens", "sent_offsets", "doc_offsets")}
         return cls(meta=meta, path=folder, **arrays)
-
-    def save(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        for k in ("tokens", "sent_offsets", "doc_offsets"):
-            np.save(folder / f"{k}.npy", getattr(self, k))
-        (folder / "meta.json").write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 class NpyAppender:
@@ -611,6 +607,26 @@ def load_tokenized_corpus(corpus: list[str], tokenizer, max_documents: Optional[
     return TokenizedCorpus.load(final)
 
 
+@contextlib.contextmanager
+def staged(final: Path) -> Iterator[Path]:
+    """A temporary folder beside the cache folder `final` to build it in, renamed into place when the block ends
+    without an error (when another process finished the same build first, one without the lock, theirs is kept),
+    and removed whatever happens."""
+    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        yield work
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.replace(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_documents: Optional[int], num_proc: int,
                          key: str, final: Path, echo, doc_sentences: int = 0) -> None:
     """The corpus tokenised into a temporary folder beside `final`, then renamed into place."""
@@ -618,9 +634,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
     if echo:
         echo(f"tokenising the corpus (first run; cached in {final})")
     selected, records = _scan(shards, max_documents, doc_sentences)
-    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    with staged(final) as work:
         dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.int32
         t_tokenise = time.perf_counter()
         counts = _write_arrays(selected, tokenizer, dtype, num_proc or default_num_proc(), work, echo)
@@ -628,10 +642,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
         n_docs, n_sents, n_tokens = counts["documents"], counts["sentences"], counts["tokens"]
         if n_docs < 1:
             raise BertbenchError(f"{', '.join(corpus)}: the corpus holds no text")
-        fingerprint = hashlib.sha256(
-            json.dumps(dict(sources=records, max_documents=max_documents, **_doc_rule(doc_sentences)),
-                       sort_keys=True).encode()
-        ).hexdigest()
+        fingerprint = json_sha256(dict(sources=records, max_documents=max_documents, **_doc_rule(doc_sentences)))
         meta = dict(
             key=key,
             fingerprint=fingerprint,
@@ -651,13 +662,7 @@ def _tokenize_into_cache(corpus: list[str], shards, ignored, tokenizer, max_docu
             text_bytes=counts["text_bytes"], tokenise_seconds=round(t_tokenise, 3),
             tokenise_processes=counts["processes"],
         )
-        (work / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        try:
-            os.replace(work, final)
-        except OSError:  # another process finished the same build first (one without the lock): use theirs
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        write_meta(work, meta)
 
 
 def iter_documents(corpus: list[str], max_documents: Optional[int] = None,

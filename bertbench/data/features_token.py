@@ -76,8 +76,7 @@ def token_features(examples: list[TokenExample], tokenizer, max_seq_len: int, la
             doc, k = position[i]
             while len(got) < want and k > 0:
                 k -= 1
-                prev = flat[order[doc][k]]
-                got = prev[-(want - len(got)):] + got
+                got = flat[order[doc][k]][-(want - len(got)):] + got
         return got
 
     def right_context(i: int, after: list[int], want: int) -> list[int]:

@@ -14,10 +14,7 @@ Files of an index folder (1-D .npy arrays; `seg_*` back to back, the rest one en
 """
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -76,7 +73,6 @@ class IndexWriter:
 
     def __init__(self, n_tokens: int, folder: Optional[Path] = None):
         self.CLS, self.SEP = n_tokens, n_tokens + 1  # positions of the two specials after the corpus' tokens
-        self.folder = folder
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
         self.sinks = {k: (NpyAppender(folder / f"{k}.npy", t) if folder is not None else _MemorySink(t))
@@ -125,11 +121,8 @@ class IndexWriter:
 
 class InstanceSet:
     """Instances read through an index. `self[i]` → {"input_ids", "token_type_ids", "nsp_label", "index"}
-    (+ "lm_labels" when statically masked); arrays are int64 numpy, ready for the collator.
-
-    Reading an instance touches its few index entries and its tokens only. The array properties below
-    (`lengths`, `nsp_labels`, `doc_a`, `doc_b`: one entry per instance in reading order; `input_ids`: every
-    instance's ids back to back) build whole arrays: for statistics, tests and small sets."""
+    (+ "lm_labels" when statically masked); arrays are int64 numpy, ready for the collator. Reading an instance
+    touches its few index entries and its tokens only."""
 
     def __init__(self, tokens: np.ndarray, cls_id: int, sep_id: int, arrays: dict[str, np.ndarray],
                  order: Optional[np.ndarray], folder: Optional[Path] = None,
@@ -197,42 +190,3 @@ class InstanceSet:
         if self.static_mask is not None:
             item["input_ids"], item["lm_labels"] = self.static_mask(i, ids)
         return item
-
-    def _ordered(self, key: str) -> np.ndarray:
-        arr = np.asarray(self.arrays[key])
-        return arr if self.order is None else arr[np.asarray(self.order)]
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._ordered("length").astype(np.int64)
-
-    @property
-    def nsp_labels(self) -> np.ndarray:
-        return self._ordered("nsp_labels")
-
-    @property
-    def doc_a(self) -> np.ndarray:
-        return self._ordered("doc_a")
-
-    @property
-    def doc_b(self) -> np.ndarray:
-        return self._ordered("doc_b")
-
-    @property
-    def input_ids(self) -> np.ndarray:
-        """Every instance's ids (as read, masked when static) back to back — materialised: tests and small sets."""
-        parts = [self[i]["input_ids"] for i in range(len(self))]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-
-def write_meta(folder: Path, meta: dict[str, Any]) -> None:
-    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def publish(work: Path, final: Path) -> None:
-    """Move a finished index folder into place; when another process got there first, keep theirs."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(work, final)
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)

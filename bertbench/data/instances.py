@@ -24,11 +24,8 @@ Layouts (all start with [CLS]; every instance ≤ max_seq_len tokens):
 
 Held-out data is a slice of *documents* (never of sequences), chosen by `DataConfig.seed` alone so that
 runs with different training seeds are evaluated on the same text. Instances are built once per
-(corpus, split, seed, layout) into an index on disk beside the tokenised corpus (`instance_store`): segments
-into the memory-mapped token ids, read on the fly. Building streams over the documents with bounded
-memory (the only per-instance arrays held are the shuffle's, 16 bytes an instance), and a training process
-maps the index: its memory does not grow with the corpus. Instances and their order are the ones the
-in-memory builder made before (the same draws from the same generator), so batches are unchanged.
+(corpus, split, seed, layout) into an index on disk beside the tokenised corpus (`instance_store`), streaming
+over the documents with bounded memory; a training process maps it (docs/scale.md: data that lives on disk).
 """
 from __future__ import annotations
 
@@ -36,7 +33,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,7 +351,7 @@ def make_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng: rand
     """Build the instances of `docs` (`copies` times over, each copy paired and shuffled anew, as the
     original's dupe_factor) into an index: in `folder` on disk, or in memory when None (small sets)."""
     from bertbench.data.corpus import NpyAppender
-    from bertbench.data.instance_store import IndexWriter, _MemorySink, sample_order
+    from bertbench.data.instance_store import _MemorySink, sample_order
 
     v = _Offsets(corpus)
     docs_list = [int(d) for d in docs]
@@ -406,41 +402,37 @@ def index_specs(corpus, data_cfg, objective: str, seed: Optional[int] = None) ->
 
 def index_folder(corpus, spec: IndexSpec, data_cfg, objective: str) -> Path:
     """Where an index lives, beside the tokenised corpus: keyed on everything that decides its content."""
-    key = hashlib.sha256(json.dumps(dict(
+    from bertbench.data.corpus import json_sha256
+
+    key = json_sha256(dict(
         corpus=corpus.meta["key"], docs=hashlib.sha256(np.ascontiguousarray(spec.docs, dtype=np.int64).tobytes()).hexdigest(),
         rng=spec.rng_label, copies=spec.copies, version=INDEX_VERSION, **_layout(data_cfg, objective),
-    ), sort_keys=True).encode()).hexdigest()
+    ))
     return Path(corpus.path) / "instances" / f"{spec.what}-{key[:20]}"
 
 
-def cached_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int, sep_id: int,
-                     what: str, echo=None) -> InstanceSet:
-    """The instances of `docs`, from their index beside the tokenised corpus, built there on first use (by one
+def cached_instances(corpus, spec: IndexSpec, data_cfg, objective: str, cls_id: int, sep_id: int,
+                     echo=None) -> InstanceSet:
+    """The instances of `spec`, from their index beside the tokenised corpus, built there on first use (by one
     process: another that wants the same index meanwhile waits for it, `build_once`)."""
-    final = index_folder(corpus, IndexSpec(what, docs, rng_label, copies), data_cfg, objective)
-    build_once(final, lambda: _build_instances(corpus, docs, data_cfg, objective, rng_label, copies, cls_id, sep_id,
-                                               what, echo, final), echo)
+    final = index_folder(corpus, spec, data_cfg, objective)
+    build_once(final, lambda: _build_instances(corpus, spec, data_cfg, objective, cls_id, sep_id, echo, final), echo)
     return InstanceSet.open(final, corpus.tokens, cls_id, sep_id)
 
 
-def _build_instances(corpus, docs: np.ndarray, data_cfg, objective: str, rng_label: str, copies: int, cls_id: int,
-                     sep_id: int, what: str, echo, final: Path) -> None:
-    from bertbench.data.instance_store import publish, write_meta
+def _build_instances(corpus, spec: IndexSpec, data_cfg, objective: str, cls_id: int, sep_id: int, echo,
+                     final: Path) -> None:
+    from bertbench.data.corpus import staged, write_meta
 
     t0 = time.perf_counter()
-    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        built = make_instances(corpus, docs, data_cfg, objective, random.Random(rng_label), cls_id, sep_id,
-                               folder=work, copies=copies, echo=echo, what=what)
+    with staged(final) as work:
+        built = make_instances(corpus, spec.docs, data_cfg, objective, random.Random(spec.rng_label), cls_id, sep_id,
+                               folder=work, copies=spec.copies, echo=echo, what=spec.what)
         # the writer's running statistics: reading the memory-mapped arrays back would make them resident
-        write_meta(work, dict(instances=len(built), documents=len(docs), copies=copies, rng=rng_label,
+        write_meta(work, dict(instances=len(built), documents=len(spec.docs), copies=spec.copies, rng=spec.rng_label,
                               **built.built_stats,
                               build_seconds=round(time.perf_counter() - t0, 2), **_layout(data_cfg, objective)))
         del built
-        publish(work, final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed: Optional[int] = None, cache_dir=None,
@@ -450,7 +442,7 @@ def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed
     `seed` drives the training instances (sentence pairing, short targets, static masks); None means
     `data_cfg.seed`. The held-out split and held-out instances always use `data_cfg.seed`.
     """
-    from bertbench.data.corpus import load_tokenized_corpus, progress_echo
+    from bertbench.data.corpus import json_sha256, load_tokenized_corpus, progress_echo
 
     check_objective(objective)
     check_full_sentences(data_cfg, objective)
@@ -465,8 +457,7 @@ def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed
     static = is_masked(objective) and data_cfg.masking == "static"
     echo = progress_echo(log)
     specs = index_specs(corpus, data_cfg, objective, seed)
-    train, heldout = (cached_instances(corpus, spec.docs, data_cfg, objective, spec.rng_label, spec.copies, cls_id, sep_id,
-                                       spec.what, echo) for spec in specs)
+    train, heldout = (cached_instances(corpus, spec, data_cfg, objective, cls_id, sep_id, echo) for spec in specs)
     train_docs, heldout_docs = (spec.docs for spec in specs)
     if static:  # each instance keeps one mask, drawn from (seed, its index) whenever it is read
         from bertbench.data.masking import StaticMasks, TokenTables
@@ -474,15 +465,11 @@ def build_pretraining_data(data_cfg, tokenizer, objective: str = "mlm+nsp", seed
         tables = TokenTables.from_tokenizer(tokenizer)
         train.static_mask = StaticMasks(tables, data_cfg, seed)
         heldout.static_mask = StaticMasks(tables, data_cfg, data_cfg.seed)
-    fingerprint = hashlib.sha256(
-        json.dumps(
-            dict(corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"],
-                 splitter=corpus.meta["splitter_version"], **_fingerprint_objective(data_cfg, objective), seed=seed,
-                 # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
-                 **({"static_masks": "per-instance"} if static else {})),
-            sort_keys=True,
-        ).encode()
-    ).hexdigest()
+    fingerprint = json_sha256(dict(
+        corpus=corpus.fingerprint, tokenizer=corpus.meta["tokenizer_sha256"], splitter=corpus.meta["splitter_version"],
+        **_fingerprint_objective(data_cfg, objective), seed=seed,
+        # static masks are drawn per instance now (StaticMasks), not in one pass as before: other data
+        **({"static_masks": "per-instance"} if static else {})))
     stats = dict(documents=corpus.num_documents, train_documents=len(train_docs), heldout_documents=len(heldout_docs),
                  sentences=corpus.num_sentences, tokens=corpus.num_tokens, train_instances=len(train),
                  heldout_instances=len(heldout), mean_length=_index_meta(train)["mean_length"],

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertbench.config import PAPER_MASK_PROCEDURE, DataConfig, check_mask_procedure, check_objective, is_causal, trains_nsp
+from bertbench.config import DataConfig, check_objective, is_causal, trains_nsp
 from bertbench.data import IGNORE_INDEX
 
 
@@ -50,12 +50,10 @@ class TokenTables:
         is_special = torch.zeros(size, dtype=torch.bool)
         is_special[list(tokenizer.special_ids)] = True
         is_continuation = torch.zeros(size, dtype=torch.bool)
+        is_continuation[[i for token, i in vocab.items() if token.startswith("##")]] = True
         bracketed = torch.zeros(size, dtype=torch.bool)
-        for token, i in vocab.items():
-            if token.startswith("##"):
-                is_continuation[i] = True
-            if len(token) > 2 and token.startswith("[") and token.endswith("]"):
-                bracketed[i] = True
+        bracketed[[i for token, i in vocab.items()
+                   if len(token) > 2 and token.startswith("[") and token.endswith("]")]] = True
         random_ids = torch.nonzero(~(is_special | bracketed)).squeeze(1)
         return cls(is_special, is_continuation, random_ids, tokenizer.pad_id, tokenizer.mask_id)
 
@@ -211,22 +209,15 @@ def pad_batch(samples: list[dict[str, Any]], pad_id: int, multiple: int = 8, max
     T = -(-longest // multiple) * multiple
     if max_len is not None:
         T = max(longest, min(T, max_len))
-    B = len(samples)
-    ids = np.full((B, T), pad_id, dtype=np.int64)
-    types = np.zeros((B, T), dtype=np.int64)
-    attn = np.zeros((B, T), dtype=np.int64)
-    labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64) if "lm_labels" in samples[0] else None
+    fills = {"input_ids": pad_id, "token_type_ids": 0, "attention_mask": 0}
+    if "lm_labels" in samples[0]:
+        fills["lm_labels"] = IGNORE_INDEX
+    out = {k: np.full((len(samples), T), fill, dtype=np.int64) for k, fill in fills.items()}
     for i, s in enumerate(samples):
         n = len(s["input_ids"])
-        ids[i, :n] = s["input_ids"]
-        types[i, :n] = s["token_type_ids"]
-        attn[i, :n] = 1
-        if labels is not None:
-            labels[i, :n] = s["lm_labels"]
-    out = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types), "attention_mask": torch.from_numpy(attn)}
-    if labels is not None:
-        out["lm_labels"] = torch.from_numpy(labels)
-    return out
+        for k, rows in out.items():
+            rows[i, :n] = 1 if k == "attention_mask" else s[k]
+    return {k: torch.from_numpy(v) for k, v in out.items()}
 
 
 class MaskingCollator:

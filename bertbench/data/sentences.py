@@ -60,8 +60,7 @@ def split_sentences(paragraph: str) -> list[str]:
     out: list[str] = []
     start = 0
     for m in _CANDIDATE.finditer(text):
-        raw = m.group()
-        term = raw.rstrip().rstrip("\"'”’»)]")
+        term = m.group().rstrip().rstrip("\"'”’»)]")
         if _ends_sentence(text, m.start(), term, m.end()):
             out.append(text[start : m.end()].strip())
             start = m.end()
@@ -78,7 +77,4 @@ def split_paragraphs(text: str) -> list[str]:
 
 def document_sentences(paragraphs: list[str]) -> list[str]:
     """All sentences of a document given as paragraphs; a paragraph always ends a sentence."""
-    out: list[str] = []
-    for p in paragraphs:
-        out.extend(split_sentences(p))
-    return out
+    return [s for p in paragraphs for s in split_sentences(p)]

@@ -43,12 +43,11 @@ def _parts(encoding) -> Template:
 def template(tokenizer, pair: bool) -> Template:
     """The special-token layout of `tokenizer` (anything with a `tokenizers` `.backend`) for one text or a pair
     (for one text `middle` is empty)."""
-    backend = tokenizer.backend
     key = "_bertbench_pair_template" if pair else "_bertbench_single_template"
     cached = getattr(tokenizer, key, None)
     if cached is not None:
         return cached
-    found = _parts(backend.encode("a", "b" if pair else None, add_special_tokens=True))
+    found = _parts(tokenizer.backend.encode("a", "b" if pair else None, add_special_tokens=True))
     try:
         setattr(tokenizer, key, found)
     except AttributeError:

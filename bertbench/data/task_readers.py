@@ -83,14 +83,9 @@ Example = Union[TextExample, ChoiceExample, QAExample, TokenExample]
 # Local files -> rows.
 
 
-def _open_text(path: Path):
-    # utf-8-sig: the GLUE MRPC files start with a byte-order mark before "Quality".
-    return open(path, encoding="utf-8-sig", newline="")
-
-
 def _delimited_rows(path: Path, delimiter: str, quoting: int, header: Optional[list[str]]) -> Iterator[Row]:
     """Rows of a tsv/csv file as dicts; `header` given = the file has none. Wrong field counts are errors."""
-    with _open_text(path) as fh:
+    with open(path, encoding="utf-8-sig", newline="") as fh:  # utf-8-sig: MRPC's files start with a byte-order mark
         reader = csv.reader(fh, delimiter=delimiter, quoting=quoting)
         start = 1
         try:
@@ -294,17 +289,15 @@ def rows_to_examples(task: TaskSpec, rows: Iterable[Row], columns: Columns, hub_
     for n, (where, row) in enumerate(rows):
         rid = row.get(columns.id) if columns.id is not None else None
         ex_id = str(rid) if rid is not None else f"{split or 'row'}-{n}"
-        has_label = label_col is not None and label_col in row
+        raw = row[label_col] if label_col is not None and label_col in row else None
         if task.type in ("classification", "regression"):
             a = _text(row, columns.text_a, where, "text_a")
             b = _text(row, columns.text_b, where, "text_b")
-            raw = row[label_col] if has_label else None
             label = (_regression_label(raw, where, from_hub, task.label_range) if task.type == "regression"
                      else _label_index(task, raw, hub_labels, where))
             out.append(TextExample(ex_id, a, b, label))
         elif task.type == "multiple_choice":
             endings = [_text(row, c, where, f"ending {i}") for i, c in enumerate(columns.endings or [])]
-            raw = row[label_col] if has_label else None
             out.append(ChoiceExample(ex_id, _text(row, columns.context, where, "context"),
                                      _text(row, columns.prefix, where, "prefix") or "", endings,
                                      _label_index(task, raw, hub_labels, where)))
@@ -409,13 +402,8 @@ def read_split(task: TaskSpec, split: str, data_dir: Optional[Path] = None, sour
     the train and eval roles are the two sides of the divided dev file; a source split name reads the
     whole file. Train and eval examples must be labelled.
     """
-    from bertbench.paths import default_data_dir
-
     check_source(source)
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    name = task.source_split(split)
-    paths = task.local_files(data_dir, name)
-    local_ok = bool(paths) and all(p.is_file() for p in paths)
+    data_dir, name, paths, local_ok = _local_files(task, split, data_dir)
     if source == "local" or (source == "auto" and (local_ok or task.hub is None)):
         if not local_ok:
             what = ", ".join(str(p) for p in paths) or f"(task {task.name!r} defines no local file for split {name!r})"
@@ -446,6 +434,16 @@ def _require_labels(task: TaskSpec, examples: list[Example], name: str) -> None:
                                  f"(is the label column {task.inputs.label or task.inputs.tags!r} missing?)")
 
 
+def _local_files(task: TaskSpec, split: str, data_dir: Optional[Path]) -> tuple[Path, str, list[Path], bool]:
+    """(the data folder, the split's source name, its local files, whether every one of them is there)."""
+    from bertbench.paths import default_data_dir
+
+    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+    name = task.source_split(split)
+    paths = task.local_files(data_dir, name)
+    return data_dir, name, paths, bool(paths) and all(p.is_file() for p in paths)
+
+
 def _file_name(path: Path, data_dir: Path, spelt: str) -> str:
     """A data file as a record names it: relative to the data folder, else as the task's YAML writes it."""
     try:
@@ -456,13 +454,9 @@ def _file_name(path: Path, data_dir: Path, spelt: str) -> str:
 
 def data_fingerprint(task: TaskSpec, split: str, data_dir: Optional[Path] = None) -> dict[str, Any]:
     """What a split's examples depend on, for result records: local file digests, or the hub coordinates."""
-    from bertbench.paths import default_data_dir
-
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    name = task.source_split(split)
+    data_dir, name, paths, local_ok = _local_files(task, split, data_dir)
     out: dict[str, Any] = {"task": task.name, "version": task.version, "split": split, "source_split": name}
-    paths = task.local_files(data_dir, name)
-    if paths and all(p.is_file() for p in paths):
+    if local_ok:
         out["files"] = {_file_name(p, data_dir, task.local.files[name]): hashlib.sha256(p.read_bytes()).hexdigest()
                          for p in paths}
     elif task.hub is not None:

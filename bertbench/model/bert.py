@@ -21,21 +21,15 @@ gradients against the plain path and against transformers):
 One pre-training forward (BertForPreTraining.forward) serves training, held-out evaluation and the benchmark.
 The masked LM's labels come in P prediction slots per row (`lm_positions`, made by the collator). With
 `static=True` the forward reads no value back to the host between the batch and the loss, and every shape
-is set by the batch's: no packing, an attention mask always, the vocabulary projection at every slot
-(unused slots carry IGNORE_INDEX). That is what a GPU needs (no host syncs, so launches run ahead of the
-kernels) and what `torch.compile(fullgraph=True)` can trace whole (`compile_step`); the collator then pads
-to the phase's length and P is the recipe's cap. On CPU the dynamic form is faster (less work: packing, P the
-batch's own most, only labelled slots projected) and stays the default there. Which a run takes is decided
-once, in its config (`training.step.step_choice`).
+is set by the batch's: what a GPU and `torch.compile(fullgraph=True)` need (`compile_step`). On CPU the
+dynamic form does less work and stays the default (docs/performance-gpu.md: the static training step).
 
 Training and held-out evaluation take the LM loss from the head fused with it (forward's `logits=False`:
 bertbench.model.fused_head), which never makes the batch's logits; tests/test_fused_head.py checks it against
 the unfused head below.
 
-The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows (tensor-core tiles for the
-decoder's GEMM). The padding rows are zeros, never looked up, scored at -inf, and never leave the model:
-`state_dict()` strips them and `load_state_dict()` adds them back, so checkpoints, the HF export and
-parameter counts are those of the real vocabulary.
+The vocabulary is padded inside the model to a multiple of VOCAB_MULTIPLE rows, which never leave it
+(docs/performance-gpu.md: the padded vocabulary).
 """
 from __future__ import annotations
 
@@ -61,16 +55,19 @@ def padded_vocab(vocab_size: int) -> int:
     return -(-vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
-def _strip_rows(state_dict: dict, key: str, rows: int) -> None:
-    """state_dict hook body: the padded tensor under `key` → its first `rows` rows (a copy: saved files hold
-    only the real vocabulary, not the padded storage behind a view)."""
-    t = state_dict.get(key)
-    if t is not None and t.size(0) > rows:
-        state_dict[key] = t[:rows].clone()
+# The hooks of the two modules holding vocabulary rows (Embeddings, MLMHead: the tensor under their `PADDED` key).
+# Module-level functions: models stay picklable.
+def _strip_rows(m: nn.Module, state_dict: dict, prefix: str, _meta) -> None:
+    """state_dict hook: the padded tensor → its first `m.vocab_size` rows (a copy: saved files hold only the real
+    vocabulary, not the padded storage behind a view)."""
+    key, t = prefix + m.PADDED, state_dict.get(prefix + m.PADDED)
+    if t is not None and t.size(0) > m.vocab_size:
+        state_dict[key] = t[:m.vocab_size].clone()
 
 
-def _pad_rows(state_dict: dict, key: str, rows: int) -> None:
-    """load_state_dict pre-hook body: a real-vocabulary tensor under `key` → zero-padded to `rows` rows."""
+def _pad_rows(m: nn.Module, state_dict: dict, prefix: str, *_) -> None:
+    """load_state_dict pre-hook: a real-vocabulary tensor → zero-padded to the padded vocabulary's rows."""
+    key, rows = prefix + m.PADDED, padded_vocab(m.vocab_size)
     t = state_dict.get(key)
     if t is not None and t.dim() >= 1 and t.size(0) < rows:
         state_dict[key] = F.pad(t, (0, 0) * (t.dim() - 1) + (0, rows - t.size(0)))
@@ -119,23 +116,9 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
-def _strip_word_rows(m: "Embeddings", sd: dict, prefix: str, _meta) -> None:  # module-level: models stay picklable
-    _strip_rows(sd, prefix + "word.weight", m.vocab_size)
-
-
-def _pad_word_rows(m: "Embeddings", sd: dict, prefix: str, *_) -> None:
-    _pad_rows(sd, prefix + "word.weight", m.word.num_embeddings)
-
-
-def _strip_bias_rows(m: "MLMHead", sd: dict, prefix: str, _meta) -> None:
-    _strip_rows(sd, prefix + "bias", m.vocab_size)
-
-
-def _pad_bias_rows(m: "MLMHead", sd: dict, prefix: str, *_) -> None:
-    _pad_rows(sd, prefix + "bias", m.bias.numel())
-
-
 class Embeddings(nn.Module):
+    PADDED = "word.weight"  # the rows of the padded vocabulary
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.word = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
@@ -144,8 +127,8 @@ class Embeddings(nn.Module):
         if extra:
             self.word.weight = nn.Parameter(F.pad(self.word.weight.detach(), (0, 0, 0, extra)))
             self.word.num_embeddings += extra
-        self.register_state_dict_post_hook(_strip_word_rows)
-        self.register_load_state_dict_pre_hook(_pad_word_rows)
+        self.register_state_dict_post_hook(_strip_rows)
+        self.register_load_state_dict_pre_hook(_pad_rows)
         self.position = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
         self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
@@ -340,14 +323,16 @@ class BertModel(nn.Module):
 class MLMHead(nn.Module):
     """dense + GELU + LayerNorm, then the decoder tied to the word embeddings, plus an output bias."""
 
+    PADDED = "bias"  # the rows of the padded vocabulary
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.vocab_size = cfg.vocab_size
         self.bias = nn.Parameter(torch.zeros(padded_vocab(cfg.vocab_size)))  # padded as the word embedding
-        self.register_state_dict_post_hook(_strip_bias_rows)
-        self.register_load_state_dict_pre_hook(_pad_bias_rows)
+        self.register_state_dict_post_hook(_strip_rows)
+        self.register_load_state_dict_pre_hook(_pad_rows)
 
     def transform(self, h: torch.Tensor) -> torch.Tensor:
         return self.norm(F.gelu(self.dense(h)))  # (..., H)
@@ -386,7 +371,6 @@ class PreTrainingOutput:
     # The static step gives lm_logits (B, P, V) at the fixed slots and lm_targets (B, P), IGNORE_INDEX at
     # unused slots (a causal model: (B, T, V) and its (B, T) labels).
     lm_predictions: Optional[torch.Tensor] = None  # argmax per row of lm_targets' shape, when asked for
-
 
     def __getitem__(self, key: str):
         return getattr(self, key)
@@ -506,13 +490,11 @@ class SequenceHead(nn.Module):
         return self.out(self.dropout(enc.pooled))  # (B, num_labels)
 
 
-class MultipleChoiceHead(nn.Module):
+class MultipleChoiceHead(SequenceHead):
     """One score per choice from the pooled output; the caller reshapes (B·C,) → (B, C)."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.dropout = Dropout(cfg.dropout)
-        self.out = nn.Linear(cfg.hidden_size, 1)
+        super().__init__(cfg, 1)
 
     def forward(self, enc: EncoderOutput) -> torch.Tensor:
         return self.out(self.dropout(enc.pooled)).squeeze(-1)  # (B·C,)
@@ -529,13 +511,8 @@ class SpanHead(nn.Module):
         return self.out(enc.last_hidden_state)  # (B, T, 2)
 
 
-class TokenHead(nn.Module):
+class TokenHead(SequenceHead):
     """A label per position (NER); only each word's first sub-token carries a loss."""
-
-    def __init__(self, cfg: ModelConfig, num_labels: int):
-        super().__init__()
-        self.dropout = Dropout(cfg.dropout)
-        self.out = nn.Linear(cfg.hidden_size, num_labels)
 
     def forward(self, enc: EncoderOutput) -> torch.Tensor:
         return self.out(self.dropout(enc.last_hidden_state))  # (B, T, num_labels)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -41,9 +40,9 @@ class Checkpoint:
 def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] = None, summary=None) -> None:
     """Write the folder; each file goes in atomically, weights last-but-one and config last."""
     import yaml
-    from safetensors.torch import save_file
 
-    from bertbench.runtime.files import atomic_write_json, atomic_write_text, new_file_mode
+    from bertbench.model.hf_compat import write_safetensors
+    from bertbench.runtime.files import atomic_write_json, atomic_write_text
 
     folder = Path(folder)
     sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -57,10 +56,7 @@ def save_checkpoint(folder: Path, model, tokenizer, run_config: Optional[dict] =
         write_summary(folder / "summary.json", summary)  # a results.PretrainSummary
     else:  # another model's summary must not stay beside these weights (it would be read as their provenance)
         (folder / "summary.json").unlink(missing_ok=True)
-    tmp = folder / ".model.safetensors.tmp"
-    save_file(sd, str(tmp), metadata={"format": "pt"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600: the others of a shared folder could not read it
-    tmp.replace(folder / "model.safetensors")
+    write_safetensors(folder, sd)
     atomic_write_json(folder / "model_config.json", asdict(model.cfg))
 
 
@@ -202,8 +198,5 @@ def fingerprint_checkpoint(folder: Path) -> str:
     weights = folder / "model.safetensors"
     if not weights.is_file():
         weights = folder / "pytorch_model.bin"
-    h = hashlib.sha256()
     with open(weights, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()[:16]
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()[:16]

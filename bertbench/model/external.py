@@ -4,17 +4,8 @@ A Hugging Face encoder folder (`save_pretrained`), or a bertbench checkpoint fol
 summary (`convert --from-hf` writes one), tells us its shape, maybe the name it was loaded from
 (`_name_or_path`) and its architectures, and its weights (whose sha256 is the record's `model.fingerprint`).
 It says nothing of how it was trained: no objective, masking, data or tokens. Its record therefore has
-`model.pretraining: null` and this `model.external` block (validated by results.py), and the report labels
-it by its name and shape, apart from the variants bertbench pre-trained:
-
-    {"format": "huggingface" | "bertbench",   # an HF folder, or a bertbench folder (e.g. `convert --from-hf`)
-     "name": "hfbert",                        # the folder's name as given: the report's label
-     "name_or_path": "bert-base-uncased" | null,  # config.json's `_name_or_path`, or what an import came from
-     "architectures": ["BertForMaskedLM"] | null, "transformers_version": "5.24.0" | null,
-     "shape": {"layers", "hidden", "heads", "intermediate", "vocab", "max_position"},
-     "weights_file": "model.safetensors" | null,  # the file whose sha256 is the record's model.fingerprint
-     "model_type": "roberta",                 # config.json's model_type ("bert" for a bertbench folder)
-     "tokenizer": "BPE (byte-level)" | "WordPiece" | "Unigram" | null}  # the tokenizer's kind
+`model.pretraining: null` and this `model.external` block (validated by results.py; its fields: docs/claims.md),
+and the report labels it by its name and shape, apart from the variants bertbench pre-trained.
 
 A BERT folder is imported into bertbench's encoder; any other encoder (RoBERTa, ELECTRA, DistilBERT, DeBERTa)
 is fine-tuned as transformers' own model under the same heads (model.hf_encoder).

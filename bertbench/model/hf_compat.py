@@ -191,19 +191,26 @@ def read_hf_dir(hf_dir: Path) -> tuple[ModelConfig, dict]:
 def write_hf_dir(model, tokenizer, out_dir: Path) -> None:
     """Write a folder that `BertForPreTraining.from_pretrained` (`BertForMaskedLM` for a model without the NSP
     head) and `AutoTokenizer.from_pretrained` load."""
-    from safetensors.torch import save_file
-
-    import os
-
-    from bertbench.runtime.files import atomic_write_json, new_file_mode
+    from bertbench.runtime.files import atomic_write_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    hf_sd = state_dict_to_hf(sd, model.cfg)
-    tmp = out_dir / ".model.safetensors.tmp"
-    save_file(hf_sd, str(tmp), metadata={"format": "pt"})
-    os.chmod(tmp, new_file_mode())  # safetensors writes 0600 whatever the umask
-    tmp.replace(out_dir / "model.safetensors")
+    write_safetensors(out_dir, state_dict_to_hf(sd, model.cfg))
     atomic_write_json(out_dir / "config.json", config_to_hf(model.cfg, nsp=model.has_nsp))
     tokenizer.save(out_dir)
+
+
+def write_safetensors(folder: Path, state_dict: dict) -> None:
+    """`folder`/model.safetensors, written atomically (a temporary file renamed into place): an export's weights
+    and a bertbench checkpoint's (checkpoint.save_checkpoint)."""
+    import os
+
+    from safetensors.torch import save_file
+
+    from bertbench.runtime.files import new_file_mode
+
+    tmp = folder / ".model.safetensors.tmp"
+    save_file(state_dict, str(tmp), metadata={"format": "pt"})
+    os.chmod(tmp, new_file_mode())  # safetensors writes 0600: the others of a shared folder could not read it
+    tmp.replace(folder / "model.safetensors")

@@ -18,7 +18,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -86,49 +86,38 @@ class HFTokenizer:
         self.unk_id = fast.unk_token_id if fast.unk_token_id is not None else self.pad_id
         self.word_backend = _word_backend(self.backend)
 
-    # the same truncating batch encoder as the WordPiece tokenizer's: it reads only `self.backend`
+    # the WordPiece tokenizer's own: they read only `self.backend`
     encode_batch = WordPieceTokenizer.encode_batch
-
-    @property
-    def vocab_size(self) -> int:
-        return self.backend.get_vocab_size()
+    vocab_size = WordPieceTokenizer.vocab_size
+    convert_ids_to_tokens = WordPieceTokenizer.convert_ids_to_tokens
 
     @property
     def kind(self) -> str:
         """'BPE (byte-level)', 'WordPiece', 'Unigram': what the record says of the tokenizer."""
         spec = json.loads(self.backend.to_str())
         model = str((spec.get("model") or {}).get("type") or "unknown")  # tokenizers' model: BPE, WordPiece, Unigram
-        return f"{model} (byte-level)" if _has_byte_level(spec.get("pre_tokenizer")) else model
-
-    def convert_ids_to_tokens(self, ids) -> list[str]:
-        return [self.backend.id_to_token(int(i)) for i in ids]
+        return f"{model} (byte-level)" if _byte_level(spec.get("pre_tokenizer")) else model
 
 
-def _has_byte_level(pre) -> bool:
+def _byte_level(pre) -> list[dict]:
+    """The ByteLevel steps of a serialised pre-tokenizer, inside a Sequence too."""
     if not isinstance(pre, dict):
-        return False
-    if pre.get("type") == "ByteLevel":
-        return True
-    return any(_has_byte_level(p) for p in pre.get("pretokenizers") or [])
+        return []
+    own = [pre] if pre.get("type") == "ByteLevel" else []
+    return own + [q for p in pre.get("pretokenizers") or [] for q in _byte_level(p)]
 
 
 def _word_backend(backend):
     """The backend for pre-split words (NER): a byte-level BPE marks each word as following a space
     (add_prefix_space), as the words of running text are; transformers' RoBERTa asks the same of split words."""
     spec = json.loads(backend.to_str())
-    pre = spec.get("pre_tokenizer")
-    if not _has_byte_level(pre):
+    steps = _byte_level(spec.get("pre_tokenizer"))
+    if not steps:
         return backend
     from tokenizers import Tokenizer
 
-    def mark(p):
-        if isinstance(p, dict):
-            if p.get("type") == "ByteLevel":
-                p["add_prefix_space"] = True
-            for q in p.get("pretokenizers") or []:
-                mark(q)
-
-    mark(pre)
+    for step in steps:
+        step["add_prefix_space"] = True
     return Tokenizer.from_str(json.dumps(spec))
 
 

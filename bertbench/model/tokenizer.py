@@ -65,9 +65,13 @@ def read_vocab_file(path: Path) -> dict[str, int]:
         if token in vocab:
             raise BertbenchError(f"{path}:{i + 1}: duplicate token {token!r}")
         vocab[token] = i
+    return _check_special_tokens(vocab, path)
+
+
+def _check_special_tokens(vocab: dict[str, int], where: Path) -> dict[str, int]:
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise BertbenchError(f"{path}: not a BERT vocabulary, missing special tokens {missing}")
+        raise BertbenchError(f"{where}: not a BERT vocabulary, missing special tokens {missing}")
     return vocab
 
 
@@ -248,11 +252,8 @@ class WordPieceTokenizer:
         if norm.get("type") == "BertNormalizer":
             lowercase = bool(norm.get("lowercase", lowercase))
             strip_accents = norm.get("strip_accents", strip_accents)
-        vocab = model["vocab"]
-        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-        if missing:
-            raise BertbenchError(f"{file}: not a BERT vocabulary, missing special tokens {missing}")
-        return cls(_build(dict(vocab), lowercase, strip_accents), lowercase, strip_accents)
+        vocab = _check_special_tokens(dict(model["vocab"]), file)
+        return cls(_build(vocab, lowercase, strip_accents), lowercase, strip_accents)
 
     def save(self, folder: Path) -> None:
         from bertbench.runtime.files import atomic_write_json, atomic_write_text

@@ -8,10 +8,6 @@ document rule, the document cap, the vocabulary size and the case folding.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -20,16 +16,12 @@ PREFIX = "vocab-"
 
 def vocab_key(cfg) -> str:
     """What decides the vocabulary a pre-training config trains (`pretrain_run._train_tokenizer`)."""
-    from bertbench.data.corpus import READER_VERSION, SPLITTER_VERSION, resolve_corpus
+    from bertbench.data.corpus import READER_VERSION, SPLITTER_VERSION, json_sha256, resolve_corpus, shard_stats
 
     shards, _ = resolve_corpus(cfg.data.corpus)
-    files = [["hub", s.path, s.config] if s.kind == "hub"
-             else [s.kind, os.path.abspath(s.path), os.stat(s.path).st_size, os.stat(s.path).st_mtime_ns]
-             for s in shards]
-    blob = json.dumps(dict(files=files, max_documents=cfg.data.max_documents, doc_sentences=cfg.data.doc_sentences,
-                           vocab_size=cfg.tokenizer_vocab_size, lowercase=cfg.lowercase, reader=READER_VERSION,
-                           splitter=SPLITTER_VERSION), sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return json_sha256(dict(files=shard_stats(shards), max_documents=cfg.data.max_documents,
+                            doc_sentences=cfg.data.doc_sentences, vocab_size=cfg.tokenizer_vocab_size,
+                            lowercase=cfg.lowercase, reader=READER_VERSION, splitter=SPLITTER_VERSION))
 
 
 def vocab_folder(cfg, cache_dir: Optional[Path] = None) -> Path:
@@ -48,19 +40,17 @@ def prebuilt_vocab(cfg, cache_dir: Optional[Path] = None):
 
 def build_vocab(cfg, train: Callable[[], object], cache_dir: Optional[Path] = None):
     """(tokenizer, folder, trained now): the cached vocabulary, or `train()`'s, written into the cache (a
-    temporary folder renamed into place, so a reader never sees half of one)."""
+    temporary folder renamed into place, so a reader never sees half of one; when another process put it there
+    first, the same vocabulary by its key, theirs is kept)."""
+    from bertbench.data.corpus import staged
+
     found = prebuilt_vocab(cfg, cache_dir)
     if found is not None:
         return (*found, False)
     folder = vocab_folder(cfg, cache_dir)
     tok = train()
-    tmp = folder.with_name(f".tmp-{folder.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok.save(tmp)
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process put it there first: the same vocabulary (same key), keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
+    with staged(folder) as tmp:
+        tok.save(tmp)
     return tok, folder, True
 
 
