@@ -235,6 +235,7 @@ def portable_path(path: Optional[str], keep: int = 2) -> Optional[str]:
 # --- validation -----------------------------------------------------------------------------------
 
 _STR, _INT, _NUM, _BOOL, _DICT = "a string", "an integer", "a number", "true/false", "a mapping"
+_TYPES = {_STR: str, _INT: int, _NUM: (int, float), _BOOL: bool, _DICT: dict}
 _TOP = {  # key -> (kind, nullable)
     "schema_version": (_INT, False), "task": (_STR, False), "task_version": (_INT, False),
     "task_type": (_STR, False), "split": (_DICT, False), "metrics": (_DICT, False),
@@ -265,17 +266,9 @@ _PRETRAINING = {"objective": (_STR, False), "mask_ratio": (_NUM, True),
 def _is(value: Any, kind: Optional[str]) -> bool:
     if kind is None:
         return True
-    if kind == _STR:
-        return isinstance(value, str)
-    if kind == _BOOL:
-        return isinstance(value, bool)
-    if kind == _DICT:
-        return isinstance(value, dict)
-    if isinstance(value, bool):
+    if isinstance(value, bool) and kind in (_INT, _NUM):  # an int to Python, never to a record
         return False
-    if kind == _INT:
-        return isinstance(value, int)
-    return isinstance(value, (int, float)) and math.isfinite(value)  # _NUM
+    return isinstance(value, _TYPES[kind]) and (kind != _NUM or math.isfinite(value))
 
 
 def _check_section(obj: dict, spec: dict, prefix: str, problems: list[str], *, strict: bool,
