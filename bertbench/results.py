@@ -89,6 +89,8 @@ from typing import Any, Optional, TypedDict, Union
 
 from bertbench.config import OBJECTIVES, is_masked
 from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.runtime import provenance as prov
+from bertbench.runtime.files import atomic_write_json
 
 SCHEMA_VERSION = 2
 # The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
@@ -420,10 +422,7 @@ def write_record(path: Path, record: Union[ResultRecord, Mapping[str, Any]]) -> 
     if not path.name.endswith((RECORD_SUFFIX, GRID_SUFFIX)):
         raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
     obj = _without_machine_paths(record.to_json() if isinstance(record, ResultRecord) else dict(record))
-    obj = validate_record(obj, str(path))
-    from bertbench.runtime.files import atomic_write_json
-
-    atomic_write_json(path, obj)
+    atomic_write_json(path, validate_record(obj, str(path)))
     return path
 
 
@@ -598,8 +597,6 @@ PRETRAINING_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mas
 
 def write_summary(path: Path, summary: PretrainSummary) -> Path:
     """The one writer of `summary.json` files: atomically (a finished run is one whose summary.json exists)."""
-    from bertbench.runtime.files import atomic_write_json
-
     atomic_write_json(Path(path), summary.to_json())
     return Path(path)
 
@@ -635,8 +632,6 @@ _METRIC_LIBRARIES = ("scikit-learn", "scipy", "seqeval")
 def provenance() -> dict[str, Any]:
     """The record's provenance keys: code_version, library_versions, hardware, date (UTC, ISO 8601)."""
     from importlib import metadata
-
-    from bertbench.runtime import provenance as prov
 
     versions = prov.library_versions()
     for name in _METRIC_LIBRARIES:
