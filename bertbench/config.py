@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError, did_you_mean, unknown_key
+from bertbench.paths import RECIPES_DIR
+from bertbench.runtime.files import atomic_write_text
 
 # layers / hidden / heads of the released small BERTs (Turc et al.) and the paper's two models.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -167,8 +169,7 @@ class ModelConfig:
     def from_size(cls, size: str, **overrides: Any) -> "ModelConfig":
         layers, hidden, heads = model_shape(size)
         base = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
-        base.update(overrides)
-        return cls(**base)
+        return cls(**{**base, **overrides})
 
     def size_name(self) -> str:
         for name, (l, h, a) in MODEL_SIZES.items():
@@ -334,8 +335,6 @@ def load_config(cls, path: Path):
 
 def resolve_recipe(name_or_path: str) -> Path:
     """A recipe by name (a file in recipes/) or by path to a YAML file."""
-    from bertbench.paths import RECIPES_DIR
-
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
@@ -350,8 +349,6 @@ def resolve_recipe(name_or_path: str) -> Path:
 def save_config(obj, path: Path) -> None:
     """Write the resolved config as YAML (atomically: never a half-written file)."""
     import yaml
-
-    from bertbench.runtime.files import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(obj), sort_keys=False))
 
