@@ -271,13 +271,9 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
             raise BertbenchError(f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}")
     # has_ans mirrors the official `bool(qa["answers"])` on the raw gold strings.
     has_ans = {qid: any(golds) for qid, golds in references.items()}
-    exact_raw: dict[str, float] = {}
-    f1_raw: dict[str, float] = {}
-    for qid, golds in references.items():
-        usable = [g for g in golds if normalize_answer(g)] or [""]
-        pred = predictions[qid]
-        exact_raw[qid] = max(_exact(pred, g) for g in usable)
-        f1_raw[qid] = max(_token_f1(pred, g, v2=True) for g in usable)
+    usable = {qid: [g for g in golds if normalize_answer(g)] or [""] for qid, golds in references.items()}
+    exact_raw = {qid: max(_exact(predictions[qid], g) for g in golds) for qid, golds in usable.items()}
+    f1_raw = {qid: max(_token_f1(predictions[qid], g, v2=True) for g in golds) for qid, golds in usable.items()}
 
     probs = no_answer_probs if no_answer_probs is not None else {qid: 0.0 for qid in references}
 
