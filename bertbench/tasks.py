@@ -1,9 +1,6 @@
 """Fine-tuning tasks as data: `TaskSpec` (one YAML file in tasks/<family>/) and the registry over them.
 
-A task file names its type, inputs, labels, metrics, splits, data sources (local files in the official
-layout, and a parquet-backed hub dataset) and the paper's fine-tuning hyper-parameters. A variant may
-`include:` another file (path relative to itself) and override fields; files whose name starts with
-"_" are shared templates, loaded only through `include:`. The family of a task is its folder name.
+What a task file holds, `include:` and the "_" templates: tasks/README.md. A task's family is its folder name.
 
 Tasks are read from several folders together (`paths.task_folders`): `--tasks-dir`, $BERTBENCH_TASKS_DIR and the
 project's tasks/, so a researcher's own task runs and is reported beside the paper's; a name that two files
