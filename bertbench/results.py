@@ -631,14 +631,7 @@ _METRIC_LIBRARIES = ("scikit-learn", "scipy", "seqeval")
 
 def provenance() -> dict[str, Any]:
     """The record's provenance keys: code_version, library_versions, hardware, date (UTC, ISO 8601)."""
-    from importlib import metadata
-
-    versions = prov.library_versions()
-    for name in _METRIC_LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+    versions = {**prov.library_versions(), **prov.installed_versions(_METRIC_LIBRARIES)}
     stamp = os.environ.get(PREREGISTRATION_ENV)
     return {"code_version": prov.code_version(), "library_versions": versions, "hardware": prov.hardware(),
             "date": prov.now_iso(), **({"preregistration": json.loads(stamp)} if stamp else {})}

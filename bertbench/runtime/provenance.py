@@ -71,16 +71,22 @@ def hardware() -> str:
     return desc
 
 
-def library_versions() -> dict[str, str]:
+def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """{package: version} of those of `names` that are installed."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for name in ("torch", "lightning", "datasets", "tokenizers", "transformers", "numpy"):
+    out = {}
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
             pass
     return out
+
+
+def library_versions() -> dict[str, str]:
+    names = ("torch", "lightning", "datasets", "tokenizers", "transformers", "numpy")
+    return {"python": platform.python_version(), **installed_versions(names)}
 
 
 def now_iso() -> str:
