@@ -536,18 +536,13 @@ def _shown(file: Path, path: Path) -> str:
     return str(path) if file == path.resolve() else str(file)
 
 
-def task_files(tasks_dir: Path) -> list[Path]:
-    """Every task file under `tasks_dir` (templates starting with '_' excluded), sorted."""
-    return sorted(p for p in Path(tasks_dir).rglob("*.yaml") if not p.name.startswith("_"))
-
-
 def _scan_tasks(folders: tuple[Path, ...]) -> tuple[dict[str, TaskSpec], list[tuple[Path, list[str]]]]:
     """(tasks by name, (file, its problem lines) for every bad file) over all `folders` together; a name that two
     files define is a problem of the second, naming the first."""
     tasks: dict[str, TaskSpec] = {}
     problems: list[tuple[Path, list[str]]] = []
     for folder in folders:
-        for f in task_files(folder):
+        for f in sorted(p for p in Path(folder).rglob("*.yaml") if not p.name.startswith("_")):  # not templates
             try:
                 t = load_task_file(f, folder)
             except TaskFileError as err:
