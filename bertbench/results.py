@@ -169,8 +169,7 @@ class LoadedRecord:
 
 @dataclass
 class ResultRecord:
-    """One result record as `bertbench finetune` makes it (`write_record` its one writer, `read_record` its one
-    reader). `pretrain_seed`: the seed of the pre-training behind the model; None (absent) is one unknown seed."""
+    """One result record as `bertbench finetune` makes it (its writer, reader and keys: the module docstring)."""
 
     task: str
     task_version: int
@@ -524,9 +523,7 @@ _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds",
 class PretrainSummary:
     """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
     model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
-    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader refuses an
-    older form (`nsp`, `*_std` held-out keys) naming FORMATS_COMMIT, and leaves out a key it does not know.
-    None: unknown."""
+    held-out scores). Its writer and reader: the module docstring (`read_summary` drops unknown keys). None: unknown."""
 
     objective: str
     full_sentences: Optional[bool] = None
