@@ -348,7 +348,6 @@ METRICS: dict[str, MetricSpec] = {
 
 
 def get_metric(name: str) -> MetricSpec:
-    """Look a metric up by name; unknown names get a did-you-mean error."""
     try:
         return METRICS[name]
     except KeyError:
