@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError, did_you_mean, unknown_key
+from bertbench.paths import RECIPES_DIR
+from bertbench.runtime.files import atomic_write_text
 
 # layers / hidden / heads of the released small BERTs (Turc et al.) and the paper's two models.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -131,11 +133,6 @@ def parse_mask_procedure(text: str) -> list[int]:
     return check_mask_procedure(parts, repr(text))
 
 
-def check_mask_ratio(mask_ratio: float) -> None:
-    if not 0.0 < mask_ratio < 1.0:
-        raise BertbenchError(f"mask_ratio {mask_ratio}: expected a value in (0, 1)")
-
-
 # The shortest input that holds [CLS] A [SEP] B [SEP] with a token or two of each segment.
 MIN_SEQ_LEN = 8
 
@@ -172,8 +169,7 @@ class ModelConfig:
     def from_size(cls, size: str, **overrides: Any) -> "ModelConfig":
         layers, hidden, heads = model_shape(size)
         base = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
-        base.update(overrides)
-        return cls(**base)
+        return cls(**{**base, **overrides})
 
     def size_name(self) -> str:
         for name, (l, h, a) in MODEL_SIZES.items():
@@ -197,10 +193,6 @@ class ModelConfig:
 # Generic dict <-> dataclass conversion with strict keys.
 
 
-def _field_types(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def coerce_value(value: Any, tp: Any, where: str) -> Any:
     """`value` as type `tp` (nested dataclasses built by `from_dict`); else one error "{where}: expected …"."""
     origin = typing.get_origin(tp)
@@ -216,14 +208,10 @@ def coerce_value(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise BertbenchError(f"{where}: expected a mapping, got {value!r}")
         return from_dict(tp, value, where)
-    if origin in (list, tuple):
+    if origin is list:  # (no config field is a tuple)
         if not isinstance(value, (list, tuple)):
             raise BertbenchError(f"{where}: expected a list, got {value!r}")
-        inner = args[0] if args else Any
-        return type(value)(coerce_value(v, inner, f"{where}[{i}]") for i, v in enumerate(value)) if origin is list else tuple(
-            coerce_value(v, args[min(i, len(args) - 1)] if args and args[-1] is not Ellipsis else args[0], f"{where}[{i}]")
-            for i, v in enumerate(value)
-        )
+        return type(value)(coerce_value(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
             raise BertbenchError(f"{where}: expected a mapping, got {value!r}")
@@ -256,7 +244,7 @@ def from_dict(cls, data: dict[str, Any], where: str = "config"):
     if unknown:
         msgs = [unknown_key(k, names) for k in unknown]
         raise BertbenchError(f"{where}: " + "; ".join(msgs) + f". Known keys: {', '.join(sorted(names))}")
-    hints = _field_types(cls)
+    hints = typing.get_type_hints(cls)
     kwargs = {k: coerce_value(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)
@@ -297,8 +285,6 @@ def apply_overrides(obj, overrides: list[str]):
 
 def _yaml_loader():
     """SafeLoader that reads 5e-5 as a float (YAML 1.1, and so PyYAML, wants 5.0e-5)."""
-    import re
-
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -349,8 +335,6 @@ def load_config(cls, path: Path):
 
 def resolve_recipe(name_or_path: str) -> Path:
     """A recipe by name (a file in recipes/) or by path to a YAML file."""
-    from bertbench.paths import RECIPES_DIR
-
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
@@ -365,8 +349,6 @@ def resolve_recipe(name_or_path: str) -> Path:
 def save_config(obj, path: Path) -> None:
     """Write the resolved config as YAML (atomically: never a half-written file)."""
     import yaml
-
-    from bertbench.runtime.files import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(obj), sort_keys=False))
 
@@ -441,7 +423,8 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_mask_procedure(self.mask_procedure)
-        check_mask_ratio(self.mask_ratio)
+        if not 0.0 < self.mask_ratio < 1.0:
+            raise BertbenchError(f"mask_ratio {self.mask_ratio}: expected a value in (0, 1)")
         if self.masking not in ("dynamic", "static"):
             raise BertbenchError(f"masking {self.masking!r}: expected 'dynamic' or 'static'")
         if self.dupe_factor < 1:
@@ -600,7 +583,7 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         if self.budget_minutes is not None:
-            if not self.budget_minutes > 0:
+            if not self.budget_minutes > 0:  # `not >` also catches NaN
                 raise BertbenchError(f"budget_minutes {self.budget_minutes}: expected a positive number of minutes")
             if self.optim.warmup_steps is not None:
                 raise BertbenchError(
@@ -642,8 +625,6 @@ def _check_pretrain_numbers(cfg: "PretrainConfig") -> None:
             raise BertbenchError(f"{key} {value}: expected an integer ≥ {low}")
     if cfg.seed >= 2**32:
         raise BertbenchError(f"seed {cfg.seed}: expected an integer < 2**32")
-    if cfg.budget_minutes is not None and not cfg.budget_minutes > 0:  # `not >` also catches NaN
-        raise BertbenchError(f"budget_minutes {cfg.budget_minutes}: expected a positive number of minutes (or none)")
     if cfg.precision not in PRECISIONS:
         raise BertbenchError(f"precision {cfg.precision!r}: expected one of {', '.join(PRECISIONS)}")
     if not cfg.optim.lr > 0:

@@ -45,11 +45,8 @@ NEAR_CONSTANT_SHARE = 0.95  # a cell where this share of predictions is one labe
 def near_constant(predictions: Sequence[Any], share: float = NEAR_CONSTANT_SHARE) -> bool:
     """Whether at least `share` of the predictions are one label (one value): such a predictor is flagged like a
     degenerate one (one label for every example) and never counts as a reproduction."""
-    values = list(predictions)
-    if not values:
-        return False
-    counts = collections.Counter(values)
-    return max(counts.values()) >= share * len(values)
+    counts = collections.Counter(predictions)
+    return bool(counts) and max(counts.values()) >= share * sum(counts.values())
 
 
 # --- classification and regression (GLUE) --------------------------------------------------------
@@ -84,35 +81,36 @@ def mcc(predictions: Sequence[Any], references: Sequence[Any]) -> float:
     return 100.0 * float(matthews_corrcoef(references, predictions))
 
 
-def _is_constant(values: Sequence[float]) -> bool:
-    return min(values) == max(values)
-
-
-def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation (STS-B)."""
-    from scipy.stats import pearsonr
+def _correlation(statistic: str, predictions: Sequence[float], references: Sequence[float]) -> float:
+    import scipy.stats
 
     _check_pair(predictions, references)
     # A correlation with a constant series is 0/0: scipy warns and returns NaN. A model that
     # predicts one score for every pair has learnt nothing, so we report 0.0 (as sklearn's MCC
     # does); a NaN would also poison averages such as the GLUE score.
-    if _is_constant(predictions) or _is_constant(references):
+    if min(predictions) == max(predictions) or min(references) == max(references):
         return 0.0
-    return 100.0 * float(pearsonr(predictions, references).statistic)
+    return 100.0 * float(getattr(scipy.stats, statistic)(predictions, references).statistic)
+
+
+def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
+    """Pearson correlation (STS-B)."""
+    return _correlation("pearsonr", predictions, references)
 
 
 def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
     """Spearman rank correlation (STS-B, the figure the paper's GLUE table shows)."""
-    from scipy.stats import spearmanr
-
-    _check_pair(predictions, references)
-    # Same reasoning as `pearson`: constant ranks give NaN in scipy, we report 0.0.
-    if _is_constant(predictions) or _is_constant(references):
-        return 0.0
-    return 100.0 * float(spearmanr(predictions, references).statistic)
+    return _correlation("spearmanr", predictions, references)
 
 
 # --- token classification (CoNLL-2003 NER) --------------------------------------------------------
+
+
+def _check_sentences(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> None:
+    _check_pair(predictions, references)
+    for i, (pred, ref) in enumerate(zip(predictions, references)):
+        if len(pred) != len(ref):
+            raise BertbenchError(f"Sentence {i}: {len(pred)} predicted tags for {len(ref)} reference tags.")
 
 
 def _seqeval(name: str, predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
@@ -120,18 +118,14 @@ def _seqeval(name: str, predictions: Sequence[Sequence[str]], references: Sequen
     import seqeval.metrics
     from seqeval.scheme import IOB2
 
-    _check_pair(predictions, references)
-    for i, (pred, ref) in enumerate(zip(predictions, references)):
-        if len(pred) != len(ref):
-            raise BertbenchError(f"Sentence {i}: {len(pred)} predicted tags for {len(ref)} reference tags.")
+    _check_sentences(predictions, references)
     fn = getattr(seqeval.metrics, name)
     # seqeval takes lists (not tuples or arrays) and y_true first; zero_division=0 keeps a sentence
     # set without any entity at 0.0 instead of a warning.
     y_true = [list(s) for s in references]
     y_pred = [list(s) for s in predictions]
-    if strict:
-        return 100.0 * float(fn(y_true, y_pred, mode="strict", scheme=IOB2, zero_division=0))
-    return 100.0 * float(fn(y_true, y_pred, zero_division=0))
+    mode = {"mode": "strict", "scheme": IOB2} if strict else {}
+    return 100.0 * float(fn(y_true, y_pred, zero_division=0, **mode))
 
 
 def entity_counts(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> list[tuple[int, int, int]]:
@@ -140,14 +134,9 @@ def entity_counts(predictions: Sequence[Sequence[str]], references: Sequence[Seq
     2·tp / (predicted + gold)), so the report can resample sentences (report.multibootstrap)."""
     from seqeval.metrics.sequence_labeling import get_entities
 
-    _check_pair(predictions, references)
-    out = []
-    for i, (pred, ref) in enumerate(zip(predictions, references)):
-        if len(pred) != len(ref):
-            raise BertbenchError(f"Sentence {i}: {len(pred)} predicted tags for {len(ref)} reference tags.")
-        p, g = set(get_entities(list(pred))), set(get_entities(list(ref)))
-        out.append((len(p & g), len(p), len(g)))
-    return out
+    _check_sentences(predictions, references)
+    entities = ((set(get_entities(list(p))), set(get_entities(list(g)))) for p, g in zip(predictions, references))
+    return [(len(p & g), len(p), len(g)) for p, g in entities]
 
 
 def seqeval_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
@@ -282,13 +271,9 @@ def squad_v2_scores(predictions: Mapping[str, str], references: Mapping[str, Seq
             raise BertbenchError(f"{len(lacking)} SQuAD question(s) have no no-answer probability: {lacking[:5]}")
     # has_ans mirrors the official `bool(qa["answers"])` on the raw gold strings.
     has_ans = {qid: any(golds) for qid, golds in references.items()}
-    exact_raw: dict[str, float] = {}
-    f1_raw: dict[str, float] = {}
-    for qid, golds in references.items():
-        usable = [g for g in golds if normalize_answer(g)] or [""]
-        pred = predictions[qid]
-        exact_raw[qid] = max(_exact(pred, g) for g in usable)
-        f1_raw[qid] = max(_token_f1(pred, g, v2=True) for g in usable)
+    usable = {qid: [g for g in golds if normalize_answer(g)] or [""] for qid, golds in references.items()}
+    exact_raw = {qid: max(_exact(predictions[qid], g) for g in golds) for qid, golds in usable.items()}
+    f1_raw = {qid: max(_token_f1(predictions[qid], g, v2=True) for g in golds) for qid, golds in usable.items()}
 
     probs = no_answer_probs if no_answer_probs is not None else {qid: 0.0 for qid in references}
 
@@ -363,7 +348,6 @@ METRICS: dict[str, MetricSpec] = {
 
 
 def get_metric(name: str) -> MetricSpec:
-    """Look a metric up by name; unknown names get a did-you-mean error."""
     try:
         return METRICS[name]
     except KeyError:

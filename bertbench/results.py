@@ -89,6 +89,8 @@ from typing import Any, Optional, TypedDict, Union
 
 from bertbench.config import OBJECTIVES, is_masked
 from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.runtime import provenance as prov
+from bertbench.runtime.files import atomic_write_json
 
 SCHEMA_VERSION = 2
 # The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
@@ -167,8 +169,7 @@ class LoadedRecord:
 
 @dataclass
 class ResultRecord:
-    """One result record as `bertbench finetune` makes it (`write_record` its one writer, `read_record` its one
-    reader). `pretrain_seed`: the seed of the pre-training behind the model; None (absent) is one unknown seed."""
+    """One result record as `bertbench finetune` makes it (its writer, reader and keys: the module docstring)."""
 
     task: str
     task_version: int
@@ -235,6 +236,7 @@ def portable_path(path: Optional[str], keep: int = 2) -> Optional[str]:
 # --- validation -----------------------------------------------------------------------------------
 
 _STR, _INT, _NUM, _BOOL, _DICT = "a string", "an integer", "a number", "true/false", "a mapping"
+_TYPES = {_STR: str, _INT: int, _NUM: (int, float), _BOOL: bool, _DICT: dict}
 _TOP = {  # key -> (kind, nullable)
     "schema_version": (_INT, False), "task": (_STR, False), "task_version": (_INT, False),
     "task_type": (_STR, False), "split": (_DICT, False), "metrics": (_DICT, False),
@@ -265,17 +267,9 @@ _PRETRAINING = {"objective": (_STR, False), "mask_ratio": (_NUM, True),
 def _is(value: Any, kind: Optional[str]) -> bool:
     if kind is None:
         return True
-    if kind == _STR:
-        return isinstance(value, str)
-    if kind == _BOOL:
-        return isinstance(value, bool)
-    if kind == _DICT:
-        return isinstance(value, dict)
-    if isinstance(value, bool):
+    if isinstance(value, bool) and kind in (_INT, _NUM):  # an int to Python, never to a record
         return False
-    if kind == _INT:
-        return isinstance(value, int)
-    return isinstance(value, (int, float)) and math.isfinite(value)  # _NUM
+    return isinstance(value, _TYPES[kind]) and (kind != _NUM or math.isfinite(value))
 
 
 def _check_section(obj: dict, spec: dict, prefix: str, problems: list[str], *, strict: bool,
@@ -427,10 +421,7 @@ def write_record(path: Path, record: Union[ResultRecord, Mapping[str, Any]]) -> 
     if not path.name.endswith((RECORD_SUFFIX, GRID_SUFFIX)):
         raise BertbenchError(f"{path}: a result record's file name must end with {RECORD_SUFFIX} (reports look for it)")
     obj = _without_machine_paths(record.to_json() if isinstance(record, ResultRecord) else dict(record))
-    obj = validate_record(obj, str(path))
-    from bertbench.runtime.files import atomic_write_json
-
-    atomic_write_json(path, obj)
+    atomic_write_json(path, validate_record(obj, str(path)))
     return path
 
 
@@ -532,9 +523,7 @@ _FINAL_ONLY = ("batch_size", "loss_tokens", "schedule", "preprocessing_seconds",
 class PretrainSummary:
     """`summary.json` of a pre-training run, of its checkpoint folder and of each Figure 5 snapshot: what the
     model is (objective, masking, shape, data, code, hardware) and what the run reached (steps, tokens,
-    held-out scores). `write_summary` is its one writer, `read_summary` its one reader; the reader refuses an
-    older form (`nsp`, `*_std` held-out keys) naming FORMATS_COMMIT, and leaves out a key it does not know.
-    None: unknown."""
+    held-out scores). Its writer and reader: the module docstring (`read_summary` drops unknown keys). None: unknown."""
 
     objective: str
     full_sentences: Optional[bool] = None
@@ -605,8 +594,6 @@ PRETRAINING_KEYS = ("objective", "mask_ratio", "mask_procedure", "whole_word_mas
 
 def write_summary(path: Path, summary: PretrainSummary) -> Path:
     """The one writer of `summary.json` files: atomically (a finished run is one whose summary.json exists)."""
-    from bertbench.runtime.files import atomic_write_json
-
     atomic_write_json(Path(path), summary.to_json())
     return Path(path)
 
@@ -641,16 +628,7 @@ _METRIC_LIBRARIES = ("scikit-learn", "scipy", "seqeval")
 
 def provenance() -> dict[str, Any]:
     """The record's provenance keys: code_version, library_versions, hardware, date (UTC, ISO 8601)."""
-    from importlib import metadata
-
-    from bertbench.runtime import provenance as prov
-
-    versions = prov.library_versions()
-    for name in _METRIC_LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+    versions = {**prov.library_versions(), **prov.installed_versions(_METRIC_LIBRARIES)}
     stamp = os.environ.get(PREREGISTRATION_ENV)
     return {"code_version": prov.code_version(), "library_versions": versions, "hardware": prov.hardware(),
             "date": prov.now_iso(), **({"preregistration": json.loads(stamp)} if stamp else {})}

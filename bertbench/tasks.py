@@ -1,9 +1,6 @@
 """Fine-tuning tasks as data: `TaskSpec` (one YAML file in tasks/<family>/) and the registry over them.
 
-A task file names its type, inputs, labels, metrics, splits, data sources (local files in the official
-layout, and a parquet-backed hub dataset) and the paper's fine-tuning hyper-parameters. A variant may
-`include:` another file (path relative to itself) and override fields; files whose name starts with
-"_" are shared templates, loaded only through `include:`. The family of a task is its folder name.
+What a task file holds, `include:` and the "_" templates: tasks/README.md. A task's family is its folder name.
 
 Tasks are read from several folders together (`paths.task_folders`): `--tasks-dir`, $BERTBENCH_TASKS_DIR and the
 project's tasks/, so a researcher's own task runs and is reported beside the paper's; a name that two files
@@ -22,12 +19,16 @@ read-only data folder.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import functools
+import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from bertbench.config import MIN_SEQ_LEN
+from bertbench.config import MIN_SEQ_LEN, _yaml_loader, coerce_value, deep_merge, load_yaml
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, task_folders
 
@@ -236,8 +237,6 @@ def _key_lines(path: Path) -> Where:
     """The line of every mapping key in a YAML file, by key path (the file has parsed already)."""
     import yaml
 
-    from bertbench.config import _yaml_loader
-
     where: Where = {}
 
     def walk(node, prefix: tuple[str, ...]) -> None:
@@ -253,8 +252,6 @@ def _key_lines(path: Path) -> Where:
 
 def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Where]:
     """The file's mapping over those it includes, and where each key was set (the including file wins)."""
-    from bertbench.config import deep_merge, load_yaml
-
     path = path.resolve()
     if path in seen:
         raise TaskFileError([f"{seen[0]}: include: a cycle: {' -> '.join(str(p) for p in (*seen, path))}"])
@@ -279,12 +276,6 @@ def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[s
 def _shape_problems(cls, data: dict[str, Any], prefix: str = "") -> list[Problem]:
     """Every unknown key, missing required key and value of the wrong type in `data` for dataclass `cls`, at
     every level (not only the first one found, as `config.from_dict` stops at)."""
-    import dataclasses
-    import difflib
-    import typing
-
-    from bertbench.config import coerce_value
-
     set_by_location = ("family", "path") if cls is TaskSpec else ()  # said apart by `load_task_file`
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in set_by_location}
     hints = typing.get_type_hints(cls)
@@ -321,8 +312,6 @@ def _shape_problems(cls, data: dict[str, Any], prefix: str = "") -> list[Problem
 def _line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
     """The file and line that set `field_` ("hparams.learning_rates[1]"), or its nearest written parent; a key
     written nowhere (a missing one) is said at the top of the task's own file."""
-    import re
-
     parts = tuple(re.sub(r"\[\d+\]", "", field_).split("."))
     for n in range(len(parts), 0, -1):
         if parts[:n] in where:
@@ -498,11 +487,6 @@ _CHECKS = (
 def _typed_task(data: dict[str, Any], shape: list[Problem]) -> tuple[TaskSpec, set[str]]:
     """The task built from `data`, and the names of its sound fields. With `shape` problems it is a partial
     task (only its sound fields set) that only the checks of those fields read."""
-    import dataclasses
-    import typing
-
-    from bertbench.config import coerce_value
-
     faulty = {field_.split(".")[0].split("[")[0] for field_, _ in shape}
     hints = typing.get_type_hints(TaskSpec)
     values: dict[str, Any] = {}
@@ -552,18 +536,13 @@ def _shown(file: Path, path: Path) -> str:
     return str(path) if file == path.resolve() else str(file)
 
 
-def task_files(tasks_dir: Path) -> list[Path]:
-    """Every task file under `tasks_dir` (templates starting with '_' excluded), sorted."""
-    return sorted(p for p in Path(tasks_dir).rglob("*.yaml") if not p.name.startswith("_"))
-
-
 def _scan_tasks(folders: tuple[Path, ...]) -> tuple[dict[str, TaskSpec], list[tuple[Path, list[str]]]]:
     """(tasks by name, (file, its problem lines) for every bad file) over all `folders` together; a name that two
     files define is a problem of the second, naming the first."""
     tasks: dict[str, TaskSpec] = {}
     problems: list[tuple[Path, list[str]]] = []
     for folder in folders:
-        for f in task_files(folder):
+        for f in sorted(p for p in Path(folder).rglob("*.yaml") if not p.name.startswith("_")):  # not templates
             try:
                 t = load_task_file(f, folder)
             except TaskFileError as err:

@@ -67,7 +67,7 @@ def plan_devices(accelerator: str, devices: str | int, flag: str = "--devices") 
         raise BertbenchError(f"{flag} {devices}: names GPU ids, and this machine has no GPU; give a count to run "
                              "on CPU processes")
     why = "no GPU here" if accelerator == "auto" else f"accelerator {accelerator}"
-    return DevicePlan(n, "cpu", f"note: {flag} {n}: {why}, so {n} CPU processes will be used" if n > 1 else None)
+    return DevicePlan(n, "cpu", f"note: {flag} {n}: {why}, so {n} CPU processes will be used")  # n > 1 here
 
 
 # Where the launchers put a process's rank: Lightning's own launcher (LOCAL_RANK, NODE_RANK), torchrun (RANK,

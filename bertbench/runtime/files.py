@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
 
@@ -58,21 +58,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-@contextlib.contextmanager
-def build_lock(final: Path, echo: Optional[Callable[[str], None]] = None) -> Iterator[None]:
-    """Held while this process builds the cache folder `final`: another process that wants the same folder (every
-    rank of a multi-process pre-training starts the same way, as do the parallel stages of a study) waits here,
-    then finds it built, instead of building it again beside it. A lock file beside the folder, `flock`ed: the
-    kernel releases it when the holder exits, however it ends, so a killed build never blocks the next one.
-    The holder removes the file before it lets go: a waiter then holds a lock on a name no one else can open,
-    which is harmless, because every builder writes into its own temporary folder and the first finished one is
-    kept; the lock only spares the work. Where `fcntl` does not exist the builds run side by side that way."""
+def build_once(final: Path, build: Callable[[], None], echo: Optional[Callable[[str], None]] = None) -> None:
+    """Run `build` to make the cache folder `final` unless it is there already, finished (its `meta.json` is
+    written last), under a lock: another process that wants the same folder (every rank of a multi-process
+    pre-training starts the same way, as do the parallel stages of a study) waits, then finds it built, instead
+    of building it again beside it. A lock file beside the folder, `flock`ed: the kernel releases it when the
+    holder exits, however it ends, so a killed build never blocks the next one. The holder removes the file
+    before it lets go: a waiter then holds a lock on a name no one else can open, which is harmless, because
+    every builder writes into its own temporary folder and the first finished one is kept; the lock only spares
+    the work. Where `fcntl` does not exist the builds run side by side that way."""
+    final = Path(final)
+    if (final / "meta.json").is_file():
+        return
     try:
         import fcntl
     except ImportError:  # not POSIX
-        yield
+        build()
         return
-    final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     lock = final.parent / f".lock-{final.name}"
     with open(lock, "a+b") as fh:
@@ -83,23 +85,12 @@ def build_lock(final: Path, echo: Optional[Callable[[str], None]] = None) -> Ite
                 echo(f"waiting for another process that is building {final}")
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            if not (final / "meta.json").is_file():  # checked again: the process waited for has usually just built it
+                build()
         finally:
             with contextlib.suppress(OSError):
                 lock.unlink()
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def build_once(final: Path, build: Callable[[], None], echo: Optional[Callable[[str], None]] = None) -> None:
-    """Run `build` to make the cache folder `final` unless it is there already, finished (its `meta.json` is
-    written last): under `build_lock`, and checked again once the lock is held, since the process it waited for
-    has usually just built it."""
-    final = Path(final)
-    if (final / "meta.json").is_file():
-        return
-    with build_lock(final, echo):
-        if not (final / "meta.json").is_file():
-            build()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

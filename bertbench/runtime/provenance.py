@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -19,8 +20,6 @@ COMMIT_VARIABLE = "BERTBENCH_COMMIT"
 
 
 def _passed_in() -> str:
-    import os
-
     commit = os.environ.get(COMMIT_VARIABLE, "").strip()
     return f"bertbench {__version__} git:{commit}" if commit else f"bertbench {__version__}"
 
@@ -53,8 +52,6 @@ def cpu_flags() -> set[str]:
 @functools.lru_cache(maxsize=1)
 def hardware() -> str:
     """One line: the accelerator if one is used, else the CPU model and core count."""
-    import os
-
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -74,16 +71,22 @@ def hardware() -> str:
     return desc
 
 
-def library_versions() -> dict[str, str]:
+def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """{package: version} of those of `names` that are installed."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for name in ("torch", "lightning", "datasets", "tokenizers", "transformers", "numpy"):
+    out = {}
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
             pass
     return out
+
+
+def library_versions() -> dict[str, str]:
+    names = ("torch", "lightning", "datasets", "tokenizers", "transformers", "numpy")
+    return {"python": platform.python_version(), **installed_versions(names)}
 
 
 def now_iso() -> str:
