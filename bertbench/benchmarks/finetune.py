@@ -20,6 +20,7 @@ from typing import Any, Optional
 from bertbench.benchmarks import common
 from bertbench.benchmarks.pretrain import hf_adamw, hf_config, train_step
 from bertbench.config import ModelConfig
+from bertbench.errors import BertbenchError
 
 LR = 2e-5  # FinetuneHParams' default
 
@@ -161,8 +162,6 @@ def run(
 ) -> dict[str, Any]:
     """group_by_length: length-grouped batches for our side and transformers-dynamic; None: as `bertbench
     finetune` draws them (FinetuneHParams' default)."""
-    from bertbench.errors import BertbenchError
-
     default = common.parse_precision(precision)
     cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)
     if not 4 <= min_len <= max_len <= cfg.max_position_embeddings:
