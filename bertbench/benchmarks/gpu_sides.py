@@ -1,14 +1,6 @@
-"""The sides `bench gpu` times, and how each one runs its steps under a `Measurement`.
-
-Every side trains the same model shape at bf16 autocast with fp32 master weights, fused AdamW and gradient
-clipping at 1.0, from the same initial weights, on the same synthetic batches (random tokens, 15% masked, no
-padding: `pretrain.synthetic_batches`; no data set, no tokenizer, nothing read from disk):
-- `transformers`: `BertForPreTraining` with SDPA attention, every position projected (bench pretrain's side);
-- `bertbench`, bare: our static step (fixed prediction slots) in a plain loop, as `bench pretrain` runs it;
-- `bertbench`, `lightning`: the same model through what `bertbench pretrain` runs around it: `PretrainModule`,
-  the run's own callbacks (finite guard, run log, periodic checkpoint, progress lines) and its Trainer settings,
-  batches from a DataLoader (prebuilt and pinned: the collating that loader workers do in a real run is left out).
-A compiled side compiles once (its first step, reported as first_step_s).
+"""The sides `bench gpu` times (docs/performance-gpu.md lists them), and how each one runs its steps under a
+`Measurement`: every side from the same initial weights, on the same synthetic batches
+(`pretrain.synthetic_batches`), at bf16 autocast with fused AdamW and clipping at 1.0.
 """
 from __future__ import annotations
 

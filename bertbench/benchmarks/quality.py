@@ -1,24 +1,8 @@
 """`bench quality`: what a model knows after the same wall-clock minutes, bertbench against Hugging Face.
 
-Each side pre-trains for `minutes` of training time on the same corpus, with the same sequence length,
-under the same wall-clock schedule (warm-up, then linear decay to 0 exactly when the budget ends:
-`pretrain_module.linear_warmup_decay` over training seconds). Held-out evaluation pauses the clock.
-
-Sides:
-- `ours`: `bertbench pretrain` itself (Lightning, the recipe's settings) with the shared bert-base-uncased
-  vocabulary.
-- `hf`: the Hugging Face stack as its `run_mlm` example trains: `BertForMaskedLM` (SDPA), documents as
-  `[CLS] doc [SEP]` concatenated and cut into blocks of `seq_len` ("group_texts"),
-  `DataCollatorForLanguageModeling` (15%, 80/10/10), AdamW (fused, no decay on biases and LayerNorm)
-  at lr 5e-4 with a 5% warm-up, gradient clipping at 1.0, bf16 autocast — the same vocabulary.
-- `ours-recipe`: `bertbench pretrain` with the recipe as written, its own trained vocabulary; its
-  accuracy is measured on that vocabulary, so it compares with its own unigram baseline, not with `hf`.
-
-The held-out set: documents never trained on (the recipe's held-out split, identical for every side),
-cut into `[CLS] chunk [SEP]` sequences of `seq_len`, masked once with a fixed seed at 15% 80/10/10.
-Sides on the same vocabulary see the very same tensors, so they are scored at identical positions. The
-unigram baseline guesses the most frequent training token at every masked position (accuracy) and
-scores the training unigram distribution (cross-entropy), on the same positions.
+The sides (ours, hf, ours-recipe), the wall-clock schedule, the held-out set and the unigram baseline are as
+docs/quality-per-minute.md says. The schedule is `pretrain_module.linear_warmup_decay` over training seconds;
+the hf side also clips gradients at 1.0 and decays no bias or LayerNorm weight (`pretrain.hf_adamw`).
 """
 from __future__ import annotations
 
