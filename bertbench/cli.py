@@ -103,12 +103,8 @@ def _root(
         silence_library_noise()
 
 
-app.command("pretrain")(user_errors(pretrain.pretrain))
-app.command("finetune")(user_errors(finetune.finetune))
-app.command("report")(user_errors(report.report))
-app.command("plan")(user_errors(plan.plan))
-app.command("run")(user_errors(run.run))
-app.command("convert")(user_errors(convert.convert))
+for command in (pretrain.pretrain, finetune.finetune, report.report, plan.plan, run.run, convert.convert):
+    app.command(command.__name__)(user_errors(command))
 
 
 def _group(module, name: str, help: str) -> typer.Typer:

@@ -100,10 +100,8 @@ def patch(model, dropout: str = "torch", attention: str = "sdpa") -> None:
                 if is_causal or packing is not None or (p == 0.0 and attention != "manual_always"):
                     return SelfAttention.forward(self, x, mask, is_causal, packing)
                 B, T, H = x.shape
-                q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
-                q = q.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
-                k = k.view(B, T, self.nh, H // self.nh).transpose(1, 2)
-                v = v.view(B, T, self.nh, H // self.nh).transpose(1, 2)
+                # 3 × (B, T, H) → 3 × (B, nh, T, hs)
+                q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in self.qkv(x).split(H, dim=2))
                 scores = (q * (H // self.nh) ** -0.5) @ k.transpose(-2, -1)  # (B, nh, T, T)
                 if mask is not None:
                     scores = scores.masked_fill(~mask, float("-inf"))

@@ -68,12 +68,15 @@ def causal_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed
     return out
 
 
+CONFIG_SHAPE = ("num_layers", "hidden_size", "num_heads", "intermediate_size", "vocab_size")  # a result's model shape
+
+
 def model_flops_per_token(config: dict[str, Any]) -> float:
     """The full model's training FLOPs per token for a result's "config": every position projected onto the
     real vocabulary (transformers' step; the count MFU tables use)."""
     from bertbench.model.bert import flops_per_token
 
-    shape = {k: config[k] for k in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "vocab_size")}
+    shape = {k: config[k] for k in CONFIG_SHAPE}
     return flops_per_token(ModelConfig(**shape), config["seq_len"], vocab_padding=False)
 
 
@@ -419,11 +422,7 @@ def run(
         "machine": common.machine(),
         "config": {
             "model_size": model_size,
-            "num_layers": cfg.num_layers,
-            "hidden_size": cfg.hidden_size,
-            "num_heads": cfg.num_heads,
-            "intermediate_size": cfg.intermediate_size,
-            "vocab_size": vocab_size,
+            **{k: getattr(cfg, k) for k in CONFIG_SHAPE},
             "batch_size": batch_size,
             "seq_len": seq_len,
             "masked_share": round(share, 4),

@@ -141,17 +141,12 @@ class Probe:
 # Our side: `bertbench pretrain` itself, with the probe as a Lightning callback.
 
 
-def probe_callback(probe: Probe):
-    from bertbench.training.callbacks import QualityProbe
-
-    return QualityProbe(probe)
-
-
 def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: str) -> dict[str, Any]:
+    from bertbench.training.callbacks import QualityProbe
     from bertbench.training.pretrain_run import pretrain
 
     probe = Probe(heldout, cfg.budget_minutes * 60, points, hf=False, progress=progress, name=name)
-    summary = pretrain(cfg, out_dir, extra_callbacks=[probe_callback(probe)])
+    summary = pretrain(cfg, out_dir, extra_callbacks=[QualityProbe(probe)])
     return {
         "impl": "bertbench", "tokens_seen": summary["tokens_seen"], "steps": summary["steps"],
         "training_seconds": summary["schedule"]["training_seconds"],

@@ -9,6 +9,7 @@ meaningful to about ±0.5 points.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -32,22 +33,18 @@ def _default_vocab() -> Path:
     return default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
 
 
-def _err(msg: str) -> None:
-    typer.echo(msg, err=True)
-
-
 def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELECTED, max_passes: int = 2000) -> dict[str, Any]:
     """Run `collator` over `instances` (repeated passes, `set_epoch(pass)`) until ≥ `min_selected` positions."""
     import torch
 
     from bertbench.data.masking import dense_labels, masking_counts, pad_batch
 
-    counts: dict[str, int] = {}
+    counts: Counter = Counter()
     rows = capped = 0
     passes = 0
     n = len(instances)
     batch_size = 256
-    while passes < max_passes and counts.get("selected", 0) < min_selected and n:
+    while passes < max_passes and counts["selected"] < min_selected and n:
         collator.set_epoch(passes)
         passes += 1
         for lo in range(0, n, batch_size):
@@ -57,8 +54,7 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             labels = dense_labels(batch)
             if "lm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
                 original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], labels, tables).items():
-                counts[k] = counts.get(k, 0) + v
+            counts.update(masking_counts(original, batch["input_ids"], labels, tables))
             cap = collator.params.max_predictions_per_seq
             if cap is not None:
                 n_cand = (~tables.is_special[original]).sum(1).double()
@@ -68,13 +64,11 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
                 break
         if "lm_labels" in samples[0]:
             break  # static masks do not change between passes
-    sel = max(1, counts.get("selected", 0))
-    return dict(passes=passes, sequences=rows, candidates=counts.get("candidates", 0),
-                selected=counts.get("selected", 0),
-                selected_share=counts.get("selected", 0) / max(1, counts.get("candidates", 0)),
-                mask_share=counts.get("mask", 0) / sel, kept_share=counts.get("kept", 0) / sel,
-                random_share=counts.get("random", 0) / sel, selected_special=counts.get("selected_special", 0),
-                random_special=counts.get("random_special", 0),
+    sel = max(1, counts["selected"])
+    return dict(passes=passes, sequences=rows, candidates=counts["candidates"], selected=counts["selected"],
+                selected_share=counts["selected"] / max(1, counts["candidates"]), mask_share=counts["mask"] / sel,
+                kept_share=counts["kept"] / sel, random_share=counts["random"] / sel,
+                selected_special=counts["selected_special"], random_special=counts["random_special"],
                 cap_binds_share=capped / max(1, rows) if collator.params.max_predictions_per_seq is not None else 0.0)
 
 
@@ -199,7 +193,7 @@ def inspect(
                      max_documents=max_documents, doc_sentences=doc_sentences, min_heldout_docs=min_heldout_docs,
                      heldout_fraction=heldout_fraction, seed=seed)
     tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
-    data = build_pretraining_data(cfg, tok, objective, log=_err)
+    data = build_pretraining_data(cfg, tok, objective, log=lambda line: typer.echo(line, err=True))
     collator = make_collator(cfg, tok, objective)
     result: dict[str, Any] = dict(
         fingerprint=data.fingerprint,
