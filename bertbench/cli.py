@@ -96,7 +96,6 @@ def _root(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Also show the libraries' own notices and warnings.")] = False,
 ) -> None:
-    """Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers."""
     if not verbose:
         from bertbench.runtime.quiet import silence_library_noise
 

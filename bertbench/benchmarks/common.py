@@ -40,8 +40,7 @@ from bertbench.runtime.allocator import allocator_name, tcmalloc_preloaded  # no
 
 
 def tcmalloc_library() -> Optional[str]:
-    found = sorted(glob.glob(TCMALLOC_GLOB))
-    return found[0] if found else None
+    return min(glob.glob(TCMALLOC_GLOB), default=None)
 
 
 def allocator_hint() -> Optional[str]:
@@ -224,9 +223,7 @@ def compare(ours: Side, theirs: Side) -> dict[str, Any]:
 
 
 def progress_to_stderr(quiet: bool) -> Optional[Callable[[str], None]]:
-    if quiet:
-        return None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return None if quiet else lambda msg: print(msg, file=sys.stderr, flush=True)
 
 
 def variant_names(only: list[str], known: dict[str, Any]) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from typing import Any, Optional
 
 import torch
@@ -102,15 +103,8 @@ class SyncCounter:
 
 def attention_backends(events: list[str]) -> dict[str, int]:
     """{backend: forward calls} from a profiled step's op names; {EXPLICIT: 0} when no fused SDPA op ran."""
-    found: dict[str, int] = {}
-    for name in events:
-        op = name.removeprefix("aten::")
-        if op.endswith("_backward"):
-            continue
-        backend = SDPA_OPS.get(op)
-        if backend is not None:
-            found[backend] = found.get(backend, 0) + 1
-    return found or {EXPLICIT: 0}
+    found = Counter(SDPA_OPS[op] for op in (name.removeprefix("aten::") for name in events) if op in SDPA_OPS)
+    return dict(found) or {EXPLICIT: 0}
 
 
 def attention_kernels(kernels: list[str], limit: int = 4) -> list[str]:

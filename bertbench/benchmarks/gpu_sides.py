@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +80,7 @@ class Inputs:
 
 def run_side(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
     """Run `spec`'s warm-up, timed and profiled steps under `m`."""
-    if spec.loop == "lightning":
-        _run_lightning(spec, inputs, m)
-    else:
-        _run_bare(spec, inputs, m)
+    (_run_lightning if spec.loop == "lightning" else _run_bare)(spec, inputs, m)
 
 
 def _run_bare(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
@@ -99,10 +97,10 @@ def _run_bare(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
     else:
         model = copy.deepcopy(inputs.initial).to(dev)
         opt = make_adamw(model, OptimConfig(), dev)
-        forward = bench_pretrain.ours_static_forward
+        forward = functools.partial(bench_pretrain.ours_forward, static=True)
         if spec.compiled:  # compiled once: the training step's own compiled forward (model.bert.compile_step)
             call = compile_step(model, **options)
-            forward = lambda _, b: bench_pretrain.ours_static_forward(call, b)  # noqa: E731
+            forward = lambda _, b: bench_pretrain.ours_forward(call, b, static=True)  # noqa: E731
     step = bench_pretrain.train_step(model, opt, forward, inputs.device_batches(spec.batch_size), bf16=True,
                                      device_type=dev, wait=False)
     for i in range(m.last + 1):

@@ -216,10 +216,6 @@ def static_batch(b: dict) -> dict:
     return {**out, LOSS_TOKENS: loss_tokens(out), STEP_TOKENS: real_tokens(out), STEP_LOSS_TOKENS: loss_tokens(out)}
 
 
-def ours_static_forward(model, b: dict):
-    return ours_forward(model, b, static=True)
-
-
 class FirstCallTimer:
     """Wraps a side's step: the seconds of its first call (a compiled side compiles there)."""
 

@@ -344,7 +344,9 @@ def _check_arguments(minutes: float, sides: list[str], shared_vocab: Path) -> No
 
 def _against_unigram(entry: dict[str, Any], ho: HeldOut) -> dict[str, Any]:
     """A side's entry with its threads, its held-out set's fingerprint and its gain over the unigram baseline."""
-    return {**entry, "threads": _threads(), "heldout_fingerprint": ho.fingerprint,
+    import torch
+
+    return {**entry, "threads": torch.get_num_threads(), "heldout_fingerprint": ho.fingerprint,
             "unigram_accuracy": round(ho.unigram_accuracy, 3),
             "gain_over_unigram": round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)}
 
@@ -357,12 +359,6 @@ def _comparisons(ours: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
         "tokens_ratio_ours_vs_hf": round(ours["tokens_seen"] / max(1, hf["tokens_seen"]), 3),
         "same_heldout_positions": ours["heldout_fingerprint"] == hf["heldout_fingerprint"],
     }
-
-
-def _threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
 
 
 def run_pair_side_by_side(minutes: float, recipe: str, data_dir: Path, model_size: Optional[str], points: int,

@@ -234,17 +234,12 @@ def _build_command():
     def build(**values) -> None:
         """Tokenise the corpus on every core and build every phase's instance indices, once, before any rank
         starts: a `pretrain` with the same options then only memory-maps them. Prints a throughput line."""
-        from bertbench.commands.pretrain import build_config
+        from bertbench.commands.pretrain import corpus_config
         from bertbench.data.build import build_data
-        from bertbench.errors import BertbenchError
         from bertbench.model.tokenizer import WordPieceTokenizer
-        from bertbench.paths import default_data_dir
         from bertbench.training.pretrain_run import phase_plan
 
-        cfg = build_config(PretrainConfig, values["recipe"], values, values["set_"] or [])
-        cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
-        if not cfg.data.corpus:
-            raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
+        cfg = corpus_config(PretrainConfig, values)
         say = (lambda line: None) if values["json_out"] else typer.echo
         if not cfg.tokenizer or cfg.tokenizer == "train":  # a vocabulary trained on the corpus, kept for pretrain
             from bertbench.model.vocab_cache import build_vocab
