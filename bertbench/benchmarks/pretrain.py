@@ -407,7 +407,6 @@ def run(
     if datasheet is not None:  # on a GPU, MFU is against its datasheet's dense peak, the convention of MFU tables
         peak = {**datasheet, "measured_matmul": peak}
 
-    share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
     reports = side_reports(sides, cfg_of, seq_len, peak, device_type, warmup + steps, progress)
     comparisons = objective_comparisons(by_name, objectives, default)
@@ -421,7 +420,7 @@ def run(
             **{k: getattr(cfg, k) for k in CONFIG_SHAPE},
             "batch_size": batch_size,
             "seq_len": seq_len,
-            "masked_share": round(share, 4),
+            "masked_share": round(predicted_share(seq_len), 4),
             "steps": steps,
             "warmup": warmup,
             "lr": OptimConfig().lr,

@@ -27,12 +27,6 @@ def _help(name: str) -> str:
     return DataConfig.__dataclass_fields__[name].metadata["help"]
 
 
-def _default_vocab() -> Path:
-    from bertbench.paths import default_data_dir
-
-    return default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
-
-
 def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELECTED, max_passes: int = 2000) -> dict[str, Any]:
     """Run `collator` over `instances` (repeated passes, `set_epoch(pass)`) until ≥ `min_selected` positions."""
     import torch
@@ -185,14 +179,16 @@ def inspect(
     from bertbench.config import parse_mask_procedure
     from bertbench.data.masking import TokenTables, make_collator
     from bertbench.model.tokenizer import WordPieceTokenizer
+    from bertbench.paths import default_data_dir
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
+    tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
     cfg = DataConfig(corpus=list(corpus or []), max_seq_len=max_seq_len, full_sentences=full_sentences,
                      mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure),
                      whole_word_mask=whole_word_mask, max_predictions_per_seq=max_predictions_per_seq, masking=masking,
                      max_documents=max_documents, doc_sentences=doc_sentences, min_heldout_docs=min_heldout_docs,
                      heldout_fraction=heldout_fraction, seed=seed)
-    tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
+    tok = WordPieceTokenizer.load(tokenizer)
     data = build_pretraining_data(cfg, tok, objective, log=lambda line: typer.echo(line, err=True))
     collator = make_collator(cfg, tok, objective)
     result: dict[str, Any] = dict(
@@ -202,7 +198,7 @@ def inspect(
             corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=trains_nsp(objective), full_sentences=cfg.full_sentences,
             mask_ratio=cfg.mask_ratio, mask_procedure=cfg.mask_procedure, whole_word_mask=cfg.whole_word_mask,
             max_predictions_per_seq=cfg.max_predictions_per_seq, masking=cfg.masking, max_documents=cfg.max_documents,
-            doc_sentences=cfg.doc_sentences, seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
+            doc_sentences=cfg.doc_sentences, seed=cfg.seed, tokenizer=str(tokenizer), vocab_size=tok.vocab_size,
         ),
         stats=data.stats,
         masking=None,
