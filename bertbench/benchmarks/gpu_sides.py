@@ -9,7 +9,6 @@ import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -127,7 +126,7 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
     """(Trainer, PretrainModule, DataLoader) as `training.pretrain_run` builds them for a run of this shape: the one
     place that follows that module's private helpers (the lead adapts it if they change)."""
     from bertbench.training.lightning_compat import lightning as L
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from bertbench.config import PretrainConfig
     from bertbench.training import pretrain_run
@@ -154,15 +153,8 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
     callbacks, progress_bar = pretrain_run._all_callbacks(cfg, out_dir, None, lambda: {}, own, step, (Timed(),))
     trainer = pretrain_run._trainer(cfg, out_dir, cfg.precision, True, progress_bar, callbacks)
     batches = [bench_pretrain.static_batch(b) for b in inputs.cpu_batches(spec.batch_size)]
-
-    class Steps(Dataset):
-        def __len__(self) -> int:
-            return cfg.max_steps
-
-        def __getitem__(self, i: int) -> dict[str, Any]:
-            return batches[i % len(batches)]
-
-    loader = DataLoader(Steps(), batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
+    steps = [batches[i % len(batches)] for i in range(cfg.max_steps)]  # one batch a step, the few batches in turn
+    loader = DataLoader(steps, batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
     return trainer, module, loader
 
 
