@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections import Counter
 import types
 import typing
+from collections import Counter
 from typing import Annotated, Any, Callable, Optional
 
 import typer

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from bertbench.benchmarks import common
-from bertbench.benchmarks import finetune as ft
+from bertbench.benchmarks import common, finetune as ft
 from bertbench.benchmarks.pretrain import train_step
 from bertbench.config import ModelConfig
 from bertbench.model.bert import Packing

@@ -96,8 +96,7 @@ def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
     """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32, by the run's own
     evaluator (training.heldout): our side through the model's loss and logits, the Hugging Face side through
     its logits (`hf_counts`)."""
-    from bertbench.training.heldout import model_counts
-    from bertbench.training.heldout import score as heldout_score
+    from bertbench.training.heldout import model_counts, score as heldout_score
 
     result = heldout_score(model, heldout.batches, "32-true", hf_counts if hf else model_counts)
     return {"mlm_accuracy": round(result.accuracy, 3), "mlm_loss": round(result.loss, 4)}
