@@ -482,10 +482,7 @@ def allocator(
     result = bench_ablations.run_allocator(model_size, batch_size, seq_len, steps, warmup, repeats)
     result = _machine_and_config(result, model_size=model_size, batch_size=batch_size, seq_len=seq_len, steps=steps,
                                  warmup=warmup, repeats=repeats)
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        typer.echo(_allocator_markdown(result, ""))
+    typer.echo(json.dumps(result, indent=2) if as_json else _allocator_markdown(result, ""))
     if embed is not None:
         command = f"bertbench bench allocator --model-size {model_size} --repeats {repeats}"
         _embed_block(embed, f"allocator-{model_size}", _allocator_markdown(result, command))
