@@ -153,8 +153,8 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
     callbacks, progress_bar = pretrain_run._all_callbacks(cfg, out_dir, None, lambda: {}, own, step, (Timed(),))
     trainer = pretrain_run._trainer(cfg, out_dir, cfg.precision, True, progress_bar, callbacks)
     batches = [bench_pretrain.static_batch(b) for b in inputs.cpu_batches(spec.batch_size)]
-    steps = [batches[i % len(batches)] for i in range(cfg.max_steps)]  # one batch a step, the few batches in turn
-    loader = DataLoader(steps, batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
+    step_batches = [batches[i % len(batches)] for i in range(cfg.max_steps)]  # the few batches in turn
+    loader = DataLoader(step_batches, batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
     return trainer, module, loader
 
 
