@@ -106,13 +106,12 @@ for command in (pretrain.pretrain, finetune.finetune, report.report, plan.plan, 
     app.command(command.__name__)(user_errors(command))
 
 
-def _group(module, name: str, help: str) -> typer.Typer:
+def _group(module, name: str, help: str) -> None:
     """A noun group (`tasks ls`, `data inspect`, `bench pretrain`) from a module's `COMMANDS` dict."""
     sub = typer.Typer(no_args_is_help=True, help=help)
     for cmd_name, fn in module.COMMANDS.items():
         sub.command(cmd_name)(user_errors(fn))
     app.add_typer(sub, name=name)
-    return sub
 
 
 _group(tasks, "tasks", "List and validate the fine-tuning tasks in tasks/.")
