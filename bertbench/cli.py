@@ -96,28 +96,22 @@ def _root(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Also show the libraries' own notices and warnings.")] = False,
 ) -> None:
-    """Pre-train BERT, fine-tune it on the paper's tasks, and report beside the paper's numbers."""
     if not verbose:
         from bertbench.runtime.quiet import silence_library_noise
 
         silence_library_noise()
 
 
-app.command("pretrain")(user_errors(pretrain.pretrain))
-app.command("finetune")(user_errors(finetune.finetune))
-app.command("report")(user_errors(report.report))
-app.command("plan")(user_errors(plan.plan))
-app.command("run")(user_errors(run.run))
-app.command("convert")(user_errors(convert.convert))
+for command in (pretrain.pretrain, finetune.finetune, report.report, plan.plan, run.run, convert.convert):
+    app.command(command.__name__)(user_errors(command))
 
 
-def _group(module, name: str, help: str) -> typer.Typer:
+def _group(module, name: str, help: str) -> None:
     """A noun group (`tasks ls`, `data inspect`, `bench pretrain`) from a module's `COMMANDS` dict."""
     sub = typer.Typer(no_args_is_help=True, help=help)
     for cmd_name, fn in module.COMMANDS.items():
         sub.command(cmd_name)(user_errors(fn))
     app.add_typer(sub, name=name)
-    return sub
 
 
 _group(tasks, "tasks", "List and validate the fine-tuning tasks in tasks/.")

@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import types
 import typing
+from collections import Counter
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -43,8 +44,8 @@ def options_from(cls, first: tuple[str, ...] = ()) -> Callable[[Callable], Calla
         params, annotations = [], {}
         for f in cli_fields(cls, first):
             tp = Optional[str] if _list_item(hints[f.name]) is not None else hints[f.name]
-            option = typer.Option(
-                "--" + f.name.replace("_", "-"), help=f.metadata.get("help") or None, rich_help_panel=f.metadata.get("panel"))
+            option = typer.Option(_flag(f.name), help=f.metadata.get("help") or None,
+                                  rich_help_panel=f.metadata.get("panel"))
             default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
             annotations[f.name] = Annotated[tp, option]
             params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
@@ -66,8 +67,8 @@ def parse_values(cls, values: dict[str, Any]) -> dict[str, Any]:
             try:
                 value = [item(part.strip()) for part in value.split(",") if part.strip()]
             except ValueError:
-                flag = "--" + name.replace("_", "-")
-                raise BertbenchError(f"{flag} {values[name]!r}: expected comma-separated {item.__name__} values") from None
+                raise BertbenchError(
+                    f"{_flag(name)} {values[name]!r}: expected comma-separated {item.__name__} values") from None
         out[name] = value
     return out
 
@@ -113,9 +114,7 @@ def config_options(cls) -> list[ConfigOption]:
             leaves += [((f.name, g.name), g, section_hints[g.name]) for g in dataclasses.fields(hints[f.name])]
         else:
             leaves.append(((f.name,), f, hints[f.name]))
-    counts: dict[str, int] = {}
-    for path, _, _ in leaves:
-        counts[path[-1]] = counts.get(path[-1], 0) + 1
+    counts = Counter(path[-1] for path, _, _ in leaves)
     options = []
     for path, f, hint in leaves:
         if not f.metadata.get("cli", True):

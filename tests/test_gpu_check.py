@@ -32,6 +32,7 @@ SIDES = ["transformers_bf16", "bertbench_bf16", "bertbench_bf16_compiled", "bert
 MEASURED = {"side", "status", "batch_size", "seq_len", "steps", "step_ms", "tokens_per_s", "mfu_executed", "mfu_model",
             "flops_per_token_executed", "flops_per_token_model", "host_syncs", "host_syncs_per_step", "sync_counter",
             "attention", "first_step_s", "loss_first", "loss_last", "device", "torch", "peak_bf16_gflops", "code"}
+RECORD = "leaderboards/bench/gpu-check.jsonl"  # the committed GPU run, rendered into docs/performance-gpu.md
 
 
 def bare_machine_env(tmp_path: Path) -> dict[str, str]:
@@ -177,7 +178,7 @@ def test_the_committed_gpu_table_is_the_render_of_the_committed_record(tmp_path,
     assert emptied != committed
     page.write_text(emptied, encoding="utf-8")
     monkeypatch.chdir(ROOT)
-    r = CliRunner().invoke(app, ["bench", "gpu", "--render", gpu_check.RECORD, "--embed", str(page)])
+    r = CliRunner().invoke(app, ["bench", "gpu", "--render", RECORD, "--embed", str(page)])
     assert r.exit_code == 0, r.output
     assert page.read_text(encoding="utf-8") == committed
 

@@ -100,10 +100,8 @@ def patch(model, dropout: str = "torch", attention: str = "sdpa") -> None:
                 if is_causal or packing is not None or (p == 0.0 and attention != "manual_always"):
                     return SelfAttention.forward(self, x, mask, is_causal, packing)
                 B, T, H = x.shape
-                q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
-                q = q.view(B, T, self.nh, H // self.nh).transpose(1, 2)  # (B, nh, T, hs)
-                k = k.view(B, T, self.nh, H // self.nh).transpose(1, 2)
-                v = v.view(B, T, self.nh, H // self.nh).transpose(1, 2)
+                # 3 × (B, T, H) → 3 × (B, nh, T, hs)
+                q, k, v = (t.view(B, T, self.nh, H // self.nh).transpose(1, 2) for t in self.qkv(x).split(H, dim=2))
                 scores = (q * (H // self.nh) ** -0.5) @ k.transpose(-2, -1)  # (B, nh, T, T)
                 if mask is not None:
                     scores = scores.masked_fill(~mask, float("-inf"))
@@ -184,29 +182,11 @@ def _setup(model_size: str, batch_size: int, seq_len: int, n: int):
     return cfg, state, synthetic_batches(cfg, n, batch_size, seq_len)
 
 
-def _summary(sides: list[common.Side]) -> dict[str, Any]:
-    ref = sides[0]
-    out = {}
-    for s in sides:
-        out[s.name] = {
-            "tokens_per_s": round(common.median(s.rates), 1),
-            "step_ms": round(1000 * common.median(s.seconds), 1),
-            "speed_vs_default": common.compare(s, ref)["speedup_median"],  # > 1: faster than default
-            "loss_last": round(s.losses[-1], 4),
-        }
-    return out
-
-
 def run_variants(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int, only: list[str]) -> dict[str, Any]:
     cfg, state, batches = _setup(model_size, batch_size, seq_len, warmup + steps)
-    specs = VARIANTS
-    names = ["default", *[n for n in (only or specs) if n != "default"]]
-    unknown = [n for n in names if n not in specs]
-    if unknown:
-        raise BertbenchError(f"unknown variants {unknown}; known: {', '.join(specs)}")
-    sides = [build(cfg, state, batches, n, specs[n]) for n in names]
+    sides = [build(cfg, state, batches, n, VARIANTS[n]) for n in common.variant_names(only, VARIANTS)]
     common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
-    return {"variants": _summary(sides)}
+    return {"variants": common.variant_summary(sides)}
 
 
 def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict[str, Any]:
@@ -227,7 +207,7 @@ def run_compile(model_size: str, batch_size: int, seq_len: int, steps: int, warm
     eager.step, compiled.step = shifted(eager.step), shifted(compiled.step)
     eager.tokens, compiled.tokens = eager.tokens[1:], compiled.tokens[1:]
     common.run_rounds([eager, compiled], warmup, steps, common.progress_to_stderr(False))
-    out = _summary([eager, compiled])
+    out = common.variant_summary([eager, compiled])
     gain = common.median(eager.seconds) - common.median(compiled.seconds)
     out["compiled"]["first_step_s"] = round(first, 2)
     out["default"]["first_step_s"] = round(eager_first, 2)

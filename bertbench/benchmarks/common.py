@@ -8,13 +8,11 @@ neighbour slows all sides alike; ratios are taken within a round, then their med
 from __future__ import annotations
 
 import glob
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.errors import BertbenchError
@@ -42,8 +40,7 @@ from bertbench.runtime.allocator import allocator_name, tcmalloc_preloaded  # no
 
 
 def tcmalloc_library() -> Optional[str]:
-    found = sorted(glob.glob(TCMALLOC_GLOB))
-    return found[0] if found else None
+    return min(glob.glob(TCMALLOC_GLOB), default=None)
 
 
 def allocator_hint() -> Optional[str]:
@@ -226,6 +223,23 @@ def compare(ours: Side, theirs: Side) -> dict[str, Any]:
 
 
 def progress_to_stderr(quiet: bool) -> Optional[Callable[[str], None]]:
-    if quiet:
-        return None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return None if quiet else lambda msg: print(msg, file=sys.stderr, flush=True)
+
+
+def variant_names(only: list[str], known: dict[str, Any]) -> list[str]:
+    """An ablation's variants to run: `default` first, then those of `only` (empty: every one of `known`)."""
+    names = ["default", *[n for n in (only or known) if n != "default"]]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise BertbenchError(f"unknown variants {unknown}; known: {', '.join(known)}")
+    return names
+
+
+def variant_summary(sides: list[Side]) -> dict[str, Any]:
+    """An ablation's result: each variant's medians and its speed against the first side (`default`)."""
+    return {s.name: {
+        "tokens_per_s": round(median(s.rates), 1),
+        "step_ms": round(1000 * median(s.seconds), 1),
+        "speed_vs_default": compare(s, sides[0])["speedup_median"],  # > 1: faster than default
+        "loss_last": round(s.losses[-1], 4),
+    } for s in sides}

@@ -1,18 +1,8 @@
-"""`bench data --scale 1,2,4`: does a process's memory grow with the corpus? The corpus repeated k times
-(a temporary folder of k sub-folders of symbolic links to its files: no text is copied), and for each k,
-three fresh processes, one after the other, each measured from outside (wall time, and peak resident
-memory from `os.wait4`: the largest of the process and the workers it waited for):
-
-- build         tokenise the corpus into a fresh cache and build the NSP instance index (the cold path)
-- first batch   open the cache, the index, the batch dataset; collate batch 0 (a warm start's data path)
-- train start   `bertbench pretrain --max-steps 1` on the warm cache (imports, model, Lightning, one step)
-
-plus the cache's size on disk, and
-
-- data build    `bertbench data build` of the paper recipe's data (its two phases, seq 128 and 512, with dynamic
-                masking: one copy) into a fresh cache: the corpus tokenised over every core, the four instance
-                indices side by side; its MB/s per core for each step (tokenising: MB over the seconds times
-                the processes; the index: MB of text the indices cover over the seconds their processes ran).
+"""`bench data --scale 1,2,4`: does a process's memory grow with the corpus? For each k, the corpus repeated k
+times (symbolic links) is built, its first batch drawn, a training started and `bertbench data build` of the paper
+recipe's data run, each in a fresh process measured from outside: docs/scale.md and docs/scale-data.md. The data
+build's MB/s per core: tokenising, MB over the seconds times the processes; the index, MB of text the indices
+cover over the seconds their processes ran.
 
 An extrapolation to the paper's corpus (16 GB of text) on a 32-core node is
 fitted to the measured points: a line in corpus size per quantity. The tokenisation rate per core is the
@@ -23,6 +13,7 @@ the paper recipe's static masking (dupe_factor copies) as that many times the on
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -79,6 +70,12 @@ def _du_mb(folder: Path) -> float:
     return round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6, 1)
 
 
+def _env(cache: Path) -> dict[str, str]:
+    """A measured process's environment: its own cache folder, no progress lines, no hub."""
+    return {**os.environ, "BERTBENCH_CACHE_DIR": str(cache), "BERTBENCH_PROGRESS": "0",
+            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
 def _probe(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     return _measured([sys.executable, "-m", "bertbench.benchmarks.data_scale", *args], env, cwd)
 
@@ -88,8 +85,7 @@ def measure(k: int, corpus: Path, tokenizer: Path, seq_len: int, tmp: Path, prog
 
     source = repeated_corpus(corpus, k, tmp / f"corpus-x{k}")
     cache = tmp / f"cache-x{k}"
-    env = {**os.environ, "BERTBENCH_CACHE_DIR": str(cache), "BERTBENCH_PROGRESS": "0",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = _env(cache)
     common = ["--corpus", str(source), "--tokenizer", str(tokenizer), "--seq-len", str(seq_len)]
     build = _probe(["build", *common], env, tmp)
     if progress:
@@ -119,11 +115,9 @@ def measure(k: int, corpus: Path, tokenizer: Path, seq_len: int, tmp: Path, prog
 def measure_data_build(source: Path, tokenizer: Path, cache: Path, cwd: Path) -> dict[str, Any]:
     """`bertbench data build` of the paper recipe's data (BUILD_RECIPE, BUILD_SETS) from `source` into the empty
     cache `cache`, in a fresh process: its wall time, peak RSS, and what it reports, with the rates per core."""
-    env = {**os.environ, "BERTBENCH_CACHE_DIR": str(cache), "BERTBENCH_PROGRESS": "0",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "bertbench.cli", "data", "build", "--recipe", BUILD_RECIPE, "--corpus", str(source),
            "--tokenizer", str(tokenizer), "--json", *(a for kv in BUILD_SETS for a in ("--set", kv))]
-    run = _measured(cmd, env, cwd, whole_json=True)
+    run = _measured(cmd, _env(cache), cwd, whole_json=True)
     tok, index = run.get("tokenise"), run.get("index")
     if not tok or not index:
         raise BertbenchError(f"bench data --scale: data build into {cache} found its cache already built")
@@ -140,26 +134,21 @@ def measure_data_build(source: Path, tokenizer: Path, cache: Path, cwd: Path) ->
     }
 
 
-def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least-squares line y = a + b·x (b = 0 from one point). A falling line is noise, not a process that
-    needs less memory for more text: it is taken as flat (b = 0, a = the mean)."""
+def _line_at(xs: list[float], x: float, ys: list[float]) -> float:
+    """The least-squares line y = a + b·x through the points (b = 0 from one point), read at `x`. A falling line is
+    noise, not a process that needs less memory for more text: it is taken as flat (b = 0, a = the mean)."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    var = sum((x - mx) ** 2 for x in xs)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+    var = sum((xi - mx) ** 2 for xi in xs)
+    b = sum((xi - mx) * (y - my) for xi, y in zip(xs, ys)) / var if var else 0.0
     b = max(b, 0.0)
-    return my - b * mx, b
+    return my - b * mx + b * x
 
 
 def extrapolate(points: list[dict[str, Any]], cores_used: int, corpus_mb: float = PAPER_CORPUS_MB,
                 node_cores: int = NODE_CORES) -> dict[str, Any]:
     """Each quantity's fitted line, read at `corpus_mb` of text on `node_cores` cores."""
-    mb = [p["corpus_mb"] for p in points]
-
-    def at(ys: list[float]) -> float:
-        a, b = _fit(mb, ys)
-        return a + b * corpus_mb
-
+    at = functools.partial(_line_at, [p["corpus_mb"] for p in points], corpus_mb)
     tokenise_h = at([p["build"]["corpus_seconds"] for p in points]) * cores_used / node_cores / 3600
     instances_h = at([p["build"]["instance_seconds"] for p in points]) / 3600
     return {
@@ -191,11 +180,8 @@ def run(scales: list[int], corpus: Path, tokenizer: Path, seq_len: int = 128,
             points.append(measure(k, corpus, tokenizer, seq_len, Path(tmp), progress))
     base = points[0]
     for p in points:  # growth against the smallest corpus measured
-        p["growth"] = {
-            "build_peak_rss": round(p["build"]["peak_rss_mb"] / base["build"]["peak_rss_mb"] - 1, 3),
-            "train_start_peak_rss": round(p["train_start"]["peak_rss_mb"] / base["train_start"]["peak_rss_mb"] - 1, 3),
-            "first_batch_peak_rss": round(p["first_batch"]["peak_rss_mb"] / base["first_batch"]["peak_rss_mb"] - 1, 3),
-        }
+        p["growth"] = {f"{stage}_peak_rss": round(p[stage]["peak_rss_mb"] / base[stage]["peak_rss_mb"] - 1, 3)
+                       for stage in ("build", "train_start", "first_batch")}
     return derive({
         "benchmark": "data-scale",
         "machine": common.machine(),
@@ -211,13 +197,8 @@ def extrapolate_data_build(points: list[dict[str, Any]], corpus_mb: float = PAPE
     (tokenising; the indices) against the corpus size. Tokenising spreads over the node's cores; each index is one
     process, and a phase's indices build beside the other phase's, so the index's wall time is its core-seconds
     over the phases (while the node has a core per index); static masking builds `dupe_factor` copies."""
-    mb = [p["corpus_mb"] for p in points]
     builds = [p["data_build"] for p in points]
-
-    def at(ys: list[float]) -> float:
-        a, b = _fit(mb, ys)
-        return a + b * corpus_mb
-
+    at = functools.partial(_line_at, [p["corpus_mb"] for p in points], corpus_mb)
     phases = builds[-1]["phases"]
     tokenise_h = at([b["tokenise_core_seconds"] for b in builds]) / node_cores / 3600
     index_h = at([b["index_core_seconds"] for b in builds]) / max(1, min(phases, node_cores)) / 3600

@@ -20,6 +20,7 @@ from typing import Any, Optional
 from bertbench.benchmarks import common
 from bertbench.benchmarks.pretrain import hf_adamw, hf_config, train_step
 from bertbench.config import ModelConfig
+from bertbench.errors import BertbenchError
 
 LR = 2e-5  # FinetuneHParams' default
 
@@ -92,13 +93,6 @@ def hf_forward(model, b: dict):
     ).loss
 
 
-def _adamw_like_finetune_loop(model):
-    """The optimizer of `finetune_loop.train` on CPU (the same `make_optimizer` call)."""
-    from bertbench.training.finetune_loop import FinetuneHParams, make_optimizer
-
-    return make_optimizer(model, FinetuneHParams(lr=LR), "cpu")
-
-
 def build_sides(
     cfg: ModelConfig, feats: list[dict], batch_size: int, max_len: int, default_precision: str, group_by_length: bool,
     seed: int = 0,
@@ -108,7 +102,7 @@ def build_sides(
     import torch
 
     from bertbench.model.bert import BertForPreTraining
-    from bertbench.training.finetune_loop import pad_collate
+    from bertbench.training.finetune_loop import FinetuneHParams, make_optimizer, pad_collate
     from bertbench.training.task_model import TaskModel
 
     torch.manual_seed(seed)
@@ -128,7 +122,8 @@ def build_sides(
     sides = []
     for p in dict.fromkeys([default_precision, "32-true", "bf16-mixed"]):
         model = copy.deepcopy(base)
-        step = train_step(model, _adamw_like_finetune_loop(model), ours_forward, dynamic, bf16=p == "bf16-mixed")
+        opt = make_optimizer(model, FinetuneHParams(lr=LR), "cpu")  # finetune_loop.train's optimizer on CPU
+        step = train_step(model, opt, ours_forward, dynamic, bf16=p == "bf16-mixed")
         sides.append(common.Side(f"bertbench_{common.PRECISION_LABEL[p]}", "bertbench", p, step, ours_tokens,
                                  {"padding": "longest in batch (pad_collate), then packed", "batches": batching,
                                   "padded_tokens_per_real": padded(dynamic), "optimizer": "AdamW fused (finetune_loop)"}))
@@ -161,8 +156,6 @@ def run(
 ) -> dict[str, Any]:
     """group_by_length: length-grouped batches for our side and transformers-dynamic; None: as `bertbench
     finetune` draws them (FinetuneHParams' default)."""
-    from bertbench.errors import BertbenchError
-
     default = common.parse_precision(precision)
     cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)
     if not 4 <= min_len <= max_len <= cfg.max_position_embeddings:

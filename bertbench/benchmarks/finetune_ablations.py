@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 
-from bertbench.benchmarks import common
-from bertbench.errors import BertbenchError
-from bertbench.benchmarks import finetune as ft
+from bertbench.benchmarks import common, finetune as ft
 from bertbench.benchmarks.pretrain import train_step
 from bertbench.config import ModelConfig
 from bertbench.model.bert import Packing
@@ -83,10 +81,7 @@ def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, p
     from bertbench.training.finetune_loop import pad_collate
     from bertbench.training.task_model import TaskModel
 
-    names = ["default", *[n for n in (only or VARIANTS) if n != "default"]]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise BertbenchError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    names = common.variant_names(only, VARIANTS)
     cfg = ModelConfig.from_size(model_size)
     feats = ft.synthetic_features(cfg, (warmup + steps) * batch_size, min_len, max_len)
     idx = ft.batch_indices(len(feats), batch_size, None)
@@ -97,10 +92,4 @@ def run_variants(model_size: str, batch_size: int, min_len: int, max_len: int, p
     bf16 = common.parse_precision(precision) == "bf16-mixed"
     sides = [build(base, batches, tokens, n, VARIANTS[n], bf16) for n in names]
     common.run_rounds(sides, warmup, steps, common.progress_to_stderr(False))
-    ref = sides[0]
-    return {"variants": {s.name: {
-        "tokens_per_s": round(common.median(s.rates), 1),
-        "step_ms": round(1000 * common.median(s.seconds), 1),
-        "speed_vs_default": common.compare(s, ref)["speedup_median"],  # < 1: slower than default
-        "loss_last": round(s.losses[-1], 4),
-    } for s in sides}}
+    return {"variants": common.variant_summary(sides)}

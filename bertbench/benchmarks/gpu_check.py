@@ -1,15 +1,7 @@
 """`bertbench bench gpu`: the GPU check's performance call, in one process, most important side first.
 
-    bertbench bench gpu --out OUT/gpu-perf.jsonl        a GPU: BERT-Base × 128 tokens, batch 256 (and 64)
-    bertbench bench gpu --out X.jsonl --dry-run         a CPU: the same code at a tiny shape, in seconds
-    bertbench bench gpu --render FILE.jsonl [--embed docs/performance-gpu.md]
-
-It needs what a bare GPU machine has (torch, lightning, transformers, and the package's light dependencies): no
-`datasets`, no data, no tokenizer; the batches are synthetic. The sides are `gpu_sides.sides`; each is timed as
-`gpu_measure` says. Each side's line is appended to the JSONL file (flushed and fsynced) as soon as it is
-measured, so a call stopped at its time limit still leaves every finished side's line; each side also runs under
-its own budget (SIGALRM), and a side that fails or overruns leaves a line saying so and the next one runs. A side
-starts only if the time left keeps the least time of every later required side in reserve.
+What it needs, what each side's JSONL line holds and how the budgets work: docs/performance-gpu.md ("The
+performance call"). The sides are `gpu_sides.sides`; each is timed as `gpu_measure` says.
 """
 from __future__ import annotations
 
@@ -23,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.benchmarks.gpu_sides import Shape, SideSpec, sides
+from bertbench.benchmarks import common
+from bertbench.benchmarks.gpu_sides import Inputs, Shape, SideSpec, sides
 from bertbench.errors import BertbenchError
 
 GPU = Shape(model_size="base", vocab_size=30522, seq_len=128, batch_size=256, link_batch=64, warmup=3, steps=30)
@@ -33,7 +26,6 @@ GPU = Shape(model_size="base", vocab_size=30522, seq_len=128, batch_size=256, li
 DRY = Shape(model_size="L2-H64", vocab_size=128, seq_len=16, batch_size=4, link_batch=2, warmup=1, steps=3,
             compile_options=(("backend", "eager"),))
 BUDGET_SECONDS = 480  # inside the device tool's 10-minute command limit, with room for imports and a rerun's margin
-RECORD = "leaderboards/bench/gpu-check.jsonl"  # the committed GPU run, rendered into docs/performance-gpu.md
 BLOCK = "gpu-check"
 
 
@@ -92,7 +84,6 @@ def environment(device_type: str, dry_run: bool, shape: Shape) -> dict[str, Any]
     """What every line repeats, so each line stands alone: the device, the versions, the peak MFU is against."""
     import torch
 
-    from bertbench.benchmarks import common
     from bertbench.runtime.devices import gpu_peak
     from bertbench.runtime.provenance import code_version, library_versions
 
@@ -181,10 +172,6 @@ def side_budget(plan: list[SideSpec], k: int, left: float) -> float:
 def run(out: Path, dry_run: bool = False, budget_seconds: float = BUDGET_SECONDS, steps: Optional[int] = None,
         warmup: Optional[int] = None, say: Callable[[str], None] = print, command: str = "") -> list[dict[str, Any]]:
     """Every side in order, each line appended to `out` as soon as it is measured; returns the lines."""
-    from bertbench.benchmarks import common
-    from bertbench.runtime.devices import gpu_peak
-    from bertbench.benchmarks.gpu_sides import Inputs
-
     t_start = time.perf_counter()
     shape = DRY if dry_run else GPU
     shape = replace(shape, steps=shape.steps if steps is None else steps, warmup=shape.warmup if warmup is None else warmup)

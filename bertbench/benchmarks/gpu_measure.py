@@ -1,24 +1,19 @@
-"""How `bench gpu` measures one side: step times between two device events, the host syncs inside the timed
-steps, and the attention kernel a step ran. The same object serves a bare step loop and Lightning's loop (whose
-callback hooks call it), so every side is timed the same way.
+"""How `bench gpu` measures one side (docs/performance-gpu.md): step times between two device marks (CUDA
+events, read once after the window; on CPU `time.perf_counter`), the host syncs inside the timed steps, and the
+attention kernel of one profiled step after them. The same object serves a bare step loop and Lightning's loop
+(whose callback hooks call it), so every side is timed the same way.
 
-- **Time.** A mark at every step's start; the window is `steps` steps from the first timed step's start to the
-  start of the step after the last, so a loop's own work between steps (Lightning's batch fetch and transfer,
-  its hooks) is inside it. On CUDA a mark is a recorded `torch.cuda.Event` (no host wait inside the window: the
-  events are read once, after it); on CPU `time.perf_counter`.
-- **Host syncs.** On CUDA, `torch.cuda.set_sync_debug_mode("warn")` over the window: an operation that makes the
-  host wait for the GPU (`.item()`, `nonzero`, a device tensor made from a host scalar by a blocking copy, …)
-  warns, and the warnings are counted per step (autograd's worker threads hand theirs back to the caller; PyTorch
-  instruments most such operations, not torch.distributed's, which one device does not run). On CPU
-  nothing waits on a device; a `TorchDispatchMode` counts the ops that would (`_local_scalar_dense`, `nonzero`,
-  boolean indexing, …), except under torch.compile, which refuses a dispatch mode (the count is then None).
-- **Attention.** One step after the window under `torch.profiler`: the SDPA backend the forward ran is the fused
-  op's name (flash, efficient, cudnn, math); none at all is attention as plain matmuls (our CPU path, or one inductor decomposed).
+The window runs from the first timed step's start to the start of the step after the last, so a loop's own work
+between steps (Lightning's batch fetch and transfer, its hooks) is inside it. On CUDA the sync debug mode's
+warnings are counted (autograd's worker threads hand theirs back to the caller; torch.distributed's syncs are not
+instrumented, which one device does not run); on CPU a `TorchDispatchMode` counts the ops that would sync, except
+under torch.compile, which refuses a dispatch mode (the count is then None).
 """
 from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from typing import Any, Optional
 
 import torch
@@ -108,15 +103,8 @@ class SyncCounter:
 
 def attention_backends(events: list[str]) -> dict[str, int]:
     """{backend: forward calls} from a profiled step's op names; {EXPLICIT: 0} when no fused SDPA op ran."""
-    found: dict[str, int] = {}
-    for name in events:
-        op = name.removeprefix("aten::")
-        if op.endswith("_backward"):
-            continue
-        backend = SDPA_OPS.get(op)
-        if backend is not None:
-            found[backend] = found.get(backend, 0) + 1
-    return found or {EXPLICIT: 0}
+    found = Counter(SDPA_OPS[op] for op in (name.removeprefix("aten::") for name in events) if op in SDPA_OPS)
+    return dict(found) or {EXPLICIT: 0}
 
 
 def attention_kernels(kernels: list[str], limit: int = 4) -> list[str]:

@@ -1,22 +1,14 @@
-"""The sides `bench gpu` times, and how each one runs its steps under a `Measurement`.
-
-Every side trains the same model shape at bf16 autocast with fp32 master weights, fused AdamW and gradient
-clipping at 1.0, from the same initial weights, on the same synthetic batches (random tokens, 15% masked, no
-padding: `pretrain.synthetic_batches`; no data set, no tokenizer, nothing read from disk):
-- `transformers`: `BertForPreTraining` with SDPA attention, every position projected (bench pretrain's side);
-- `bertbench`, bare: our static step (fixed prediction slots) in a plain loop, as `bench pretrain` runs it;
-- `bertbench`, `lightning`: the same model through what `bertbench pretrain` runs around it: `PretrainModule`,
-  the run's own callbacks (finite guard, run log, periodic checkpoint, progress lines) and its Trainer settings,
-  batches from a DataLoader (prebuilt and pinned: the collating that loader workers do in a real run is left out).
-A compiled side compiles once (its first step, reported as first_step_s).
+"""The sides `bench gpu` times (docs/performance-gpu.md lists them), and how each one runs its steps under a
+`Measurement`: every side from the same initial weights, on the same synthetic batches
+(`pretrain.synthetic_batches`), at bf16 autocast with fused AdamW and clipping at 1.0.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -87,10 +79,7 @@ class Inputs:
 
 def run_side(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
     """Run `spec`'s warm-up, timed and profiled steps under `m`."""
-    if spec.loop == "lightning":
-        _run_lightning(spec, inputs, m)
-    else:
-        _run_bare(spec, inputs, m)
+    (_run_lightning if spec.loop == "lightning" else _run_bare)(spec, inputs, m)
 
 
 def _run_bare(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
@@ -107,10 +96,10 @@ def _run_bare(spec: SideSpec, inputs: Inputs, m: Measurement) -> None:
     else:
         model = copy.deepcopy(inputs.initial).to(dev)
         opt = make_adamw(model, OptimConfig(), dev)
-        forward = bench_pretrain.ours_static_forward
+        forward = functools.partial(bench_pretrain.ours_forward, static=True)
         if spec.compiled:  # compiled once: the training step's own compiled forward (model.bert.compile_step)
             call = compile_step(model, **options)
-            forward = lambda _, b: bench_pretrain.ours_static_forward(call, b)  # noqa: E731
+            forward = lambda _, b: bench_pretrain.ours_forward(call, b, static=True)  # noqa: E731
     step = bench_pretrain.train_step(model, opt, forward, inputs.device_batches(spec.batch_size), bf16=True,
                                      device_type=dev, wait=False)
     for i in range(m.last + 1):
@@ -137,7 +126,7 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
     """(Trainer, PretrainModule, DataLoader) as `training.pretrain_run` builds them for a run of this shape: the one
     place that follows that module's private helpers (the lead adapts it if they change)."""
     from bertbench.training.lightning_compat import lightning as L
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from bertbench.config import PretrainConfig
     from bertbench.training import pretrain_run
@@ -164,15 +153,8 @@ def _lightning_parts(spec: SideSpec, inputs: Inputs, m: Measurement, out_dir: Pa
     callbacks, progress_bar = pretrain_run._all_callbacks(cfg, out_dir, None, lambda: {}, own, step, (Timed(),))
     trainer = pretrain_run._trainer(cfg, out_dir, cfg.precision, True, progress_bar, callbacks)
     batches = [bench_pretrain.static_batch(b) for b in inputs.cpu_batches(spec.batch_size)]
-
-    class Steps(Dataset):
-        def __len__(self) -> int:
-            return cfg.max_steps
-
-        def __getitem__(self, i: int) -> dict[str, Any]:
-            return batches[i % len(batches)]
-
-    loader = DataLoader(Steps(), batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
+    step_batches = [batches[i % len(batches)] for i in range(cfg.max_steps)]  # the few batches in turn
+    loader = DataLoader(step_batches, batch_size=None, shuffle=False, num_workers=0, pin_memory=cuda)
     return trainer, module, loader
 
 

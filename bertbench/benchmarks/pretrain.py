@@ -1,23 +1,13 @@
-"""`bench pretrain`: full pre-training steps of bertbench's default path against `transformers.BertForPreTraining`.
+"""`bench pretrain`: full pre-training steps of bertbench's default path against `transformers.BertForPreTraining`
+(docs/performance.md; its two MFU columns: docs/performance-gpu.md, "Measuring it").
 
-A step is forward (MLM + NSP loss), backward, gradient clipping at 1.0, AdamW step, zero_grad — what
-both trainers do (Lightning's `gradient_clip_val`, the HF Trainer's `max_grad_norm`). Both sides start
-from the same weights and see the same batches: random tokens, no padding, 15% of positions masked.
-How each side runs is how its users run it:
-- bertbench: `BertForPreTraining(cfg)` with `make_adamw` (our training's optimizer); the vocabulary is
-  projected only at the masked positions, and the last layer computes its outputs only there and at
-  [CLS] (keys and values everywhere). Its FLOPs per token count exactly that work.
-- transformers: `BertForPreTraining._from_config(..., attn_implementation="sdpa")`, labels with -100
-  (it projects every position), AdamW with `fused=True` (the Trainer's default optimizer since torch 2.8).
-bf16 is autocast around forward and loss with fp32 master weights on both sides (Lightning "bf16-mixed",
-the Trainer's `bf16=True`).
-
-Our sides run the step training runs: on a GPU the static step (fixed prediction slots, no host sync:
-bertbench/model/bert.py), on CPU the dynamic one. `compile=True` adds a side: our static step at the
-default precision under torch.compile, its compile time (its first step less a steady one) reported.
-Every side reports MFU twice: at the FLOPs it executes (ours: the masked positions' projection and last
-layer, the padded vocabulary) and at the full model's FLOPs (every position projected onto the real
-vocabulary, what transformers executes): the first says how busy the GPU was, the second compares speeds.
+A step is forward (MLM + NSP loss), backward, gradient clipping at 1.0, AdamW step, zero_grad: what both trainers
+do (Lightning's `gradient_clip_val`, the HF Trainer's `max_grad_norm`), from the same weights on the same batches
+(random tokens, no padding, 15% of positions masked). Each side runs as its users run it: ours `BertForPreTraining`
+with `make_adamw`; transformers with SDPA attention, labels -100 (every position projected) and fused AdamW (the
+Trainer's default since torch 2.8); bf16 is autocast with fp32 master weights on both. Our sides run the step
+training runs (on a GPU the static step, on CPU the dynamic one); `compile=True` adds our static step under
+torch.compile at the default precision, its compile time (its first step less a steady one) reported.
 """
 from __future__ import annotations
 
@@ -30,6 +20,7 @@ from bertbench.benchmarks import common
 from bertbench.runtime.devices import gpu_peak
 from bertbench.config import PAPER_MASK_RATIO, ModelConfig, OptimConfig
 from bertbench.data import IGNORE_INDEX
+from bertbench.errors import BertbenchError
 
 
 def synthetic_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -77,12 +68,15 @@ def causal_batches(cfg: ModelConfig, n: int, batch_size: int, seq_len: int, seed
     return out
 
 
+CONFIG_SHAPE = ("num_layers", "hidden_size", "num_heads", "intermediate_size", "vocab_size")  # a result's model shape
+
+
 def model_flops_per_token(config: dict[str, Any]) -> float:
     """The full model's training FLOPs per token for a result's "config": every position projected onto the
     real vocabulary (transformers' step; the count MFU tables use)."""
     from bertbench.model.bert import flops_per_token
 
-    shape = {k: config[k] for k in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "vocab_size")}
+    shape = {k: config[k] for k in CONFIG_SHAPE}
     return flops_per_token(ModelConfig(**shape), config["seq_len"], vocab_padding=False)
 
 
@@ -220,10 +214,6 @@ def static_batch(b: dict) -> dict:
            "lm_labels": b["lm_slot_labels"], "nsp_labels": b["nsp_labels"], "lm_positions": b["lm_positions"]}
     # the host-integer counts the training loader carries (one process, no accumulation: the step is this batch)
     return {**out, LOSS_TOKENS: loss_tokens(out), STEP_TOKENS: real_tokens(out), STEP_LOSS_TOKENS: loss_tokens(out)}
-
-
-def ours_static_forward(model, b: dict):
-    return ours_forward(model, b, static=True)
 
 
 class FirstCallTimer:
@@ -399,8 +389,6 @@ def run(
     objectives: tuple[str, ...] = ("mlm+nsp",),
 ) -> dict[str, Any]:
     """objectives: mlm+nsp and/or clm, their sides timed side by side in the same rounds."""
-    from bertbench.errors import BertbenchError
-
     device_type = common.device_type(accelerator)
     default = common.parse_precision(precision, device_type)
     cfg = ModelConfig.from_size(model_size, vocab_size=vocab_size)
@@ -419,7 +407,6 @@ def run(
     if datasheet is not None:  # on a GPU, MFU is against its datasheet's dense peak, the convention of MFU tables
         peak = {**datasheet, "measured_matmul": peak}
 
-    share = predicted_share(seq_len)
     by_name = {s.name: s for s in sides}
     reports = side_reports(sides, cfg_of, seq_len, peak, device_type, warmup + steps, progress)
     comparisons = objective_comparisons(by_name, objectives, default)
@@ -430,14 +417,10 @@ def run(
         "machine": common.machine(),
         "config": {
             "model_size": model_size,
-            "num_layers": cfg.num_layers,
-            "hidden_size": cfg.hidden_size,
-            "num_heads": cfg.num_heads,
-            "intermediate_size": cfg.intermediate_size,
-            "vocab_size": vocab_size,
+            **{k: getattr(cfg, k) for k in CONFIG_SHAPE},
             "batch_size": batch_size,
             "seq_len": seq_len,
-            "masked_share": round(share, 4),
+            "masked_share": round(predicted_share(seq_len), 4),
             "steps": steps,
             "warmup": warmup,
             "lr": OptimConfig().lr,
@@ -462,8 +445,6 @@ def run(
 
 def run_sweep(batch_sizes: list[int], progress: Optional[Callable[[str], None]] = None, **kwargs: Any) -> dict[str, Any]:
     """`run` at each batch size (each its own models and batches): one result per batch size under "runs"."""
-    from bertbench.errors import BertbenchError
-
     if not batch_sizes or any(b < 1 for b in batch_sizes):
         raise BertbenchError(f"--batch-sizes {batch_sizes}: expected one or more batch sizes ≥ 1")
     runs = []

@@ -1,24 +1,8 @@
 """`bench quality`: what a model knows after the same wall-clock minutes, bertbench against Hugging Face.
 
-Each side pre-trains for `minutes` of training time on the same corpus, with the same sequence length,
-under the same wall-clock schedule (warm-up, then linear decay to 0 exactly when the budget ends:
-`pretrain_module.linear_warmup_decay` over training seconds). Held-out evaluation pauses the clock.
-
-Sides:
-- `ours`: `bertbench pretrain` itself (Lightning, the recipe's settings) with the shared bert-base-uncased
-  vocabulary.
-- `hf`: the Hugging Face stack as its `run_mlm` example trains: `BertForMaskedLM` (SDPA), documents as
-  `[CLS] doc [SEP]` concatenated and cut into blocks of `seq_len` ("group_texts"),
-  `DataCollatorForLanguageModeling` (15%, 80/10/10), AdamW (fused, no decay on biases and LayerNorm)
-  at lr 5e-4 with a 5% warm-up, gradient clipping at 1.0, bf16 autocast — the same vocabulary.
-- `ours-recipe`: `bertbench pretrain` with the recipe as written, its own trained vocabulary; its
-  accuracy is measured on that vocabulary, so it compares with its own unigram baseline, not with `hf`.
-
-The held-out set: documents never trained on (the recipe's held-out split, identical for every side),
-cut into `[CLS] chunk [SEP]` sequences of `seq_len`, masked once with a fixed seed at 15% 80/10/10.
-Sides on the same vocabulary see the very same tensors, so they are scored at identical positions. The
-unigram baseline guesses the most frequent training token at every masked position (accuracy) and
-scores the training unigram distribution (cross-entropy), on the same positions.
+The sides (ours, hf, ours-recipe), the wall-clock schedule, the held-out set and the unigram baseline are as
+docs/quality-per-minute.md says. The schedule is `pretrain_module.linear_warmup_decay` over training seconds;
+the hf side also clips gradients at 1.0 and decays no bias or LayerNorm weight (`pretrain.hf_adamw`).
 """
 from __future__ import annotations
 
@@ -112,8 +96,7 @@ def score(model, heldout: HeldOut, hf: bool) -> dict[str, float]:
     """Held-out MLM accuracy (%) and cross-entropy (nats) at the masked positions, in fp32, by the run's own
     evaluator (training.heldout): our side through the model's loss and logits, the Hugging Face side through
     its logits (`hf_counts`)."""
-    from bertbench.training.heldout import model_counts
-    from bertbench.training.heldout import score as heldout_score
+    from bertbench.training.heldout import model_counts, score as heldout_score
 
     result = heldout_score(model, heldout.batches, "32-true", hf_counts if hf else model_counts)
     return {"mlm_accuracy": round(result.accuracy, 3), "mlm_loss": round(result.loss, 4)}
@@ -157,17 +140,12 @@ class Probe:
 # Our side: `bertbench pretrain` itself, with the probe as a Lightning callback.
 
 
-def probe_callback(probe: Probe):
-    from bertbench.training.callbacks import QualityProbe
-
-    return QualityProbe(probe)
-
-
 def run_ours(cfg, heldout: HeldOut, out_dir: Path, points: int, progress, name: str) -> dict[str, Any]:
+    from bertbench.training.callbacks import QualityProbe
     from bertbench.training.pretrain_run import pretrain
 
     probe = Probe(heldout, cfg.budget_minutes * 60, points, hf=False, progress=progress, name=name)
-    summary = pretrain(cfg, out_dir, extra_callbacks=[probe_callback(probe)])
+    summary = pretrain(cfg, out_dir, extra_callbacks=[QualityProbe(probe)])
     return {
         "impl": "bertbench", "tokens_seen": summary["tokens_seen"], "steps": summary["steps"],
         "training_seconds": summary["schedule"]["training_seconds"],
@@ -365,7 +343,9 @@ def _check_arguments(minutes: float, sides: list[str], shared_vocab: Path) -> No
 
 def _against_unigram(entry: dict[str, Any], ho: HeldOut) -> dict[str, Any]:
     """A side's entry with its threads, its held-out set's fingerprint and its gain over the unigram baseline."""
-    return {**entry, "threads": _threads(), "heldout_fingerprint": ho.fingerprint,
+    import torch
+
+    return {**entry, "threads": torch.get_num_threads(), "heldout_fingerprint": ho.fingerprint,
             "unigram_accuracy": round(ho.unigram_accuracy, 3),
             "gain_over_unigram": round(entry["final"]["mlm_accuracy"] - ho.unigram_accuracy, 3)}
 
@@ -378,12 +358,6 @@ def _comparisons(ours: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
         "tokens_ratio_ours_vs_hf": round(ours["tokens_seen"] / max(1, hf["tokens_seen"]), 3),
         "same_heldout_positions": ours["heldout_fingerprint"] == hf["heldout_fingerprint"],
     }
-
-
-def _threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
 
 
 def run_pair_side_by_side(minutes: float, recipe: str, data_dir: Path, model_size: Optional[str], points: int,

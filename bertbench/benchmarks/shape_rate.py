@@ -1,11 +1,7 @@
-"""The host's matrix rate at a step's own matrix shapes: the roof a step's executed FLOPs are measured against.
-
-The 2048³ peak (common.PeakMeter) is a product shape no BERT-Mini step runs. Here one step of a side runs under
-a dispatch mode that records every matrix product it executes (mm, addmm, bmm, baddbmm: forward, backward and
-the optimiser's, in the dtype and memory layout they ran in), and each distinct product is then timed alone, on
-fresh operands of the same shapes and strides, best of a few. Σ count × seconds alone is how long the step's
-products would take at the host's rate for them; over the step's measured time, it is the share of the host's
-rate at its own shapes the step reaches (1.0: nothing but matrix products at their best rate).
+"""The host's matrix rate at a step's own matrix shapes: the roof a step's executed FLOPs are measured against
+(docs/performance.md, "The step against the host's rate at its own shapes"). One step of a side runs under a
+dispatch mode that records every matrix product it executes; each distinct product is then timed alone, on fresh
+operands of the same shapes and strides, best of a few.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bertbench.config import MODEL_SIZE_CHOICES
+from bertbench.errors import BertbenchError
 
 ModelSize = Annotated[str, typer.Option("--model-size", help=f"{MODEL_SIZE_CHOICES}.")]
 Precision = Annotated[
@@ -191,8 +192,6 @@ def _command_of(result: dict[str, Any]) -> str:
 
 
 def _int_list(text: str, flag: str, example: str = "64,128,256") -> list[int]:
-    from bertbench.errors import BertbenchError
-
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -200,8 +199,6 @@ def _int_list(text: str, flag: str, example: str = "64,128,256") -> list[int]:
 
 
 def _load_json(path: Path, what: str) -> Any:
-    from bertbench.errors import BertbenchError
-
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -209,8 +206,6 @@ def _load_json(path: Path, what: str) -> Any:
 
 
 def _read_result(path: Path) -> dict[str, Any]:
-    from bertbench.errors import BertbenchError
-
     result = _load_json(path, "JSON result of `bench pretrain --json`")
     if not isinstance(result, dict) or result.get("benchmark") != "pretrain" or not ("sides" in result or "runs" in result):
         raise BertbenchError(f"{path}: not a `bench pretrain --json` result (expected benchmark \"pretrain\" with sides)")
@@ -284,7 +279,6 @@ def data(
 
 def _render_data_scale(saved: Path, embed: Optional[Path], save_json: Optional[Path]) -> None:
     from bertbench.benchmarks import data_scale
-    from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text
 
     try:
@@ -321,7 +315,6 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
 def _render_quality(render: Path, plot: Optional[Path], embed: Optional[Path]) -> None:
     """bench quality --render: print (and --embed, --plot) a result saved by --save-json; train nothing."""
     from bertbench.benchmarks import quality as bench_quality
-    from bertbench.errors import BertbenchError
 
     try:
         saved = json.loads(render.read_text(encoding="utf-8"))
@@ -339,7 +332,6 @@ def _render_quality(render: Path, plot: Optional[Path], embed: Optional[Path]) -
 def _compare_quality(compare: list[Path], plot: Optional[Path], embed: Optional[Path], block: str) -> None:
     """bench quality --compare: a recipe A/B table from saved results (the first the baseline); train nothing."""
     from bertbench.benchmarks import quality as bench_quality
-    from bertbench.errors import BertbenchError
 
     loaded = []
     for f in compare:
@@ -383,7 +375,6 @@ def quality(
 ) -> None:
     """Held-out MLM accuracy after the same training minutes: bertbench vs the Hugging Face stack, same tokenizer."""
     from bertbench.benchmarks import common, quality as bench_quality
-    from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text
     from bertbench.paths import default_data_dir
 
@@ -491,10 +482,7 @@ def allocator(
     result = bench_ablations.run_allocator(model_size, batch_size, seq_len, steps, warmup, repeats)
     result = _machine_and_config(result, model_size=model_size, batch_size=batch_size, seq_len=seq_len, steps=steps,
                                  warmup=warmup, repeats=repeats)
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        typer.echo(_allocator_markdown(result, ""))
+    typer.echo(json.dumps(result, indent=2) if as_json else _allocator_markdown(result, ""))
     if embed is not None:
         command = f"bertbench bench allocator --model-size {model_size} --repeats {repeats}"
         _embed_block(embed, f"allocator-{model_size}", _allocator_markdown(result, command))
@@ -533,7 +521,6 @@ def gpu(
     """The GPU check's performance call: BERT-Base × 128 at batch 256 (and 64), transformers and ours (eager, compiled,
     through the Lightning loop), one process, each side's line written as soon as it is measured."""
     from bertbench.benchmarks import gpu_check
-    from bertbench.errors import BertbenchError
 
     if render is not None:
         text = gpu_check.markdown(gpu_check.read_lines(render), render.as_posix())
@@ -554,7 +541,6 @@ def gpu(
 
 
 def _embed_block(target: Optional[Path], name: str, body: str) -> None:
-    from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
     if target is None:

@@ -9,6 +9,7 @@ meaningful to about ±0.5 points.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -26,28 +27,18 @@ def _help(name: str) -> str:
     return DataConfig.__dataclass_fields__[name].metadata["help"]
 
 
-def _default_vocab() -> Path:
-    from bertbench.paths import default_data_dir
-
-    return default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
-
-
-def _err(msg: str) -> None:
-    typer.echo(msg, err=True)
-
-
 def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELECTED, max_passes: int = 2000) -> dict[str, Any]:
     """Run `collator` over `instances` (repeated passes, `set_epoch(pass)`) until ≥ `min_selected` positions."""
     import torch
 
     from bertbench.data.masking import dense_labels, masking_counts, pad_batch
 
-    counts: dict[str, int] = {}
+    counts: Counter = Counter()
     rows = capped = 0
     passes = 0
     n = len(instances)
     batch_size = 256
-    while passes < max_passes and counts.get("selected", 0) < min_selected and n:
+    while passes < max_passes and counts["selected"] < min_selected and n:
         collator.set_epoch(passes)
         passes += 1
         for lo in range(0, n, batch_size):
@@ -57,8 +48,7 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
             labels = dense_labels(batch)
             if "lm_labels" in samples[0]:  # static masks: the samples hold masked ids; restore the originals
                 original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])
-            for k, v in masking_counts(original, batch["input_ids"], labels, tables).items():
-                counts[k] = counts.get(k, 0) + v
+            counts.update(masking_counts(original, batch["input_ids"], labels, tables))
             cap = collator.params.max_predictions_per_seq
             if cap is not None:
                 n_cand = (~tables.is_special[original]).sum(1).double()
@@ -68,13 +58,11 @@ def masking_statistics(instances, collator, tables, min_selected: int = MIN_SELE
                 break
         if "lm_labels" in samples[0]:
             break  # static masks do not change between passes
-    sel = max(1, counts.get("selected", 0))
-    return dict(passes=passes, sequences=rows, candidates=counts.get("candidates", 0),
-                selected=counts.get("selected", 0),
-                selected_share=counts.get("selected", 0) / max(1, counts.get("candidates", 0)),
-                mask_share=counts.get("mask", 0) / sel, kept_share=counts.get("kept", 0) / sel,
-                random_share=counts.get("random", 0) / sel, selected_special=counts.get("selected_special", 0),
-                random_special=counts.get("random_special", 0),
+    sel = max(1, counts["selected"])
+    return dict(passes=passes, sequences=rows, candidates=counts["candidates"], selected=counts["selected"],
+                selected_share=counts["selected"] / max(1, counts["candidates"]), mask_share=counts["mask"] / sel,
+                kept_share=counts["kept"] / sel, random_share=counts["random"] / sel,
+                selected_special=counts["selected_special"], random_special=counts["random_special"],
                 cap_binds_share=capped / max(1, rows) if collator.params.max_predictions_per_seq is not None else 0.0)
 
 
@@ -191,15 +179,17 @@ def inspect(
     from bertbench.config import parse_mask_procedure
     from bertbench.data.masking import TokenTables, make_collator
     from bertbench.model.tokenizer import WordPieceTokenizer
+    from bertbench.paths import default_data_dir
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
+    tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
     cfg = DataConfig(corpus=list(corpus or []), max_seq_len=max_seq_len, full_sentences=full_sentences,
                      mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure),
                      whole_word_mask=whole_word_mask, max_predictions_per_seq=max_predictions_per_seq, masking=masking,
                      max_documents=max_documents, doc_sentences=doc_sentences, min_heldout_docs=min_heldout_docs,
                      heldout_fraction=heldout_fraction, seed=seed)
-    tok = WordPieceTokenizer.load(tokenizer or _default_vocab())
-    data = build_pretraining_data(cfg, tok, objective, log=_err)
+    tok = WordPieceTokenizer.load(tokenizer)
+    data = build_pretraining_data(cfg, tok, objective, log=lambda line: typer.echo(line, err=True))
     collator = make_collator(cfg, tok, objective)
     result: dict[str, Any] = dict(
         fingerprint=data.fingerprint,
@@ -208,7 +198,7 @@ def inspect(
             corpus=cfg.corpus, max_seq_len=cfg.max_seq_len, nsp=trains_nsp(objective), full_sentences=cfg.full_sentences,
             mask_ratio=cfg.mask_ratio, mask_procedure=cfg.mask_procedure, whole_word_mask=cfg.whole_word_mask,
             max_predictions_per_seq=cfg.max_predictions_per_seq, masking=cfg.masking, max_documents=cfg.max_documents,
-            doc_sentences=cfg.doc_sentences, seed=cfg.seed, tokenizer=str(tokenizer or _default_vocab()), vocab_size=tok.vocab_size,
+            doc_sentences=cfg.doc_sentences, seed=cfg.seed, tokenizer=str(tokenizer), vocab_size=tok.vocab_size,
         ),
         stats=data.stats,
         masking=None,
@@ -240,17 +230,12 @@ def _build_command():
     def build(**values) -> None:
         """Tokenise the corpus on every core and build every phase's instance indices, once, before any rank
         starts: a `pretrain` with the same options then only memory-maps them. Prints a throughput line."""
-        from bertbench.commands.pretrain import build_config
+        from bertbench.commands.pretrain import corpus_config
         from bertbench.data.build import build_data
-        from bertbench.errors import BertbenchError
         from bertbench.model.tokenizer import WordPieceTokenizer
-        from bertbench.paths import default_data_dir
         from bertbench.training.pretrain_run import phase_plan
 
-        cfg = build_config(PretrainConfig, values["recipe"], values, values["set_"] or [])
-        cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
-        if not cfg.data.corpus:
-            raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
+        cfg = corpus_config(PretrainConfig, values)
         say = (lambda line: None) if values["json_out"] else typer.echo
         if not cfg.tokenizer or cfg.tokenizer == "train":  # a vocabulary trained on the corpus, kept for pretrain
             from bertbench.model.vocab_cache import build_vocab

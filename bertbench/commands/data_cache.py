@@ -1,8 +1,5 @@
-"""`bertbench data cache`: where the tokenised corpora are kept, how much room they take, and clearing them.
-
-Every pre-training tokenises its corpus once into `<cache>/corpus-<key>/` (with its instance indexes inside) and
-memory-maps it afterwards (`bertbench.data.corpus`). The folder is $BERTBENCH_CACHE_DIR, else
-$XDG_CACHE_HOME/bertbench, else ~/.cache/bertbench. Clearing it only costs the next run its tokenisation.
+"""`bertbench data cache`: where the tokenised corpora are kept, how much room they take, and clearing them
+(docs/first-day.md, "The cache"). Each is `<cache>/corpus-<key>/` with its instance indexes (`bertbench.data.corpus`).
 """
 from __future__ import annotations
 

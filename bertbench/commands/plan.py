@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from bertbench.cli_options import TasksDirOption
+from bertbench.errors import BertbenchError
 
 
 def plan(
@@ -35,7 +36,6 @@ def plan(
 ) -> None:
     """How many pre-training × fine-tuning seeds a claim needs to detect an effect at 80% power, and what they
     cost in CPU-minutes on the machine the records ran on, from the records' variance components."""
-    from bertbench.errors import BertbenchError
     from bertbench.report.model import collect
     from bertbench.stages import stage_threads
     from bertbench.report.plan import plan_claim
@@ -85,7 +85,7 @@ def _git_spec(given: str) -> str:
         return given
     import yaml
 
-    from bertbench.errors import BertbenchError, did_you_mean
+    from bertbench.errors import did_you_mean
     from bertbench.paths import PROJECT_ROOT
 
     path = PROJECT_ROOT / "leaderboards" / "retired.yaml"
@@ -101,7 +101,6 @@ def _from_git(spec: str, into: Path) -> Path:
     records/cpu-hour-v1), unpacked into `into`; one error line where git, the commit or the path is not there."""
     import subprocess
 
-    from bertbench.errors import BertbenchError
     from bertbench.paths import PROJECT_ROOT
 
     rev, sep, path = spec[len(GIT_PREFIX):].partition(":")
@@ -126,8 +125,6 @@ def _design(text: Optional[str]) -> Optional[tuple[int, int]]:
         return None
     p, sep, f = text.lower().replace("×", "x").partition("x")
     if not (sep and p.strip().isdigit() and f.strip().isdigit() and int(p) >= 1 and int(f) >= 1):
-        from bertbench.errors import BertbenchError
-
         raise BertbenchError(f"plan: --design {text!r}: expected PxF, pre-training × fine-tuning seeds a side, e.g. 4x1")
     return int(p), int(f)
 
@@ -135,7 +132,6 @@ def _design(text: Optional[str]) -> Optional[tuple[int, int]]:
 def _embed(target: Path, name: str, results: list[Path], claim: str, effect: Optional[float], max_seeds: int,
            lines: list[str], extra: list[str] = ()) -> None:
     """The plan as printed, in a marked block headed by the command that prints it (tests re-run it to check)."""
-    from bertbench.errors import BertbenchError
     from bertbench.runtime.files import atomic_write_text, replace_marked_block
 
     if not target.is_file():

@@ -41,6 +41,17 @@ def build_config(config_cls, recipe: Optional[str], values: dict, sets: list[str
     return apply_overrides(cfg, sets) if sets else cfg
 
 
+def corpus_config(config_cls, values: dict):
+    """`build_config` from pretrain's (or data build's) values, {data_dir} expanded; it must name a corpus."""
+    from bertbench.paths import default_data_dir
+
+    cfg = build_config(config_cls, values["recipe"], values, values["set_"] or [])
+    cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
+    if not cfg.data.corpus:
+        raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
+    return cfg
+
+
 def pretrain_command(config_cls=PretrainConfig):
     """The `bertbench pretrain` command for `config_cls` (PretrainConfig, or a subclass in a test)."""
 
@@ -50,13 +61,7 @@ def pretrain_command(config_cls=PretrainConfig):
         resume, out = values["resume"], values["out"]
         if resume not in ("never", "auto"):
             raise BertbenchError(f"--resume {resume!r}: expected 'auto' or 'never'")
-        from bertbench.paths import default_data_dir
-
-        cfg = build_config(config_cls, values["recipe"], values, values["set_"] or [])
-        cfg = cfg.with_data_dir(values["data_dir"] or default_data_dir())
-        if not cfg.data.corpus:
-            raise BertbenchError("no corpus: give --corpus DIR (repeatable) or a recipe that names one")
-
+        cfg = corpus_config(config_cls, values)
         from bertbench.training.pretrain_run import pretrain as run_pretraining
 
         summary = run_pretraining(cfg, out, resume=resume, stop_at_step=values["stop_at_step"])

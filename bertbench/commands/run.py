@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from bertbench.cli_options import TasksDirOption
+from bertbench.errors import BertbenchError
 
 
 def run(
@@ -69,8 +70,6 @@ def run(
         options = LauncherOptions(launcher, partition, account, gpus_per_node, nodes, time_min, cpus_per_task,
                                   signal_seconds, mem, cpu_partition, wckey, print_sbatch, embed)
     elif print_sbatch is not None or embed is not None:
-        from bertbench.errors import BertbenchError
-
         raise BertbenchError("--print-sbatch writes Slurm's scripts: it goes with --launcher slurm")
     stages = run_preset(spec, data_dir or default_data_dir(), out or Path("runs") / spec.name, echo=typer.echo, plots=plots,
                         workers=workers, devices=devices, command=same_command(ctx), launcher=options)

@@ -37,7 +37,8 @@ def ls(data_dir: DataDirOption = None, tasks_dir: TasksDirOption = None) -> None
         elif not missing:
             local = "[green]present[/green]"
         else:
-            shown = escape(", ".join(_rel(p, data_dir) for p in missing))
+            shown = escape(", ".join(str(p.relative_to(data_dir) if p.is_relative_to(data_dir) else p)
+                                     for p in missing))
             local = f"[red]missing[/red] {shown}" + (" [dim](hub)[/dim]" if t.hub is not None else "")
         table.add_row(t.name, t.family, t.type, t.primary_metric, t.eval_kind, str(t.version), local)
     console = Console()
@@ -46,13 +47,6 @@ def ls(data_dir: DataDirOption = None, tasks_dir: TasksDirOption = None) -> None
     console.print(table)
     for name in registry.broken:  # listed, not fatal: a bad file fails only the command that asks for its task
         typer.secho(f"not loaded: {name} ({registry.broken[name]}); see bertbench tasks validate", fg="red", err=True)
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def validate(tasks_dir: TasksDirOption = None) -> None:
