@@ -1,14 +1,7 @@
 """A study's pre-registration file and its log, in one place (as results.py is for records): the format, its
-parse, write, log and stamp, and the project's copy of each (leaderboards/registrations/<study>/). The claims it
-states are what the study is judged on, stated before it ran.
-
-`bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
-stage, with its time (`write_preregistration`), and logs stopped, partial, amended or withdrawn runs beside it
-(LOG_FILE, `append_log`); studies.protocol decides when, and checks the protocol. The report finds the file under
-the folders it is given: the claims it states (the paper's by id, claim lines) are Holm-adjusted together, every
-other comparison as exploratory, apart (report.claims.evaluate_study). A headline score (`scores:`) names the tasks
-a claim averages and why each was admitted: a published model of the same size beats the constant predictor by at
-least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
+parse, write, log and stamp, and the project's copy of each (leaderboards/registrations/<study>/). `bertbench run`
+writes and logs them (studies.protocol decides when); the report judges the claims they state. docs/claims.md
+("Pre-registration") shows a block and says what each part does.
 """
 from __future__ import annotations
 

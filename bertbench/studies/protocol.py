@@ -1,25 +1,7 @@
-"""The confirmatory protocol a pre-registered preset must keep before it runs (`bertbench run` and `run --validate`).
-
-A preset with a `preregistration:` block is a confirmatory study: its verdicts are read at its seeds, whatever
-they say, so what it runs must be able to decide what it states, with evidence no earlier study has seen:
-- every pre-registered claim is one the preset can measure: both of its variants are in the preset, at one model
-  size, fine-tuned on every task of the claim (feature-based, or from Figure 5's snapshots, where the claim says
-  so). A claim it cannot measure would pass the run and silently leave Holm's family;
-- every side that pre-trains does so with at least CONFIRMATORY_PRETRAIN_SEEDS seeds (bertbench.registration):
-  with two, the pre-training variance has one degree of freedom, and the verdict leans on whichever two were drawn;
-- its seeds are fresh: no pre-training seed and no fine-tuning seed it draws is one that a committed study's
-  records (leaderboards/records/<study>/, every arm, random init included) used. A random-init control at a
-  reused fine-tuning seed replays the earlier study's runs exactly (the claims study's random init replayed
-  cpu-hour-wide's MRPC predictions), and a reused pre-training seed replays a checkpoint's initialisation and data
-  order; either is evidence already seen, not new evidence. A study's own committed records
-  (leaderboards/records/<its name>/) are its own, not an earlier study's.
-Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
-
-A pre-registered study's results/ also keep a log (bertbench.registration: the file, its log and the project's
-copy), which its page lists: a run that stops (`log_stop`), a run that starts over a folder an earlier one left
-part-way, and a change of the pre-registration, which is accepted only when the new block says which registration
-it `amends`, after the partial run is logged (`register`). A study cannot then be stopped, re-registered and run
-again without its page saying so.
+"""The confirmatory protocol a pre-registered preset must keep before it runs (`bertbench run` and `run --validate`):
+every pre-registered claim measurable by the preset, at least CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a
+side that pre-trains, and seeds no committed study's records used; each refusal is one `BertbenchError` line. The
+rules, why each holds, and the registration's log (`register`) are in docs/claims.md, "The confirmatory protocol".
 """
 from __future__ import annotations
 
