@@ -1,31 +1,10 @@
 """`run --launcher slurm`: a study's stages as Slurm jobs, through submitit (PyPI; imported here only).
 
-The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph
-of jobs:
-- each pre-training one job, on `nodes` nodes with one task per GPU (`gpus_per_node`; one task where 0):
-  Lightning reads Slurm's variables and connects the tasks (its Slurm environment), so the config's device and
-  node counts are set to the allocation's (a resume may change them: pretrain_run.DEVICE_CHANGES);
-- the fine-tunings of one model one job array, after its pre-training's job (`afterok`); those whose model
-  exists already (random init, a pre-training done before) one array that waits for nothing;
-- a pre-training's follow-ups (Figure 5's snapshots, known once it has run) one job after it, which plans them
-  then and runs them one after another;
-- the report last, after every job, and it writes stages.json: each stage's seconds and, under "jobs", its job
-  id, node list, start and wall time (each stage job leaves its own in jobs/records/ as it ends).
-
-The tokenizer (every stage's key names it) is trained here first; the corpus's token cache is made by a job of its
-own (`corpus`, CPU-only), which the pre-trainings wait for. Each job asks for the CPUs and memory its stages need
-(studies.slurm_needs; `--cpus-per-task`, `--mem` override), a GPU only where it uses one, and no `--wckey`
-unless one is given. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
-the same command then submits only what is not done (a pre-training resumes from its checkpoint).
-
-`slurm` submits the graph at once, with Slurm's dependencies, and returns. A job asks Slurm for its warning signal
-(`--signal=USR2@S`, S = `signal_s` seconds before its time limit): a pre-training stops at the step it is in with
-its checkpoint, and the job requeues itself (submitit's checkpointing: the same stage, which resumes); any other
-stage the signal reaches is requeued and starts again. A job Slurm stops with SIGTERM (scancel, a pre-emption
-without requeue) is not requeued: its pre-training still checkpoints, and the same command continues.
-`print_sbatch` writes the sbatch scripts that submitit writes for the graph, submitting nothing (a stand-in
-`sbatch` takes them); docs/scale.md embeds the cpu-hour preset's. On one machine a study runs without a launcher,
-through studies.scheduler (dependencies, signals, threads): `--launcher local` is gone.
+The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph of
+jobs (`job_graph`) submitted at once with Slurm's dependencies; the report job writes stages.json, with each stage
+job's record from jobs/records/. docs/scale.md ("A study on Slurm") says what each job runs and asks for, and how a
+time limit's warning (`--signal=USR2@S`) checkpoints and requeues a job; `print_sbatch` writes the scripts
+submitit writes for the graph, submitting nothing (a stand-in `sbatch` takes them).
 """
 from __future__ import annotations
 
