@@ -1,21 +1,10 @@
 """The stage scheduler: runs a study's stages in dependency order, `workers` at a time.
 
-Public API:
-- `Stage`: a named call of a module-level function, with its dependency (`after`), its follow-ups (`then`,
-  stages known only once it has run), and whether it runs `alone` (in this process, with every thread,
-  nothing beside it).
-- `run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)`: runs them; `times` gets each
-  finished stage's seconds, `threads` the thread counts it ran on, in order, `placed` the device it ran on.
-- `device_list(devices, kind)`: the device ids the workers are pinned to ("cpu" for each, on CPU processes).
-- `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
-
 With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
 the scheduler sees each one's end through public handles only: a pipe for its result, and the process's
-sentinel for its death. A worker that dies (the out-of-memory killer's SIGKILL) ends the run with one line
-naming the stage and the signal; the other workers are stopped (a pre-training among them writes its
-checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says. A worker
-that dies while idle (killed while a stage runs alone in this process) costs nothing: a line says so, and a new
-worker takes its slot before a stage is handed to it.
+sentinel for its death. A worker that dies, busy or idle, ends the run with one line (docs/scale-data.md, "When a
+worker dies"); the other workers are stopped (a pre-training among them writes its checkpoint at the step it is
+in), and every finished stage is kept, as its own output on disk says.
 
 The freed core: when a stage ends and nothing is ready to start on its core (e.g. the fine-tunings of random
 init are done while a pre-training still runs), the stages still running share every thread. Each worker's
@@ -38,12 +27,11 @@ pre-training takes a second signal to mean "stop now, without a checkpoint", and
 terminal's Ctrl-C and then the scheduler's SIGTERM lost its step (before, the study's pre-training kept only
 its last periodic checkpoint). A further signal during that wait is passed on too, and does stop them at once.
 
-Devices: with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life (and so is the
-worker that replaces it): CUDA_VISIBLE_DEVICES names that one device in its process before torch starts, so a
-stage's "cuda" (a fine-tuning's device, a one-device pre-training's Lightning trainer) is its own GPU, and
-stages sit one per device. A stage that runs `alone` (a pre-training on several devices) runs in this process,
-which sees every device. Where the devices are CPU processes (no GPU here: runtime.devices), the workers are
-pinned to nothing, and each stage is placed on "cpu": no GPU id that does not exist is recorded.
+Devices (docs/scale-data.md): with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life
+(and so is the worker that replaces it), through CUDA_VISIBLE_DEVICES set in its process before torch starts. A
+stage that runs `alone` (a pre-training on several devices) runs in this process, which sees every device. Where
+the devices are CPU processes (no GPU here: runtime.devices), the workers are pinned to nothing, and each stage is
+placed on "cpu": no GPU id that does not exist is recorded.
 """
 from __future__ import annotations
 
@@ -95,19 +83,11 @@ def stopping_on_signals() -> Iterator[None]:
     """While inside: SIGINT and SIGTERM raise StopRequested in this (the main) thread, instead of
     KeyboardInterrupt or dying at once (SIGTERM's default): the study winds its stages down and says how to go
     on. A pre-training run here installs its own handlers meanwhile (stop_signals) and restores these."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int) -> None:
         raise StopRequested(signum)
 
-    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
-    try:
+    with passing_signals_on(stop):
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextmanager
