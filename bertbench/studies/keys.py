@@ -31,30 +31,21 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def _keyed_fields(cfg: PretrainConfig) -> dict:
-    # without the fields that only change how fast the data is made (the same data, however fast it was made)
-    fields = to_dict(cfg)
-    fields["data"] = keyed_data_fields(fields["data"])
-    for name in DATA_SPEED_ONLY:
-        fields["data"].pop(name, None)
-    return fields
-
-
-def _tokenizer_fields(cfg: PretrainConfig, corpus: list[str]) -> str:
-    docs = cfg.data.max_documents  # with doc_sentences, the first N documents of the cut corpus: other text
-    split = {"doc_sentences": cfg.data.doc_sentences} if docs is not None and cfg.data.doc_sentences else {}
-    return config_hash({"corpus": corpus, "docs": docs, "vocab": cfg.tokenizer_vocab_size,
-                        "lower": cfg.lowercase, **split})
-
-
 def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
     """A study's trained tokenizer: its corpus (relative to the data folder, so a data folder elsewhere keeps the
     key), documents, vocabulary size and case."""
-    return _tokenizer_fields(cfg, [data_dir_relative(c, data_dir) for c in cfg.data.corpus])
+    docs = cfg.data.max_documents  # with doc_sentences, the first N documents of the cut corpus: other text
+    split = {"doc_sentences": cfg.data.doc_sentences} if docs is not None and cfg.data.doc_sentences else {}
+    return config_hash({"corpus": [data_dir_relative(c, data_dir) for c in cfg.data.corpus], "docs": docs,
+                        "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase, **split})
 
 
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
-    fields = _keyed_fields(cfg)
+    fields = to_dict(cfg)
+    # without the fields that only change how fast the data is made (the same data, however fast it was made)
+    fields["data"] = keyed_data_fields(fields["data"])
+    for name in DATA_SPEED_ONLY:
+        fields["data"].pop(name, None)
     fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
     fields["data"]["corpus"] = [data_dir_relative(c, data_dir) for c in cfg.data.corpus]
     return config_hash(fields)
