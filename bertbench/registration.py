@@ -6,6 +6,7 @@ writes and logs them (studies.protocol decides when); the report judges the clai
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,6 @@ class Preregistration:
     @property
     def sha256(self) -> str:
         """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
-        import hashlib
-
         return hashlib.sha256(text(self.as_dict()).encode("utf-8")).hexdigest()
 
     def stamp(self) -> dict[str, str]:
@@ -252,8 +251,6 @@ def write_preregistration(path: Path, prereg):
     """Written before a study's first stage, with the time it is written; an existing file that registers something
     else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
     (with its time: the first run's, on a re-run)."""
-    import hashlib
-
     import yaml
 
     from bertbench.runtime.files import atomic_write_text

@@ -14,7 +14,7 @@ from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
 from bertbench.registration import (
     CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
-    parse_preregistration, progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
+    progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
 )
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 
@@ -201,31 +201,27 @@ def register(out: Path, preset: RunPreset):
     earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
     registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
     registration as written (write_preregistration)."""
-    from bertbench.claims import load_claims
     from bertbench.runtime.provenance import now_iso
-
-    import yaml
 
     results = Path(out) / "results"
     path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
+    far = progress(Path(out), planned(preset))  # its stages' output: copying the registration changes nothing
     committed = committed_registration(preset.name)
     if committed is not None:
         refuse_withdrawn(committed.parent / LOG_FILE, preset.name)
         if not path.is_file():  # a new or emptied run folder starts from the project's registration and its log
             copy_registration(committed.parent, results)
             append_log(results / LOG_FILE, {"event": "started in a folder without the earlier run's files",
-                                            "at": now_iso(), "sha256": read_stamp(path)["sha256"],
-                                            **progress(Path(out), planned(preset))})
+                                            "at": now_iso(), "sha256": read_stamp(path)["sha256"], **far})
     if path.is_file():
-        written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
-        far = progress(Path(out), planned(preset))
+        was = read_stamp(path)["sha256"]
         short = any(far["finished"][kind] < n for kind, n in far["planned"].items())
         if short and (any(far["finished"].values()) or far["started, unfinished"]):
-            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(),
-                                            "sha256": written.sha256, **far})
-        if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
-            append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
-                                            "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
+            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(), "sha256": was,
+                                            **far})
+        if was != prereg.sha256 and prereg.amends == was:
+            append_log(results / LOG_FILE, {"event": f"amended (was {was[:12]}, now {prereg.sha256[:12]})",
+                                            "at": now_iso(), "sha256": prereg.sha256, "amends": was, **far})
     written = write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
     copy_registration(results, registrations_dir() / preset.name)  # the project's copy: the one later runs check
     return written
