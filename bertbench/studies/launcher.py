@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.runtime.files import atomic_write_json
 from bertbench.studies.scheduler import Stage
 
 LAUNCHERS = ("slurm",)
@@ -114,8 +115,6 @@ def _record(records: Path, invocation: str, name: str, started: float) -> None:
     """This stage's job id, nodes, start and wall time, beside the others of its invocation."""
     import submitit
 
-    from bertbench.runtime.files import atomic_write_json
-
     env = submitit.JobEnvironment()
     if env.global_rank != 0:  # one record per stage, however many tasks ran it
         return
@@ -170,8 +169,6 @@ def run_report_job(report: tuple[Callable[..., Any], tuple], keep_earlier: Calla
                    records: Path, invocation: str, times: dict[str, Any], t_submit: float) -> None:
     """The report (`report`: studies.run's write_report and its arguments), then stages.json (the one before
     kept by `keep_earlier`, studies.run's keep_earlier_stages): passed in, as this module is below studies.run."""
-    from bertbench.runtime.files import atomic_write_json
-
     started = time.time()
     report[0](*report[1])
     times = {**invocation_times(records, invocation, times), "report": round(time.time() - started, 1)}

@@ -15,6 +15,7 @@ must be the pre-training's, not `bertbench run`'s (whose ranks would each run th
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any, Callable, Optional
 from bertbench.config import PretrainConfig, is_causal
 from bertbench.studies import keys
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config
-from bertbench.studies.scheduler import WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
+from bertbench.studies.scheduler import RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
 
 
 @dataclass
@@ -164,7 +165,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     """A pre-training on several devices as its own `bertbench pretrain --recipe <its config> --resume auto`
     process (see the module's notes), with this process's view of the devices. Its lines pass through; its
     `error:` line becomes this stage's error."""
-    import os
     import subprocess
     import sys
     import threading
@@ -215,8 +215,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
             _stop_process_group(proc, signal.SIGTERM)
     reader.join(timeout=10)
     if code != 0:
-        from bertbench.studies.scheduler import RERUN_HINT
-
         why = errors[-1] if errors else f"exit code {code}" if code > 0 else f"killed ({signal_name(-code)})"
         raise BertbenchError(f"{name} (its own `bertbench pretrain` process, on {cfg.devices} devices): {why}; "
                              f"{RERUN_HINT}")
@@ -225,7 +223,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
 def _stop_process_group(proc: Any, signum: int) -> None:
     """Send `signum` to the pre-training's process group (it and its ranks), once, and wait for it to end; a
     further signal meanwhile is passed on (it stops the ranks at once); SIGKILL after WIND_DOWN_SECONDS."""
-    import os
     import subprocess
 
     def send(s: int) -> None:
@@ -272,7 +269,6 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str, budget: Option
 def _finetune_stage(req, marker: Path, key: str, stamp: Optional[dict[str, str]] = None,
                     echo: Optional[Callable[[str], None]] = None) -> None:
     import json
-    import os
 
     from bertbench.results import PREREGISTRATION_ENV
     from bertbench.training.finetune_run import run_finetune

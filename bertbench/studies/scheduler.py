@@ -392,8 +392,6 @@ class _Worker:
 
 
 def _signal(pid: int, signum: int) -> None:
-    import os
-
     try:
         os.kill(pid, signum)
     except ProcessLookupError:  # it has just ended: its outcome says how
