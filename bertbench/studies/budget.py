@@ -9,11 +9,11 @@ budget is not applied there.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 from bertbench.config import PretrainConfig
+from bertbench.studies.keys import read_json
 from bertbench.training.step import BUDGET_FILE
 
 STEP_MULTIPLE = 500
@@ -33,10 +33,7 @@ def study_steps(minutes: float, cfg: PretrainConfig, tokenizer: str, out: Path, 
                 echo: Callable[[str], None]) -> dict[str, Any]:
     """The study's step decision: the one kept in `out` for this budget and cap, else decided now and kept."""
     kept = out / BUDGET_FILE
-    try:
-        decision = json.loads(kept.read_text())
-    except (OSError, ValueError):
-        decision = None
+    decision = read_json(kept)
     if not (isinstance(decision, dict) and decision.get("budget_minutes") == minutes
             and decision.get("max_steps") == cfg.max_steps and isinstance(decision.get("steps"), int)):
         from bertbench.runtime.files import atomic_write_json

@@ -63,11 +63,17 @@ def finetune_key(req: Any, task: str, model_key: str) -> str:
     return config_hash({k: str(v) for k, v in fields.items()})
 
 
-def read_key(path: Path) -> Optional[str]:
+def read_json(path: Path) -> Any:
+    """What a JSON file a stage or a study left holds; None where there is none, or it is torn."""
     try:
-        return json.loads(path.read_text()).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None  # no marker, or a torn one: not finished
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_key(path: Path) -> Optional[str]:
+    marker = read_json(path)  # no marker, or a torn one: not finished
+    return marker.get("key") if isinstance(marker, dict) else None
 
 
 def write_key(path: Path, key: str) -> None:

@@ -9,7 +9,6 @@ submitit writes for the graph, submitting nothing (a stand-in `sbatch` takes the
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.runtime.files import atomic_write_json
+from bertbench.studies.keys import read_json
 from bertbench.studies.scheduler import Stage
 
 LAUNCHERS = ("slurm",)
@@ -180,14 +180,8 @@ def run_report_job(report: tuple[Callable[..., Any], tuple], keep_earlier: Calla
 def invocation_times(records: Path, invocation: str, times: dict[str, Any]) -> dict[str, Any]:
     """`times` (what ran before the jobs) with each stage job's seconds of this invocation, and its job under
     JOBS_KEY, in the order they started."""
-    found = []
-    for path in sorted(records.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if record.get("invocation") == invocation:
-            found.append(record)
+    found = [r for r in map(read_json, sorted(records.glob("*.json")))
+             if r is not None and r.get("invocation") == invocation]
     found.sort(key=lambda r: r["started"])
     out = {**times, **{r["stage"]: r["seconds"] for r in found}}
     out[JOBS_KEY] = {r["stage"]: {k: r[k] for k in ("job_id", "nodes", "started", "seconds")} for r in found}

@@ -32,7 +32,7 @@ def run_preset(
     with several devices, the device each stage ran on under DEVICES_KEY. Stopped by SIGINT or SIGTERM, it
     raises StudyInterrupted naming `command` (the one that continues the study) after every running
     pre-training has written its checkpoint at the step it was in. With `launcher` (studies.launcher's
-    LauncherOptions) the stages are jobs, submitted to Slurm or run here through submitit."""
+    LauncherOptions) the stages are Slurm jobs, and it returns {} (the report job writes the times)."""
     if launcher is not None and launcher.print_sbatch is not None:
         return print_sbatch_scripts(preset, Path(data_dir), Path(out), launcher, plots, command, echo)
     if launcher is not None and devices not in (None, 1):
@@ -136,16 +136,12 @@ def stage_threads(cfg, workers: int) -> int:
 def earlier_runs(out: Path) -> list[dict[str, Any]]:
     """Every earlier invocation of the study in this folder, in order: its stages file and how it ended (its wall
     key: 'wall', or 'wall (interrupted: why)'), so that stages.json shows a study that spans several runs whole."""
-    import json
-
     found = []
     for path in sorted(out.glob("stages.*-*.json"), key=lambda p: p.stat().st_mtime):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        walls = {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("wall")}
-        found.append({"file": path.name, **walls})
+        data = keys.read_json(path)
+        if data is not None:
+            walls = {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("wall")}
+            found.append({"file": path.name, **walls})
     return found
 
 
