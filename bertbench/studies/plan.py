@@ -6,17 +6,15 @@
 
 A stage is keyed on what determines its output (studies.keys); a finished one is skipped, an interrupted
 pre-training resumes from its checkpoint. Fine-tuning stages wait for their model's pre-training; the
-Figure 5 stages are follow-ups of a pre-training, known once its snapshots exist.
-
-A pre-training whose config asks for several devices (or nodes) runs alone, as its own `bertbench pretrain`
-process: Lightning's launcher starts its other ranks by running the command line again, and that command line
-must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study).
+Figure 5 stages are follow-ups of a pre-training, known once its snapshots exist. A pre-training whose config
+asks for several devices runs alone, as its own `bertbench pretrain` process (docs/scale-data.md says why).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import signal
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -163,8 +161,9 @@ def several_devices(cfg: PretrainConfig) -> bool:
 def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: str,
                             budget: Optional[dict] = None) -> None:
     """A pre-training on several devices as its own `bertbench pretrain --recipe <its config> --resume auto`
-    process (see the module's notes), with this process's view of the devices. Its lines pass through; its
-    `error:` line becomes this stage's error."""
+    process, with this process's view of the devices: Lightning starts the other ranks by running the command line
+    again, which must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study). Its lines
+    pass through; its `error:` line becomes this stage's error."""
     import subprocess
     import sys
     import threading
@@ -226,10 +225,8 @@ def _stop_process_group(proc: Any, signum: int) -> None:
     import subprocess
 
     def send(s: int) -> None:
-        try:
+        with suppress(ProcessLookupError):  # it has just ended
             os.killpg(proc.pid, s)
-        except ProcessLookupError:  # it has just ended
-            pass
 
     with passing_signals_on(send):
         send(signum)

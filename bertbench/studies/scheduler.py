@@ -39,7 +39,7 @@ import os
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -225,9 +225,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
     def idle_death(worker: "_Worker") -> "_Worker":
         """A worker that died while idle (the out-of-memory killer picks the largest process, and an idle
         worker holds its last stage's heap) ends the study with one line naming it: the machine is short of
-        something, and a study that carried on would hide it. Nothing of the study was lost (no stage ran there),
-        so the same command goes on from where it stopped. Before, the next stage went down its broken pipe
-        and the CLI exited 1 with no message."""
+        something, and a study that carried on would hide it (docs/scale-data.md, "When a worker dies")."""
         raise BertbenchError(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as "
                              f"when the system runs out of memory; no stage was running there: {RERUN_HINT}")
 
@@ -392,10 +390,8 @@ class _Worker:
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with suppress(ProcessLookupError):  # it has just ended: its outcome says how
         os.kill(pid, signum)
-    except ProcessLookupError:  # it has just ended: its outcome says how
-        pass
 
 
 def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: Optional[str] = None) -> None:
