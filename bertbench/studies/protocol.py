@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
@@ -102,9 +101,7 @@ def check_pretrain_seeds(preset: RunPreset, where: str) -> None:
 class _Arm:
     """A preset variant as the report will name it, and what it is fine-tuned on."""
 
-    spec: VariantSpec
     size: str
-    pretraining: Optional[dict]  # what its records' model.pretraining will say of its objective and masking
     objective: str  # the report's label without the size ("MLM+NSP", "random init", "MLM+NSP 40%")
     tasks: frozenset[str]  # fine-tuned
     feature_based: frozenset[str]
@@ -124,6 +121,7 @@ def _arms(preset: RunPreset) -> list[_Arm]:
     arms = []
     for v in preset.variants:
         cfg = variant_config(preset, v, Path("."))
+        # what its records' model.pretraining will say of its objective and masking
         pre = None if v.random_init else {"objective": cfg.objective, "mask_ratio": cfg.data.mask_ratio,
                                           "mask_procedure": list(cfg.data.mask_procedure),
                                           "whole_word_mask": cfg.data.whole_word_mask}
@@ -132,7 +130,7 @@ def _arms(preset: RunPreset) -> list[_Arm]:
         features = frozenset(ft.feature_based_tasks) & tasks if (
             not ft.feature_based_variants or v.name in ft.feature_based_variants) else frozenset()
         figure5 = frozenset(ft.figure5_tasks) if v.name in ft.figure5_variants else frozenset()
-        arms.append(_Arm(v, cfg.model_size, pre, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
+        arms.append(_Arm(cfg.model_size, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
     return arms
 
 
