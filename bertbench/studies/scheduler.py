@@ -236,8 +236,9 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             if not busy:
                 queue.check_nothing_stranded()
                 return
-            if not fixed_threads:
-                _rebalance(busy, total)
+            if not fixed_threads:  # the stages still running share every thread (the freed core)
+                for worker, threads in zip(busy, thread_shares(total, len(busy))):
+                    worker.set_threads(threads)
             for worker in busy:  # what each stage runs on from here on
                 used = queue.threads.setdefault(worker.stage.name, [])
                 if not used or used[-1] != worker.threads.value:
@@ -306,11 +307,6 @@ def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_
         idle.start(stage)
         if idle.device is not None:
             placed[stage.name] = idle.device
-
-
-def _rebalance(busy: list["_Worker"], total: int) -> None:
-    for worker, threads in zip(busy, thread_shares(total, len(busy))):
-        worker.set_threads(threads)
 
 
 def _wait_for_any(slots: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
