@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any, Optional
 from bertbench.claims import PREREGISTRATION, Claim, Claims, load_claims, parse_claim
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT
+from bertbench.runtime.files import atomic_write_text
+from bertbench.runtime.provenance import now_iso
 
 CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre-trains a confirmatory design has
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
@@ -97,8 +100,8 @@ class Preregistration:
         return {"sha256": self.sha256, "registered_at": self.registered_at}
 
 
-def text(block: dict) -> str:
-    """A block as it is written and hashed."""
+def text(block: Any) -> str:
+    """A block (or the log's entries) as it is written and hashed."""
     import yaml
 
     return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
@@ -253,9 +256,6 @@ def write_preregistration(path: Path, prereg):
     (with its time: the first run's, on a re-run)."""
     import yaml
 
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.runtime.provenance import now_iso
-
     if path.is_file():
         written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         when = str(written.pop(REGISTERED_AT, "") or "") if isinstance(written, dict) else ""
@@ -275,11 +275,7 @@ def write_preregistration(path: Path, prereg):
 
 def append_log(path: Path, entry: dict) -> None:
     """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
-    import yaml
-
-    from bertbench.runtime.files import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
+    atomic_write_text(path, text([*read_log(path), entry]))
 
 
 def read_stamp(path: Path) -> dict[str, str]:
@@ -294,8 +290,6 @@ def read_stamp(path: Path) -> dict[str, str]:
 
 
 def registrations_dir() -> Path:
-    import os
-
     return Path(os.environ.get(REGISTRATIONS_VARIABLE) or PROJECT_ROOT / "leaderboards" / "registrations")
 
 
@@ -310,8 +304,6 @@ def committed_registration(name: str, records: Path = COMMITTED_RECORDS) -> Opti
 
 def copy_registration(src: Path, dst: Path) -> None:
     """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
-    from bertbench.runtime.files import atomic_write_text
-
     dst.mkdir(parents=True, exist_ok=True)
     for name in (PREREGISTRATION_FILE, LOG_FILE):
         if (src / name).is_file() and (src / name).resolve() != (dst / name).resolve():
@@ -328,8 +320,6 @@ def refuse_withdrawn(log: Path, name: str) -> None:
 def withdraw(name: str, why: str) -> Path:
     """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
     silently dropped: its page lists the entry). Returns the log's path."""
-    from bertbench.runtime.provenance import now_iso
-
     committed = committed_registration(name)
     if committed is None:
         raise BertbenchError(f"{name}: no registration of this study in {registrations_dir()} or its committed "
@@ -347,8 +337,6 @@ def withdraw(name: str, why: str) -> Path:
 
 def log_stop(out: Path, why: str, name: str = "") -> None:
     """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
-    from bertbench.runtime.provenance import now_iso
-
     results = Path(out) / "results"
     if not (results / PREREGISTRATION_FILE).is_file():
         return
