@@ -12,11 +12,8 @@ share lives in shared memory; the scheduler sends the worker SIGUSR1 and the wor
 `torch.set_num_threads` with its new share. Python runs a signal handler on the main thread between two
 bytecodes, never inside a torch operation: that is the safe point, and it needs nothing from the training
 loops. (Starting the next stage on the freed core is the other way, and the scheduler does that first
-whenever a stage is ready.) Only the order of floating-point sums changes; every stage keeps its seeds. But that
-order is a stage's last digits: cpu-hour's random-init SST-2 seed 3 scored 77.52 on two threads and 77.41 on one,
-and which it gets depends on when its neighbours end, that is, on the host. `fixed_threads` keeps every stage on
-its first share, start to end (the freed core idles), so that a study's numbers do not depend on its schedule;
-`threads` says what each stage ran on either way.
+whenever a stage is ready.) Only the order of floating-point sums changes, but that is a stage's last digits
+(cpu-hour's random-init SST-2 seed 3: 77.52 on two threads, 77.41 on one), hence `fixed_threads` (docs/usage.md).
 
 Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops: every
 running pre-training writes its checkpoint at the step it is in, and the study ends with one line
