@@ -9,8 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertbench.claims import load_claims, masking_suffix, names_variant, objective_label
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
+from bertbench.reference import load_paper_numbers
 from bertbench.registration import (
     CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
     progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
@@ -115,8 +117,6 @@ class _Arm:
 
 
 def _arms(preset: RunPreset) -> list[_Arm]:
-    from bertbench.claims import masking_suffix, objective_label
-
     ft = preset.finetune
     arms = []
     for v in preset.variants:
@@ -141,9 +141,6 @@ def _unmeasurable(what: str, text: str, where: str) -> BertbenchError:
 
 def check_measurable(preset: RunPreset, where: str) -> None:
     """Every pre-registered claim has both of its variants at one size, each fine-tuned on every task it scores."""
-    from bertbench.reference import load_paper_numbers
-    from bertbench.claims import load_claims
-
     prereg, arms = preset.preregistration, _arms(preset)
     aliases = load_paper_numbers().task_aliases
     claims = {c.id: c for c in load_claims().claims}
@@ -174,8 +171,6 @@ def _runs(arm: _Arm, claim, aliases) -> bool:
 
 
 def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
-    from bertbench.claims import names_variant
-
     def named(name: str) -> list[tuple[_Arm, bool]]:
         return [(a, exact) for a in arms if (exact := names_variant(name, a)) is not None]
 
