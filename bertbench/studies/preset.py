@@ -3,6 +3,8 @@ fine-tunes them. Loading one checks all of it, so that a bad value is one line b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -149,9 +151,6 @@ NOT_DESIGN = ("title", "description", "preregistration")
 
 
 def design_fingerprint(raw: dict) -> str:
-    import hashlib
-    import json
-
     design = {k: v for k, v in raw.items() if k not in NOT_DESIGN}
     return "sha256:" + hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
@@ -162,9 +161,6 @@ def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
     hash of its definition (includes resolved; task files may change without a new version), and the report's
     family-wise α and bootstrap draws. The registration's hash covers it, so none of these can change under one
     registration without an amendment (studies.protocol.register)."""
-    import hashlib
-    import json
-
     from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED, load_claims
     from bertbench.tasks import resolve_task_names, task_registry
 
