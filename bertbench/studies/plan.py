@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.config import PretrainConfig, is_causal
+from bertbench.runtime.files import atomic_write_json, atomic_write_text
 from bertbench.studies import keys
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config
 from bertbench.studies.scheduler import RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
+from bertbench.training.step import BUDGET_FILE, study_compile
 
 
 @dataclass
@@ -173,8 +175,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     from bertbench.config import to_dict
     from bertbench.errors import BertbenchError
     from bertbench.paths import PROJECT_ROOT
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.training.step import study_compile
 
     _start_run_dir(run_dir, key, budget)
     cfg = study_compile(cfg, run_dir.parent.parent)  # the study's step (its folder's step.json), not the key's
@@ -247,9 +247,6 @@ def signal_name(signum: int) -> str:
 def _start_run_dir(run_dir: Path, key: str, budget: Optional[dict]) -> None:
     """The stage's key first (the folder is this stage's, finished or not), and the study's step decision, which
     the pre-training's summary copies (studies.budget)."""
-    from bertbench.runtime.files import atomic_write_json
-    from bertbench.training.step import BUDGET_FILE
-
     keys.write_key(run_dir / keys.STAGE_FILE, key)
     if budget is not None:
         atomic_write_json(run_dir / BUDGET_FILE, budget)
@@ -257,7 +254,6 @@ def _start_run_dir(run_dir: Path, key: str, budget: Optional[dict]) -> None:
 
 def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str, budget: Optional[dict] = None) -> None:
     from bertbench.training.pretrain_run import pretrain
-    from bertbench.training.step import study_compile
 
     _start_run_dir(run_dir, key, budget)
     pretrain(study_compile(cfg, run_dir.parent.parent), run_dir, resume="auto")  # the study's step, said once
