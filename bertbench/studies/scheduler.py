@@ -38,9 +38,12 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable, Iterator, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.runtime.quiet import is_quiet, silence_library_noise
+from bertbench.training.stop_signals import Interrupted
 
 RERUN_HINT = "finished stages are kept — rerun the same command to continue"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -186,8 +189,6 @@ class _Queue:
     def run_here(self, stage: Stage) -> None:  # in this process, with every thread
         import torch
 
-        from bertbench.training.stop_signals import Interrupted
-
         self.echo(f"[{stage.name}] started")
         self.threads[stage.name] = [torch.get_num_threads()]
         t0 = time.perf_counter()
@@ -309,10 +310,8 @@ def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_
 def _wait_for_any(slots: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
     """Block until a busy worker has answered, or any worker has died; each such worker with its outcome:
     ("ok", seconds), ("error", message), ("crash", traceback) or ("died", signal name)."""
-    from multiprocessing.connection import wait
-
     handles = {w.conn: w for w in slots if w.stage is not None} | {w.process.sentinel: w for w in slots}
-    ready = {handles[h] for h in wait(list(handles))}
+    ready = {handles[h] for h in wait_for(list(handles))}
     return [(w, w.outcome()) for w in slots if w in ready]
 
 
@@ -324,8 +323,6 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.threads = context.Value("i", threads, lock=False)
         self.listening = context.Value("b", 0, lock=False)  # 1 once its SIGUSR1 handler is in place
-        from bertbench.runtime.quiet import is_quiet
-
         self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening, is_quiet(), device),
                                        name="bertbench-stage")
         self.process.start()
@@ -349,8 +346,6 @@ class _Worker:
 
     def outcome(self, wait: float = 0) -> tuple:
         """Its answer, or how it died; waits up to `wait` seconds for either (then stops it: SIGKILL)."""
-        from multiprocessing.connection import wait as wait_for
-
         try:
             if wait:
                 wait_for([self.conn, self.process.sentinel], timeout=wait)
@@ -405,16 +400,12 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: O
     import torch
 
     if quiet:  # a spawned worker starts with Python's defaults: silence what the main process silenced
-        from bertbench.runtime.quiet import silence_library_noise
-
         silence_library_noise()
 
     # the safe point at which a new share is taken up: between two bytecodes of this (the main) thread
     signal.signal(signal.SIGUSR1, lambda signum, frame: torch.set_num_threads(max(1, threads.value)))
     listening.value = 1
     torch.set_num_threads(max(1, threads.value))
-    from bertbench.training.stop_signals import Interrupted
-
     while True:
         try:
             fn, args = conn.recv()
