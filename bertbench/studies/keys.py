@@ -23,6 +23,7 @@ from typing import Any, Optional
 from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, keyed_data_fields, to_dict
 from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
 from bertbench.paths import data_dir_relative
+from bertbench.runtime.files import atomic_write_json
 
 STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
 
@@ -77,8 +78,6 @@ def read_key(path: Path) -> Optional[str]:
 
 
 def write_key(path: Path, key: str) -> None:
-    from bertbench.runtime.files import atomic_write_json
-
     atomic_write_json(path, {"key": key})
 
 
