@@ -125,10 +125,9 @@ def _record(records: Path, invocation: str, name: str, started: float) -> None:
 
 
 class StageJob:
-    """A stage as a job's function: it runs the stage and records it. submitit's checkpointable (it has
-    `checkpoint`): on Slurm's warning signal (USR2) submitit requeues the job with the same call, which starts the
-    stage again; a pre-training catches the signal itself (training.stop_signals), writes its checkpoint at the
-    step it is in and stops, and this hands the signal back to submitit, so the requeued job resumes there."""
+    """A stage as a job's function: it runs the stage and records it. submitit's checkpointable (`checkpoint`): a
+    pre-training stopped by Slurm's warning signal hands it back to submitit, which requeues the job with the same
+    call, so it resumes from its checkpoint (docs/scale.md, "Time limits, pre-emption and requeue")."""
 
     def __call__(self, stage_fn: Callable[..., None], args: tuple, name: str, records: Path, invocation: str) -> None:
         from bertbench.training.stop_signals import WARNING_SIGNAL, Interrupted

@@ -66,9 +66,7 @@ class RunPreset:
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
     # Accelerators the stages are spread over, one per worker (worker i pinned to device i mod N); with N > 1
-    # the workers default to N. Each fine-tuning and each one-device pre-training runs on one device; a
-    # pre-training whose config asks for several devices runs alone, as its own `bertbench pretrain` process
-    # (studies.plan). `run --devices` overrides it.
+    # the workers default to N (docs/scale-data.md). `run --devices` overrides it.
     devices: int = 1
     # With workers > 1: keep every stage on its first share of the threads, start to end, instead of giving the
     # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended

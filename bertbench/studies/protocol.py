@@ -147,8 +147,7 @@ def check_measurable(preset: RunPreset, where: str) -> None:
     for claim_id in prereg.paper_claims:
         c = claims[claim_id]
         for task, _ in c.scores:
-            ours = [t for a in arms for t in a.tasks if aliases.get(t, t) == task]
-            if not ours:
+            if not any(aliases.get(t, t) == task for a in arms for t in a.tasks):
                 raise _unmeasurable(f"no task of it stands for the paper's {task}", claim_id, where)
         pairs = [(x, y) for x in arms for y in arms if x is not y and x.size == y.size
                  and (x.objective, y.objective) == (c.a, c.b)]
