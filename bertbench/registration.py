@@ -71,7 +71,7 @@ class Preregistration:
     # the preset's design as registered (studies.preset.design_fingerprint: steps, variants, tasks, fine-tuning
     # settings); empty in registrations written before it was registered
     design: str = ""
-    # what else decides a verdict, as registered (studies.protocol.decisive_terms): each claim's definition (test,
+    # what else decides a verdict, as registered (studies.preset.decisive_terms): each claim's definition (test,
     # threshold, task, metric), the task files' versions and hashes, the report's α and bootstrap draws; empty in
     # registrations written before it was registered
     decides: Any = None

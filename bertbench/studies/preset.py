@@ -131,7 +131,7 @@ def load_preset(name_or_path: str) -> RunPreset:
         seeds = {v.name: pretrain_seeds(preset, v) for v in preset.variants if not v.random_init}
         preset.preregistration = dataclasses.replace(
             prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds}, design=design_fingerprint(raw),
-            decides=decisive_terms(preset, prereg, p))
+            decides=decisive_terms(preset, prereg))
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     if preset.step_budget_minutes is not None and not preset.step_budget_minutes > 0:
@@ -153,7 +153,7 @@ def design_fingerprint(raw: dict) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
-def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
+def decisive_terms(preset: "RunPreset", prereg) -> dict:
     """What decides a pre-registered verdict beside the design, as it stands now: each paper claim's definition
     (its sides, scores, test and threshold, approach, checkpoint: reference/claims.yaml), each task's version and a
     hash of its definition (includes resolved; task files may change without a new version), and the report's
