@@ -15,14 +15,12 @@ loops. (Starting the next stage on the freed core is the other way, and the sche
 whenever a stage is ready.) Only the order of floating-point sums changes, but that is a stage's last digits
 (cpu-hour's random-init SST-2 seed 3: 77.52 on two threads, 77.41 on one), hence `fixed_threads` (docs/usage.md).
 
-Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops: every
-running pre-training writes its checkpoint at the step it is in, and the study ends with one line
-(`StudyInterrupted`) naming each checkpoint's step and the command that continues it (the same `run` command:
-the rerun resumes each pre-training from that step). The workers sit in process groups of their own, so a
-terminal's Ctrl-C reaches this process only, and this process passes it on, once, to each busy worker: a
-pre-training takes a second signal to mean "stop now, without a checkpoint", and a worker that got the
-terminal's Ctrl-C and then the scheduler's SIGTERM lost its step (before, the study's pre-training kept only
-its last periodic checkpoint). A further signal during that wait is passed on too, and does stop them at once.
+Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops
+(docs/usage.md), with one line (`StudyInterrupted`) naming each checkpoint's step. The workers sit in process
+groups of their own, so a terminal's Ctrl-C reaches this process only, and this process passes it on, once, to
+each busy worker: a pre-training takes a second signal to mean "stop now, without a checkpoint" (a worker that
+got the terminal's Ctrl-C and then the scheduler's SIGTERM lost its step). A further signal during that wait is
+passed on too, and does stop them at once.
 
 Devices (docs/scale-data.md): with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life
 (and so is the worker that replaces it), through CUDA_VISIBLE_DEVICES set in its process before torch starts. A
