@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from bertbench.claims import load_claims
 from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.registration import parse_preregistration
+from bertbench.tasks import resolve_task_names, task_registry, valid_tasks
 from bertbench.training.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
 
@@ -118,9 +121,6 @@ def load_preset(name_or_path: str) -> RunPreset:
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:
-        from bertbench.claims import load_claims
-        from bertbench.registration import parse_preregistration
-
         if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:
             raise BertbenchError(f"{p}: preregistration: no 'seeds' key: the seeds are the preset's own "
                                  "(pretrain_seeds, finetune.seeds), and the pre-registration records them from there")
@@ -159,8 +159,7 @@ def decisive_terms(preset: "RunPreset", prereg) -> dict:
     hash of its definition (includes resolved; task files may change without a new version), and the report's
     family-wise α and bootstrap draws. The registration's hash covers it, so none of these can change under one
     registration without an amendment (studies.protocol.register)."""
-    from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED, load_claims
-    from bertbench.tasks import resolve_task_names, task_registry
+    from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED  # read at each call, as the report reads them
 
     claims = {c.id: c for c in load_claims().claims}
     defined = {cid: {"a": c.a, "b": c.b, "scores": [list(s) for s in c.scores], "test": c.comparator,
@@ -228,8 +227,6 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
-    from bertbench.tasks import valid_tasks
-
     known = valid_tasks()
     for key, per_task in (("epoch_selection", ft.epoch_selection), ("train_caps", ft.train_caps)):
         # a misspelt task would be ignored, its tasks trained by the default; one a base (finetune_from) names
