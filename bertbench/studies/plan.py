@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +167,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     process, with this process's view of the devices: Lightning starts the other ranks by running the command line
     again, which must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study). Its lines
     pass through; its `error:` line becomes this stage's error."""
-    import subprocess
     import sys
     import threading
 
@@ -222,8 +222,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
 def _stop_process_group(proc: Any, signum: int) -> None:
     """Send `signum` to the pre-training's process group (it and its ranks), once, and wait for it to end; a
     further signal meanwhile is passed on (it stops the ranks at once); SIGKILL after WIND_DOWN_SECONDS."""
-    import subprocess
-
     def send(s: int) -> None:
         with suppress(ProcessLookupError):  # it has just ended
             os.killpg(proc.pid, s)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.model.tokenizer import WordPieceTokenizer
 from bertbench.runtime.files import atomic_write_json, atomic_write_text, replace_marked_block
 from bertbench.stages import THREADS_KEY
 from bertbench.studies import keys
@@ -194,7 +195,6 @@ def ensure_tokenizer(base, data_dir: Path, out: Path, stage: Callable, echo: Cal
 
 def train_tokenizer(base, tok_dir: Path) -> None:
     from bertbench.data.corpus import iter_documents
-    from bertbench.model.tokenizer import WordPieceTokenizer
 
     sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents, base.data.doc_sentences) for s in doc)
     WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
@@ -208,7 +208,6 @@ def with_corpus_stage(stages: list[Stage], base, tokenizer: str, pretrains: bool
 
 def tokenise_corpus(base, tokenizer: str) -> None:
     from bertbench.data.corpus import load_tokenized_corpus
-    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.load(Path(tokenizer))
     load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc,
