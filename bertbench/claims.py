@@ -35,10 +35,6 @@ RNG_SEED = 2022  # fixed, so a report regenerates byte for byte
 FORM = "'A − B on TASK > T' (or < T, or within T), e.g. \"mlm+nsp − mlm on stsb > 0\"; see docs/claims.md"
 
 
-def _fmt_pct(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
     """'' for the paper's default masking (15%, 80/10/10, WordPiece); else e.g. 'mask 100/0/0 wwm 40%'."""
     if not pretraining or not is_masked(pretraining.get("objective")):
@@ -46,12 +42,12 @@ def masking_suffix(pretraining: Optional[Mapping[str, Any]]) -> str:
     parts = []
     procedure = mask_procedure(pretraining)
     if procedure is not None and any(abs(a - b) > 1e-6 for a, b in zip(procedure, PAPER_MASK_PROCEDURE)):
-        parts.append("mask " + "/".join(_fmt_pct(v) for v in procedure))
+        parts.append("mask " + "/".join(f"{v:.4g}" for v in procedure))
     if pretraining.get("whole_word_mask"):
         parts.append("wwm")
     ratio = pretraining.get("mask_ratio")
     if ratio is not None and abs(ratio - PAPER_MASK_RATIO) > 1e-9:
-        parts.append(f"{_fmt_pct(100.0 * ratio)}%")
+        parts.append(f"{100.0 * ratio:.4g}%")
     return " ".join(parts)
 
 
@@ -257,8 +253,6 @@ def names_variant(name: str, v) -> Optional[bool]:
         return False
     size, _, rest = n.partition(" ")
     return True if size == v.size.lower() and rest in words else None
-
-
 
 
 __all__ = ["CLAIMS_FILE", "COMMAND_LINE", "Claim", "Claims", "DEFAULT_APPROACH", "FILE", "FORM",

@@ -1,18 +1,13 @@
 """A study's pre-registration file and its log, in one place (as results.py is for records): the format, its
-parse, write, log and stamp, and the project's copy of each (leaderboards/registrations/<study>/). The claims it
-states are what the study is judged on, stated before it ran.
-
-`bertbench run` writes a preset's `preregistration:` block into results/preregistration.yaml before the first
-stage, with its time (`write_preregistration`), and logs stopped, partial, amended or withdrawn runs beside it
-(LOG_FILE, `append_log`); studies.protocol decides when, and checks the protocol. The report finds the file under
-the folders it is given: the claims it states (the paper's by id, claim lines) are Holm-adjusted together, every
-other comparison as exploratory, apart (report.claims.evaluate_study). A headline score (`scores:`) names the tasks
-a claim averages and why each was admitted: a published model of the same size beats the constant predictor by at
-least ADMISSION_MARGIN points (`Evidence.admitted`). docs/claims.md shows a block.
+parse, write, log and stamp, and the project's copy of each (leaderboards/registrations/<study>/). `bertbench run`
+writes and logs them (studies.protocol decides when); the report judges the claims they state. docs/claims.md
+("Pre-registration") shows a block and says what each part does.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +16,8 @@ from typing import Any, Optional
 from bertbench.claims import PREREGISTRATION, Claim, Claims, load_claims, parse_claim
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT
+from bertbench.runtime.files import atomic_write_text
+from bertbench.runtime.provenance import now_iso
 
 CONFIRMATORY_PRETRAIN_SEEDS = 3  # the fewest pre-training seeds a side that pre-trains a confirmatory design has
 PREREGISTRATION_FILE = "preregistration.yaml"  # in a study's results folder, written before its first stage
@@ -74,7 +71,7 @@ class Preregistration:
     # the preset's design as registered (studies.preset.design_fingerprint: steps, variants, tasks, fine-tuning
     # settings); empty in registrations written before it was registered
     design: str = ""
-    # what else decides a verdict, as registered (studies.protocol.decisive_terms): each claim's definition (test,
+    # what else decides a verdict, as registered (studies.preset.decisive_terms): each claim's definition (test,
     # threshold, task, metric), the task files' versions and hashes, the report's α and bootstrap draws; empty in
     # registrations written before it was registered
     decides: Any = None
@@ -96,8 +93,6 @@ class Preregistration:
     @property
     def sha256(self) -> str:
         """The hash of what was registered (`as_dict`'s text; not when): what each record of its run carries."""
-        import hashlib
-
         return hashlib.sha256(text(self.as_dict()).encode("utf-8")).hexdigest()
 
     def stamp(self) -> dict[str, str]:
@@ -105,8 +100,8 @@ class Preregistration:
         return {"sha256": self.sha256, "registered_at": self.registered_at}
 
 
-def text(block: dict) -> str:
-    """A block as it is written and hashed."""
+def text(block: Any) -> str:
+    """A block (or the log's entries) as it is written and hashed."""
     import yaml
 
     return yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
@@ -259,12 +254,7 @@ def write_preregistration(path: Path, prereg):
     """Written before a study's first stage, with the time it is written; an existing file that registers something
     else stops the study, unless the new registration `amends` it (its sha256). Returns the registration as written
     (with its time: the first run's, on a re-run)."""
-    import hashlib
-
     import yaml
-
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.runtime.provenance import now_iso
 
     if path.is_file():
         written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -285,11 +275,7 @@ def write_preregistration(path: Path, prereg):
 
 def append_log(path: Path, entry: dict) -> None:
     """One more entry at the end of the log, the whole file rewritten atomically (never half an entry)."""
-    import yaml
-
-    from bertbench.runtime.files import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump([*read_log(path), entry], sort_keys=False, allow_unicode=True))
+    atomic_write_text(path, text([*read_log(path), entry]))
 
 
 def read_stamp(path: Path) -> dict[str, str]:
@@ -304,8 +290,6 @@ def read_stamp(path: Path) -> dict[str, str]:
 
 
 def registrations_dir() -> Path:
-    import os
-
     return Path(os.environ.get(REGISTRATIONS_VARIABLE) or PROJECT_ROOT / "leaderboards" / "registrations")
 
 
@@ -320,8 +304,6 @@ def committed_registration(name: str, records: Path = COMMITTED_RECORDS) -> Opti
 
 def copy_registration(src: Path, dst: Path) -> None:
     """The registration and its log, from one folder to another (each file atomically; a missing log is none)."""
-    from bertbench.runtime.files import atomic_write_text
-
     dst.mkdir(parents=True, exist_ok=True)
     for name in (PREREGISTRATION_FILE, LOG_FILE):
         if (src / name).is_file() and (src / name).resolve() != (dst / name).resolve():
@@ -338,8 +320,6 @@ def refuse_withdrawn(log: Path, name: str) -> None:
 def withdraw(name: str, why: str) -> Path:
     """Withdraw the study `name` before it runs, with its reason, in the project's log of its registration (never
     silently dropped: its page lists the entry). Returns the log's path."""
-    from bertbench.runtime.provenance import now_iso
-
     committed = committed_registration(name)
     if committed is None:
         raise BertbenchError(f"{name}: no registration of this study in {registrations_dir()} or its committed "
@@ -357,8 +337,6 @@ def withdraw(name: str, why: str) -> Path:
 
 def log_stop(out: Path, why: str, name: str = "") -> None:
     """A pre-registered study's run that stops (a failed or killed stage, Ctrl-C, SIGTERM): what had finished."""
-    from bertbench.runtime.provenance import now_iso
-
     results = Path(out) / "results"
     if not (results / PREREGISTRATION_FILE).is_file():
         return

@@ -1,26 +1,19 @@
-"""A study's pre-training steps from a time budget (a preset's `step_budget_minutes`), decided once.
-
-A wall-clock schedule (`budget_minutes`) ends a run on the clock, so its steps, and every record after it, depend
-on how busy the host was that day. A step budget is turned into a step count once, before the first stage: the
-steps whose planned time fits the budget, rounded down to a multiple of STEP_MULTIPLE (a recalibration's noise
-then rarely moves them) and capped by `pretrain.max_steps`. A step's planned time is each phase's calibrated step
-time, weighted by the phase's share of the steps. The calibration is kept in the host's step-time store
-(training.step_times: device, model size, shape, precision and threads) and measured only where none is there:
-CALIBRATION_STEPS eager steps on synthetic batches after training.step.WARMUP_STEPS, on the thread share a stage
-gets. So a rerun on the same host, in a fresh folder too, converts the same budget into the same steps.
-
-The decision (the budget, each phase's step time with where and when it was measured, the steps) is kept in the
-study's folder (BUDGET_FILE), where every later invocation takes it as it is; it is copied into each
-pre-training's run folder, into its summary.json (`schedule.steps_budget`) and from there into every fine-tuning
-record (`model.pretraining.steps_budget`). On Slurm the jobs run on other hosts: the budget is not applied there.
+"""A study's pre-training steps from a time budget (a preset's `step_budget_minutes`), decided once
+(docs/usage.md says how, and where the decision is kept). Unlike a wall-clock schedule (`budget_minutes`), whose
+steps depend on how busy the host was that day, the steps are fixed before the first stage: rounded down to a
+multiple of STEP_MULTIPLE (a recalibration's noise then rarely moves them), from each phase's step time as
+calibrated on this host (training.step_times: CALIBRATION_STEPS eager steps after training.step.WARMUP_STEPS, on
+the thread share a stage gets), weighted by the phase's share of the steps. The decision is kept in the study's
+folder (BUDGET_FILE), where every later invocation takes it as it is. On Slurm the jobs run on other hosts: the
+budget is not applied there.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 from bertbench.config import PretrainConfig
+from bertbench.studies.keys import read_json
 from bertbench.training.step import BUDGET_FILE
 
 STEP_MULTIPLE = 500
@@ -40,10 +33,7 @@ def study_steps(minutes: float, cfg: PretrainConfig, tokenizer: str, out: Path, 
                 echo: Callable[[str], None]) -> dict[str, Any]:
     """The study's step decision: the one kept in `out` for this budget and cap, else decided now and kept."""
     kept = out / BUDGET_FILE
-    try:
-        decision = json.loads(kept.read_text())
-    except (OSError, ValueError):
-        decision = None
+    decision = read_json(kept)
     if not (isinstance(decision, dict) and decision.get("budget_minutes") == minutes
             and decision.get("max_steps") == cfg.max_steps and isinstance(decision.get("steps"), int)):
         from bertbench.runtime.files import atomic_write_json

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from bertbench.config import DATA_SPEED_ONLY, PretrainConfig, keyed_data_fields, to_dict
 from bertbench.model.tokenizer import tokenizer_fingerprint  # re-exported: plan.py keys random init with it
 from bertbench.paths import data_dir_relative
+from bertbench.runtime.files import atomic_write_json
 
 STAGE_FILE = "stage.json"  # in a pre-training folder, and random init's results folder: {"key": ...}
 
@@ -31,30 +32,21 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def _keyed_fields(cfg: PretrainConfig) -> dict:
-    # without the fields that only change how fast the data is made (the same data, however fast it was made)
-    fields = to_dict(cfg)
-    fields["data"] = keyed_data_fields(fields["data"])
-    for name in DATA_SPEED_ONLY:
-        fields["data"].pop(name, None)
-    return fields
-
-
-def _tokenizer_fields(cfg: PretrainConfig, corpus: list[str]) -> str:
-    docs = cfg.data.max_documents  # with doc_sentences, the first N documents of the cut corpus: other text
-    split = {"doc_sentences": cfg.data.doc_sentences} if docs is not None and cfg.data.doc_sentences else {}
-    return config_hash({"corpus": corpus, "docs": docs, "vocab": cfg.tokenizer_vocab_size,
-                        "lower": cfg.lowercase, **split})
-
-
 def tokenizer_key(cfg: PretrainConfig, data_dir: Path) -> str:
     """A study's trained tokenizer: its corpus (relative to the data folder, so a data folder elsewhere keeps the
     key), documents, vocabulary size and case."""
-    return _tokenizer_fields(cfg, [data_dir_relative(c, data_dir) for c in cfg.data.corpus])
+    docs = cfg.data.max_documents  # with doc_sentences, the first N documents of the cut corpus: other text
+    split = {"doc_sentences": cfg.data.doc_sentences} if docs is not None and cfg.data.doc_sentences else {}
+    return config_hash({"corpus": [data_dir_relative(c, data_dir) for c in cfg.data.corpus], "docs": docs,
+                        "vocab": cfg.tokenizer_vocab_size, "lower": cfg.lowercase, **split})
 
 
 def pretrain_key(cfg: PretrainConfig, data_dir: Path) -> str:
-    fields = _keyed_fields(cfg)
+    fields = to_dict(cfg)
+    # without the fields that only change how fast the data is made (the same data, however fast it was made)
+    fields["data"] = keyed_data_fields(fields["data"])
+    for name in DATA_SPEED_ONLY:
+        fields["data"].pop(name, None)
     fields["tokenizer"] = tokenizer_fingerprint(cfg.tokenizer)
     fields["data"]["corpus"] = [data_dir_relative(c, data_dir) for c in cfg.data.corpus]
     return config_hash(fields)
@@ -72,16 +64,20 @@ def finetune_key(req: Any, task: str, model_key: str) -> str:
     return config_hash({k: str(v) for k, v in fields.items()})
 
 
-def read_key(path: Path) -> Optional[str]:
+def read_json(path: Path) -> Any:
+    """What a JSON file a stage or a study left holds; None where there is none, or it is torn."""
     try:
-        return json.loads(path.read_text()).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None  # no marker, or a torn one: not finished
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_key(path: Path) -> Optional[str]:
+    marker = read_json(path)  # no marker, or a torn one: not finished
+    return marker.get("key") if isinstance(marker, dict) else None
 
 
 def write_key(path: Path, key: str) -> None:
-    from bertbench.runtime.files import atomic_write_json
-
     atomic_write_json(path, {"key": key})
 
 

@@ -1,36 +1,14 @@
 """`run --launcher slurm`: a study's stages as Slurm jobs, through submitit (PyPI; imported here only).
 
-The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph
-of jobs:
-- each pre-training one job, on `nodes` nodes with one task per GPU (`gpus_per_node`; one task where 0):
-  Lightning reads Slurm's variables and connects the tasks (its Slurm environment), so the config's device and
-  node counts are set to the allocation's (a resume may change them: pretrain_run.DEVICE_CHANGES);
-- the fine-tunings of one model one job array, after its pre-training's job (`afterok`); those whose model
-  exists already (random init, a pre-training done before) one array that waits for nothing;
-- a pre-training's follow-ups (Figure 5's snapshots, known once it has run) one job after it, which plans them
-  then and runs them one after another;
-- the report last, after every job, and it writes stages.json: each stage's seconds and, under "jobs", its job
-  id, node list, start and wall time (each stage job leaves its own in jobs/records/ as it ends).
-
-The tokenizer (every stage's key names it) is trained here first; the corpus's token cache is made by a job of its
-own (`corpus`, CPU-only), which the pre-trainings wait for. Each job asks for the CPUs and memory its stages need
-(studies.slurm_needs; `--cpus-per-task`, `--mem` override), a GPU only where it uses one, and no `--wckey`
-unless one is given. A failed or pre-empted job leaves its dependants unsubmitted (Slurm: cancelled, kill-on-invalid-dep);
-the same command then submits only what is not done (a pre-training resumes from its checkpoint).
-
-`slurm` submits the graph at once, with Slurm's dependencies, and returns. A job asks Slurm for its warning signal
-(`--signal=USR2@S`, S = `signal_s` seconds before its time limit): a pre-training stops at the step it is in with
-its checkpoint, and the job requeues itself (submitit's checkpointing: the same stage, which resumes); any other
-stage the signal reaches is requeued and starts again. A job Slurm stops with SIGTERM (scancel, a pre-emption
-without requeue) is not requeued: its pre-training still checkpoints, and the same command continues.
-`print_sbatch` writes the sbatch scripts that submitit writes for the graph, submitting nothing (a stand-in
-`sbatch` takes them); docs/scale.md embeds the cpu-hour preset's. On one machine a study runs without a launcher,
-through studies.scheduler (dependencies, signals, threads): `--launcher local` is gone.
+The same plan as the one-node scheduler (studies.plan: only the stages not done, keyed as always), as a graph of
+jobs (`job_graph`) submitted at once with Slurm's dependencies; the report job writes stages.json, with each stage
+job's record from jobs/records/. docs/scale.md ("A study on Slurm") says what each job runs and asks for, and how a
+time limit's warning (`--signal=USR2@S`) checkpoints and requeues a job; `print_sbatch` writes the scripts
+submitit writes for the graph, submitting nothing (a stand-in `sbatch` takes them).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -38,6 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.runtime.files import atomic_write_json
+from bertbench.studies.keys import read_json
 from bertbench.studies.scheduler import Stage
 
 LAUNCHERS = ("slurm",)
@@ -135,8 +115,6 @@ def _record(records: Path, invocation: str, name: str, started: float) -> None:
     """This stage's job id, nodes, start and wall time, beside the others of its invocation."""
     import submitit
 
-    from bertbench.runtime.files import atomic_write_json
-
     env = submitit.JobEnvironment()
     if env.global_rank != 0:  # one record per stage, however many tasks ran it
         return
@@ -147,10 +125,9 @@ def _record(records: Path, invocation: str, name: str, started: float) -> None:
 
 
 class StageJob:
-    """A stage as a job's function: it runs the stage and records it. submitit's checkpointable (it has
-    `checkpoint`): on Slurm's warning signal (USR2) submitit requeues the job with the same call, which starts the
-    stage again; a pre-training catches the signal itself (training.stop_signals), writes its checkpoint at the
-    step it is in and stops, and this hands the signal back to submitit, so the requeued job resumes there."""
+    """A stage as a job's function: it runs the stage and records it. submitit's checkpointable (`checkpoint`): a
+    pre-training stopped by Slurm's warning signal hands it back to submitit, which requeues the job with the same
+    call, so it resumes from its checkpoint (docs/scale.md, "Time limits, pre-emption and requeue")."""
 
     def __call__(self, stage_fn: Callable[..., None], args: tuple, name: str, records: Path, invocation: str) -> None:
         from bertbench.training.stop_signals import WARNING_SIGNAL, Interrupted
@@ -191,8 +168,6 @@ def run_report_job(report: tuple[Callable[..., Any], tuple], keep_earlier: Calla
                    records: Path, invocation: str, times: dict[str, Any], t_submit: float) -> None:
     """The report (`report`: studies.run's write_report and its arguments), then stages.json (the one before
     kept by `keep_earlier`, studies.run's keep_earlier_stages): passed in, as this module is below studies.run."""
-    from bertbench.runtime.files import atomic_write_json
-
     started = time.time()
     report[0](*report[1])
     times = {**invocation_times(records, invocation, times), "report": round(time.time() - started, 1)}
@@ -204,14 +179,8 @@ def run_report_job(report: tuple[Callable[..., Any], tuple], keep_earlier: Calla
 def invocation_times(records: Path, invocation: str, times: dict[str, Any]) -> dict[str, Any]:
     """`times` (what ran before the jobs) with each stage job's seconds of this invocation, and its job under
     JOBS_KEY, in the order they started."""
-    found = []
-    for path in sorted(records.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if record.get("invocation") == invocation:
-            found.append(record)
+    found = [r for r in map(read_json, sorted(records.glob("*.json")))
+             if r is not None and r.get("invocation") == invocation]
     found.sort(key=lambda r: r["started"])
     out = {**times, **{r["stage"]: r["seconds"] for r in found}}
     out[JOBS_KEY] = {r["stage"]: {k: r[k] for k in ("job_id", "nodes", "started", "seconds")} for r in found}

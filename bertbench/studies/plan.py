@@ -6,24 +6,26 @@
 
 A stage is keyed on what determines its output (studies.keys); a finished one is skipped, an interrupted
 pre-training resumes from its checkpoint. Fine-tuning stages wait for their model's pre-training; the
-Figure 5 stages are follow-ups of a pre-training, known once its snapshots exist.
-
-A pre-training whose config asks for several devices (or nodes) runs alone, as its own `bertbench pretrain`
-process: Lightning's launcher starts its other ranks by running the command line again, and that command line
-must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study).
+Figure 5 stages are follow-ups of a pre-training, known once its snapshots exist. A pre-training whose config
+asks for several devices runs alone, as its own `bertbench pretrain` process (docs/scale-data.md says why).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
+import subprocess
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.config import PretrainConfig, is_causal
+from bertbench.runtime.files import atomic_write_json, atomic_write_text
 from bertbench.studies import keys
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config
-from bertbench.studies.scheduler import WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
+from bertbench.studies.scheduler import RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
+from bertbench.training.step import BUDGET_FILE, study_compile
 
 
 @dataclass
@@ -162,10 +164,9 @@ def several_devices(cfg: PretrainConfig) -> bool:
 def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: str,
                             budget: Optional[dict] = None) -> None:
     """A pre-training on several devices as its own `bertbench pretrain --recipe <its config> --resume auto`
-    process (see the module's notes), with this process's view of the devices. Its lines pass through; its
-    `error:` line becomes this stage's error."""
-    import os
-    import subprocess
+    process, with this process's view of the devices: Lightning starts the other ranks by running the command line
+    again, which must be the pre-training's, not `bertbench run`'s (whose ranks would each run the study). Its lines
+    pass through; its `error:` line becomes this stage's error."""
     import sys
     import threading
 
@@ -174,8 +175,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
     from bertbench.config import to_dict
     from bertbench.errors import BertbenchError
     from bertbench.paths import PROJECT_ROOT
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.training.step import study_compile
 
     _start_run_dir(run_dir, key, budget)
     cfg = study_compile(cfg, run_dir.parent.parent)  # the study's step (its folder's step.json), not the key's
@@ -215,8 +214,6 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
             _stop_process_group(proc, signal.SIGTERM)
     reader.join(timeout=10)
     if code != 0:
-        from bertbench.studies.scheduler import RERUN_HINT
-
         why = errors[-1] if errors else f"exit code {code}" if code > 0 else f"killed ({signal_name(-code)})"
         raise BertbenchError(f"{name} (its own `bertbench pretrain` process, on {cfg.devices} devices): {why}; "
                              f"{RERUN_HINT}")
@@ -225,14 +222,9 @@ def _pretrain_process_stage(cfg: PretrainConfig, run_dir: Path, key: str, name: 
 def _stop_process_group(proc: Any, signum: int) -> None:
     """Send `signum` to the pre-training's process group (it and its ranks), once, and wait for it to end; a
     further signal meanwhile is passed on (it stops the ranks at once); SIGKILL after WIND_DOWN_SECONDS."""
-    import os
-    import subprocess
-
     def send(s: int) -> None:
-        try:
+        with suppress(ProcessLookupError):  # it has just ended
             os.killpg(proc.pid, s)
-        except ProcessLookupError:  # it has just ended
-            pass
 
     with passing_signals_on(send):
         send(signum)
@@ -253,9 +245,6 @@ def signal_name(signum: int) -> str:
 def _start_run_dir(run_dir: Path, key: str, budget: Optional[dict]) -> None:
     """The stage's key first (the folder is this stage's, finished or not), and the study's step decision, which
     the pre-training's summary copies (studies.budget)."""
-    from bertbench.runtime.files import atomic_write_json
-    from bertbench.training.step import BUDGET_FILE
-
     keys.write_key(run_dir / keys.STAGE_FILE, key)
     if budget is not None:
         atomic_write_json(run_dir / BUDGET_FILE, budget)
@@ -263,7 +252,6 @@ def _start_run_dir(run_dir: Path, key: str, budget: Optional[dict]) -> None:
 
 def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str, budget: Optional[dict] = None) -> None:
     from bertbench.training.pretrain_run import pretrain
-    from bertbench.training.step import study_compile
 
     _start_run_dir(run_dir, key, budget)
     pretrain(study_compile(cfg, run_dir.parent.parent), run_dir, resume="auto")  # the study's step, said once
@@ -272,7 +260,6 @@ def _pretrain_stage(cfg: PretrainConfig, run_dir: Path, key: str, budget: Option
 def _finetune_stage(req, marker: Path, key: str, stamp: Optional[dict[str, str]] = None,
                     echo: Optional[Callable[[str], None]] = None) -> None:
     import json
-    import os
 
     from bertbench.results import PREREGISTRATION_ENV
     from bertbench.training.finetune_run import run_finetune

@@ -3,12 +3,17 @@ fine-tunes them. Loading one checks all of it, so that a bad value is one line b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from bertbench.claims import load_claims
 from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
 from bertbench.errors import BertbenchError, did_you_mean
+from bertbench.registration import parse_preregistration
+from bertbench.tasks import resolve_task_names, task_registry, valid_tasks
 from bertbench.training.finetune_settings import FinetuneSettings
 from bertbench.paths import RECIPES_DIR
 
@@ -64,9 +69,7 @@ class RunPreset:
     # other in this process); see studies.scheduler. `run --workers` overrides it.
     workers: int = 1
     # Accelerators the stages are spread over, one per worker (worker i pinned to device i mod N); with N > 1
-    # the workers default to N. Each fine-tuning and each one-device pre-training runs on one device; a
-    # pre-training whose config asks for several devices runs alone, as its own `bertbench pretrain` process
-    # (studies.plan). `run --devices` overrides it.
+    # the workers default to N (docs/scale-data.md). `run --devices` overrides it.
     devices: int = 1
     # With workers > 1: keep every stage on its first share of the threads, start to end, instead of giving the
     # running stages a freed core. Slower at a study's tail, but then no number depends on which stage ended
@@ -118,9 +121,6 @@ def load_preset(name_or_path: str) -> RunPreset:
     _check_pretrain_seeds(preset, p)
     _check_finetune(preset, p, names)
     if preset.preregistration is not None:
-        from bertbench.claims import load_claims
-        from bertbench.registration import parse_preregistration
-
         if isinstance(preset.preregistration, dict) and "seeds" in preset.preregistration:
             raise BertbenchError(f"{p}: preregistration: no 'seeds' key: the seeds are the preset's own "
                                  "(pretrain_seeds, finetune.seeds), and the pre-registration records them from there")
@@ -131,7 +131,7 @@ def load_preset(name_or_path: str) -> RunPreset:
         seeds = {v.name: pretrain_seeds(preset, v) for v in preset.variants if not v.random_init}
         preset.preregistration = dataclasses.replace(
             prereg, seeds={"pretrain": seeds, "finetune": preset.finetune.seeds}, design=design_fingerprint(raw),
-            decides=decisive_terms(preset, prereg, p))
+            decides=decisive_terms(preset, prereg))
     if preset.workers < 1:
         raise BertbenchError(f"{p}: workers {preset.workers}: expected an integer ≥ 1")
     if preset.step_budget_minutes is not None and not preset.step_budget_minutes > 0:
@@ -149,24 +149,17 @@ NOT_DESIGN = ("title", "description", "preregistration")
 
 
 def design_fingerprint(raw: dict) -> str:
-    import hashlib
-    import json
-
     design = {k: v for k, v in raw.items() if k not in NOT_DESIGN}
     return "sha256:" + hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
-def decisive_terms(preset: "RunPreset", prereg, p: Path) -> dict:
+def decisive_terms(preset: "RunPreset", prereg) -> dict:
     """What decides a pre-registered verdict beside the design, as it stands now: each paper claim's definition
     (its sides, scores, test and threshold, approach, checkpoint: reference/claims.yaml), each task's version and a
     hash of its definition (includes resolved; task files may change without a new version), and the report's
     family-wise α and bootstrap draws. The registration's hash covers it, so none of these can change under one
     registration without an amendment (studies.protocol.register)."""
-    import hashlib
-    import json
-
-    from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED, load_claims
-    from bertbench.tasks import resolve_task_names, task_registry
+    from bertbench.claims import ALPHA, RESAMPLES, RNG_SEED  # read at each call, as the report reads them
 
     claims = {c.id: c for c in load_claims().claims}
     defined = {cid: {"a": c.a, "b": c.b, "scores": [list(s) for s in c.scores], "test": c.comparator,
@@ -234,8 +227,6 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
     unknown = [name for name in ft.feature_based_variants if name not in names]
     if unknown:
         raise BertbenchError(f"{p}: finetune.feature_based_variants: {unknown} are not variants of this preset ({', '.join(names)})")
-    from bertbench.tasks import valid_tasks
-
     known = valid_tasks()
     for key, per_task in (("epoch_selection", ft.epoch_selection), ("train_caps", ft.train_caps)):
         # a misspelt task would be ignored, its tasks trained by the default; one a base (finetune_from) names

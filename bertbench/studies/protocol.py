@@ -1,38 +1,21 @@
-"""The confirmatory protocol a pre-registered preset must keep before it runs (`bertbench run` and `run --validate`).
-
-A preset with a `preregistration:` block is a confirmatory study: its verdicts are read at its seeds, whatever
-they say, so what it runs must be able to decide what it states, with evidence no earlier study has seen:
-- every pre-registered claim is one the preset can measure: both of its variants are in the preset, at one model
-  size, fine-tuned on every task of the claim (feature-based, or from Figure 5's snapshots, where the claim says
-  so). A claim it cannot measure would pass the run and silently leave Holm's family;
-- every side that pre-trains does so with at least CONFIRMATORY_PRETRAIN_SEEDS seeds (bertbench.registration):
-  with two, the pre-training variance has one degree of freedom, and the verdict leans on whichever two were drawn;
-- its seeds are fresh: no pre-training seed and no fine-tuning seed it draws is one that a committed study's
-  records (leaderboards/records/<study>/, every arm, random init included) used. A random-init control at a
-  reused fine-tuning seed replays the earlier study's runs exactly (the claims study's random init replayed
-  cpu-hour-wide's MRPC predictions), and a reused pre-training seed replays a checkpoint's initialisation and data
-  order; either is evidence already seen, not new evidence. A study's own committed records
-  (leaderboards/records/<its name>/) are its own, not an earlier study's.
-Each is one `BertbenchError` line naming the preset, the claim or seed, and (for a seed) the study that used it.
-
-A pre-registered study's results/ also keep a log (bertbench.registration: the file, its log and the project's
-copy), which its page lists: a run that stops (`log_stop`), a run that starts over a folder an earlier one left
-part-way, and a change of the pre-registration, which is accepted only when the new block says which registration
-it `amends`, after the partial run is logged (`register`). A study cannot then be stopped, re-registered and run
-again without its page saying so.
+"""The confirmatory protocol a pre-registered preset must keep before it runs (`bertbench run` and `run --validate`):
+every pre-registered claim measurable by the preset, at least CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a
+side that pre-trains, and seeds no committed study's records used; each refusal is one `BertbenchError` line. The
+rules, why each holds, and the registration's log (`register`) are in docs/claims.md, "The confirmatory protocol".
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
+from bertbench.claims import load_claims, masking_suffix, names_variant, objective_label
 from bertbench.errors import BertbenchError
 from bertbench.paths import COMMITTED_RECORDS, PROJECT_ROOT  # COMMITTED_RECORDS: one folder per committed study
+from bertbench.reference import load_paper_numbers
 from bertbench.registration import (
     CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
-    parse_preregistration, progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
+    progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
 )
 from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
 
@@ -120,9 +103,7 @@ def check_pretrain_seeds(preset: RunPreset, where: str) -> None:
 class _Arm:
     """A preset variant as the report will name it, and what it is fine-tuned on."""
 
-    spec: VariantSpec
     size: str
-    pretraining: Optional[dict]  # what its records' model.pretraining will say of its objective and masking
     objective: str  # the report's label without the size ("MLM+NSP", "random init", "MLM+NSP 40%")
     tasks: frozenset[str]  # fine-tuned
     feature_based: frozenset[str]
@@ -136,12 +117,11 @@ class _Arm:
 
 
 def _arms(preset: RunPreset) -> list[_Arm]:
-    from bertbench.claims import masking_suffix, objective_label
-
     ft = preset.finetune
     arms = []
     for v in preset.variants:
         cfg = variant_config(preset, v, Path("."))
+        # what its records' model.pretraining will say of its objective and masking
         pre = None if v.random_init else {"objective": cfg.objective, "mask_ratio": cfg.data.mask_ratio,
                                           "mask_procedure": list(cfg.data.mask_procedure),
                                           "whole_word_mask": cfg.data.whole_word_mask}
@@ -150,7 +130,7 @@ def _arms(preset: RunPreset) -> list[_Arm]:
         features = frozenset(ft.feature_based_tasks) & tasks if (
             not ft.feature_based_variants or v.name in ft.feature_based_variants) else frozenset()
         figure5 = frozenset(ft.figure5_tasks) if v.name in ft.figure5_variants else frozenset()
-        arms.append(_Arm(v, cfg.model_size, pre, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
+        arms.append(_Arm(cfg.model_size, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
     return arms
 
 
@@ -161,17 +141,13 @@ def _unmeasurable(what: str, text: str, where: str) -> BertbenchError:
 
 def check_measurable(preset: RunPreset, where: str) -> None:
     """Every pre-registered claim has both of its variants at one size, each fine-tuned on every task it scores."""
-    from bertbench.reference import load_paper_numbers
-    from bertbench.claims import load_claims
-
     prereg, arms = preset.preregistration, _arms(preset)
     aliases = load_paper_numbers().task_aliases
     claims = {c.id: c for c in load_claims().claims}
     for claim_id in prereg.paper_claims:
         c = claims[claim_id]
         for task, _ in c.scores:
-            ours = [t for a in arms for t in a.tasks if aliases.get(t, t) == task]
-            if not ours:
+            if not any(aliases.get(t, t) == task for a in arms for t in a.tasks):
                 raise _unmeasurable(f"no task of it stands for the paper's {task}", claim_id, where)
         pairs = [(x, y) for x in arms for y in arms if x is not y and x.size == y.size
                  and (x.objective, y.objective) == (c.a, c.b)]
@@ -194,8 +170,6 @@ def _runs(arm: _Arm, claim, aliases) -> bool:
 
 
 def _check_user_claim(claim, arms: list[_Arm], where: str) -> None:
-    from bertbench.claims import names_variant
-
     def named(name: str) -> list[tuple[_Arm, bool]]:
         return [(a, exact) for a in arms if (exact := names_variant(name, a)) is not None]
 
@@ -219,31 +193,27 @@ def register(out: Path, preset: RunPreset):
     earlier run stopped part-way gets a 'resumed after a partial run' entry (what ran, how far), and a changed
     registration is accepted only when it `amends` the written one, after an 'amended' entry. Returns the
     registration as written (write_preregistration)."""
-    from bertbench.claims import load_claims
     from bertbench.runtime.provenance import now_iso
-
-    import yaml
 
     results = Path(out) / "results"
     path, prereg = results / PREREGISTRATION_FILE, preset.preregistration
+    far = progress(Path(out), planned(preset))  # its stages' output: copying the registration changes nothing
     committed = committed_registration(preset.name)
     if committed is not None:
         refuse_withdrawn(committed.parent / LOG_FILE, preset.name)
         if not path.is_file():  # a new or emptied run folder starts from the project's registration and its log
             copy_registration(committed.parent, results)
             append_log(results / LOG_FILE, {"event": "started in a folder without the earlier run's files",
-                                            "at": now_iso(), "sha256": read_stamp(path)["sha256"],
-                                            **progress(Path(out), planned(preset))})
+                                            "at": now_iso(), "sha256": read_stamp(path)["sha256"], **far})
     if path.is_file():
-        written = parse_preregistration(yaml.safe_load(path.read_text(encoding="utf-8")), str(path), load_claims())
-        far = progress(Path(out), planned(preset))
+        was = read_stamp(path)["sha256"]
         short = any(far["finished"][kind] < n for kind, n in far["planned"].items())
         if short and (any(far["finished"].values()) or far["started, unfinished"]):
-            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(),
-                                            "sha256": written.sha256, **far})
-        if written.sha256 != prereg.sha256 and prereg.amends == written.sha256:
-            append_log(results / LOG_FILE, {"event": f"amended (was {written.sha256[:12]}, now {prereg.sha256[:12]})",
-                                            "at": now_iso(), "sha256": prereg.sha256, "amends": written.sha256, **far})
+            append_log(results / LOG_FILE, {"event": "resumed after a partial run", "at": now_iso(), "sha256": was,
+                                            **far})
+        if was != prereg.sha256 and prereg.amends == was:
+            append_log(results / LOG_FILE, {"event": f"amended (was {was[:12]}, now {prereg.sha256[:12]})",
+                                            "at": now_iso(), "sha256": prereg.sha256, "amends": was, **far})
     written = write_preregistration(path, prereg)  # an amendment replaces the file atomically, with its own time
     copy_registration(results, registrations_dir() / preset.name)  # the project's copy: the one later runs check
     return written

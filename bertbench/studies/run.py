@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.model.tokenizer import WordPieceTokenizer
+from bertbench.runtime.files import atomic_write_json, atomic_write_text, replace_marked_block
 from bertbench.stages import THREADS_KEY
 from bertbench.studies import keys
-from bertbench.studies.plan import Planner
+from bertbench.studies.launcher import CORPUS_STAGE, job_graph, launch, print_sbatch, sbatch_markdown
+from bertbench.studies.plan import Planner, runs_alone
 from bertbench.studies.preset import RunPreset, VariantSpec, variant_config
 from bertbench.studies.scheduler import Stage, StopRequested, StudyInterrupted, run_stages, stopping_on_signals
 
@@ -30,7 +33,7 @@ def run_preset(
     with several devices, the device each stage ran on under DEVICES_KEY. Stopped by SIGINT or SIGTERM, it
     raises StudyInterrupted naming `command` (the one that continues the study) after every running
     pre-training has written its checkpoint at the step it was in. With `launcher` (studies.launcher's
-    LauncherOptions) the stages are jobs, submitted to Slurm or run here through submitit."""
+    LauncherOptions) the stages are Slurm jobs, and it returns {} (the report job writes the times)."""
     if launcher is not None and launcher.print_sbatch is not None:
         return print_sbatch_scripts(preset, Path(data_dir), Path(out), launcher, plots, command, echo)
     if launcher is not None and devices not in (None, 1):
@@ -100,10 +103,7 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
         # reads: not once per process at the same time on a share of the threads
         stage("corpus", lambda: tokenise_corpus(base, tokenizer))
     if launcher is not None:
-        from bertbench.studies.launcher import job_graph, launch
-
         stages = with_corpus_stage(stages, base, tokenizer, pretrains)
-
         report = (write_report, (out, preset, plots), keep_earlier_stages)
         return launch(job_graph(stages), launcher, out, report, times, echo)
     threads: dict[str, list[int]] = {}
@@ -117,8 +117,6 @@ def _run_preset(preset: RunPreset, data_dir: Path, out: Path, echo: Callable[[st
     # 3. the report
     stage("report", lambda: write_report(out, preset, plots))
     times["wall"] = round(time.perf_counter() - t_start, 1)  # every run ends with its wall time (README)
-    from bertbench.runtime.files import atomic_write_json
-
     keep_earlier_stages(out)
     runs = earlier_runs(out)
     atomic_write_json(out / "stages.json", {**times, **({RUNS_KEY: runs} if runs else {})})
@@ -130,7 +128,6 @@ def stage_threads(cfg, workers: int) -> int:
     else its share beside the other workers (studies.scheduler)."""
     import torch
 
-    from bertbench.studies.plan import runs_alone
     from bertbench.studies.scheduler import thread_shares
 
     total = torch.get_num_threads()
@@ -140,16 +137,12 @@ def stage_threads(cfg, workers: int) -> int:
 def earlier_runs(out: Path) -> list[dict[str, Any]]:
     """Every earlier invocation of the study in this folder, in order: its stages file and how it ended (its wall
     key: 'wall', or 'wall (interrupted: why)'), so that stages.json shows a study that spans several runs whole."""
-    import json
-
     found = []
     for path in sorted(out.glob("stages.*-*.json"), key=lambda p: p.stat().st_mtime):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        walls = {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("wall")}
-        found.append({"file": path.name, **walls})
+        data = keys.read_json(path)
+        if data is not None:
+            walls = {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("wall")}
+            found.append({"file": path.name, **walls})
     return found
 
 
@@ -202,7 +195,6 @@ def ensure_tokenizer(base, data_dir: Path, out: Path, stage: Callable, echo: Cal
 
 def train_tokenizer(base, tok_dir: Path) -> None:
     from bertbench.data.corpus import iter_documents
-    from bertbench.model.tokenizer import WordPieceTokenizer
 
     sentences = (s for doc in iter_documents(base.data.corpus, base.data.max_documents, base.data.doc_sentences) for s in doc)
     WordPieceTokenizer.train(sentences, vocab_size=base.tokenizer_vocab_size, lowercase=base.lowercase).save(tok_dir)
@@ -211,14 +203,11 @@ def train_tokenizer(base, tok_dir: Path) -> None:
 def with_corpus_stage(stages: list[Stage], base, tokenizer: str, pretrains: bool) -> list[Stage]:
     """On Slurm the corpus is tokenised by a job the pre-trainings wait for (studies.launcher), not on the login
     node: its stage first, where a pre-training will read the cache."""
-    from bertbench.studies.launcher import CORPUS_STAGE
-
     return [Stage(CORPUS_STAGE, tokenise_corpus, (base, tokenizer)), *stages] if pretrains else stages
 
 
 def tokenise_corpus(base, tokenizer: str) -> None:
     from bertbench.data.corpus import load_tokenized_corpus
-    from bertbench.model.tokenizer import WordPieceTokenizer
 
     tok = WordPieceTokenizer.load(Path(tokenizer))
     load_tokenized_corpus(base.data.corpus, tok, base.data.max_documents, base.data.num_proc,
@@ -236,8 +225,6 @@ def run_stages_keeping_times(out: Path, stages: list[Stage], workers: int, echo:
     try:
         run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed, device_kind)
     except BaseException as err:
-        from bertbench.runtime.files import atomic_write_json
-
         why = type(err).__name__ if not isinstance(err, BertbenchError) else str(err).split("\n")[0][:200]
         atomic_write_json(numbered_stages_file(out, "interrupted"),
                           {**times, f"wall (interrupted: {why})": round(time.perf_counter() - t_start, 1),
@@ -264,11 +251,7 @@ def print_sbatch_scripts(preset: RunPreset, data_dir: Path, out: Path, launcher:
     with the markdown block docs/scale.md embeds (sbatch.md); nothing is submitted, and nothing is written to
     `out`: the plan is made in a temporary folder, with a stand-in for the tokenizer that is not trained yet."""
     import shutil
-    import sys
     import tempfile
-
-    from bertbench.runtime.files import atomic_write_text
-    from bertbench.studies.launcher import job_graph, print_sbatch, sbatch_markdown
 
     folder = Path(launcher.print_sbatch)
     with tempfile.TemporaryDirectory() as tmp:
@@ -287,8 +270,6 @@ def print_sbatch_scripts(preset: RunPreset, data_dir: Path, out: Path, launcher:
         atomic_write_text(folder / "sbatch.md", block + "\n")
         shutil.rmtree(scratch, ignore_errors=True)
     if launcher.embed is not None:
-        from bertbench.runtime.files import replace_marked_block
-
         name = f"sbatch-{preset.name}"
         text = replace_marked_block(launcher.embed.read_text(encoding="utf-8"), f"<!-- bertbench run: begin {name} -->",
                                     f"<!-- bertbench run: end {name} -->", block, str(launcher.embed))

@@ -1,21 +1,10 @@
 """The stage scheduler: runs a study's stages in dependency order, `workers` at a time.
 
-Public API:
-- `Stage`: a named call of a module-level function, with its dependency (`after`), its follow-ups (`then`,
-  stages known only once it has run), and whether it runs `alone` (in this process, with every thread,
-  nothing beside it).
-- `run_stages(stages, workers, echo, times, threads, fixed_threads, devices, placed)`: runs them; `times` gets each
-  finished stage's seconds, `threads` the thread counts it ran on, in order, `placed` the device it ran on.
-- `device_list(devices, kind)`: the device ids the workers are pinned to ("cpu" for each, on CPU processes).
-- `thread_shares(total, busy)`: how `total` threads split between `busy` stages.
-
 With `workers` > 1 each stage runs in a worker process of our own (spawned, one per slot, reused), so that
 the scheduler sees each one's end through public handles only: a pipe for its result, and the process's
-sentinel for its death. A worker that dies (the out-of-memory killer's SIGKILL) ends the run with one line
-naming the stage and the signal; the other workers are stopped (a pre-training among them writes its
-checkpoint at the step it is in), and every finished stage is kept, as its own output on disk says. A worker
-that dies while idle (killed while a stage runs alone in this process) costs nothing: a line says so, and a new
-worker takes its slot before a stage is handed to it.
+sentinel for its death. A worker that dies, busy or idle, ends the run with one line (docs/scale-data.md, "When a
+worker dies"); the other workers are stopped (a pre-training among them writes its checkpoint at the step it is
+in), and every finished stage is kept, as its own output on disk says.
 
 The freed core: when a stage ends and nothing is ready to start on its core (e.g. the fine-tunings of random
 init are done while a pre-training still runs), the stages still running share every thread. Each worker's
@@ -23,27 +12,21 @@ share lives in shared memory; the scheduler sends the worker SIGUSR1 and the wor
 `torch.set_num_threads` with its new share. Python runs a signal handler on the main thread between two
 bytecodes, never inside a torch operation: that is the safe point, and it needs nothing from the training
 loops. (Starting the next stage on the freed core is the other way, and the scheduler does that first
-whenever a stage is ready.) Only the order of floating-point sums changes; every stage keeps its seeds. But that
-order is a stage's last digits: cpu-hour's random-init SST-2 seed 3 scored 77.52 on two threads and 77.41 on one,
-and which it gets depends on when its neighbours end, that is, on the host. `fixed_threads` keeps every stage on
-its first share, start to end (the freed core idles), so that a study's numbers do not depend on its schedule;
-`threads` says what each stage ran on either way.
+whenever a stage is ready.) Only the order of floating-point sums changes, but that is a stage's last digits
+(cpu-hour's random-init SST-2 seed 3: 77.52 on two threads, 77.41 on one), hence `fixed_threads` (docs/usage.md).
 
-Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops: every
-running pre-training writes its checkpoint at the step it is in, and the study ends with one line
-(`StudyInterrupted`) naming each checkpoint's step and the command that continues it (the same `run` command:
-the rerun resumes each pre-training from that step). The workers sit in process groups of their own, so a
-terminal's Ctrl-C reaches this process only, and this process passes it on, once, to each busy worker: a
-pre-training takes a second signal to mean "stop now, without a checkpoint", and a worker that got the
-terminal's Ctrl-C and then the scheduler's SIGTERM lost its step (before, the study's pre-training kept only
-its last periodic checkpoint). A further signal during that wait is passed on too, and does stop them at once.
+Interrupting a study (Ctrl-C, or SIGTERM: `kill`, a cluster's pre-emption) stops it as `pretrain` stops
+(docs/usage.md), with one line (`StudyInterrupted`) naming each checkpoint's step. The workers sit in process
+groups of their own, so a terminal's Ctrl-C reaches this process only, and this process passes it on, once, to
+each busy worker: a pre-training takes a second signal to mean "stop now, without a checkpoint" (a worker that
+got the terminal's Ctrl-C and then the scheduler's SIGTERM lost its step). A further signal during that wait is
+passed on too, and does stop them at once.
 
-Devices: with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life (and so is the
-worker that replaces it): CUDA_VISIBLE_DEVICES names that one device in its process before torch starts, so a
-stage's "cuda" (a fine-tuning's device, a one-device pre-training's Lightning trainer) is its own GPU, and
-stages sit one per device. A stage that runs `alone` (a pre-training on several devices) runs in this process,
-which sees every device. Where the devices are CPU processes (no GPU here: runtime.devices), the workers are
-pinned to nothing, and each stage is placed on "cpu": no GPU id that does not exist is recorded.
+Devices (docs/scale-data.md): with `devices` = N > 1, worker slot i is pinned to device i mod N for its whole life
+(and so is the worker that replaces it), through CUDA_VISIBLE_DEVICES set in its process before torch starts. A
+stage that runs `alone` (a pre-training on several devices) runs in this process, which sees every device. Where
+the devices are CPU processes (no GPU here: runtime.devices), the workers are pinned to nothing, and each stage is
+placed on "cpu": no GPU id that does not exist is recorded.
 """
 from __future__ import annotations
 
@@ -51,11 +34,14 @@ import os
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable, Iterator, Optional
 
 from bertbench.errors import BertbenchError
+from bertbench.runtime.quiet import is_quiet, silence_library_noise
+from bertbench.training.stop_signals import Interrupted
 
 RERUN_HINT = "finished stages are kept — rerun the same command to continue"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -95,19 +81,11 @@ def stopping_on_signals() -> Iterator[None]:
     """While inside: SIGINT and SIGTERM raise StopRequested in this (the main) thread, instead of
     KeyboardInterrupt or dying at once (SIGTERM's default): the study winds its stages down and says how to go
     on. A pre-training run here installs its own handlers meanwhile (stop_signals) and restores these."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int) -> None:
         raise StopRequested(signum)
 
-    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
-    try:
+    with passing_signals_on(stop):
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextmanager
@@ -209,8 +187,6 @@ class _Queue:
     def run_here(self, stage: Stage) -> None:  # in this process, with every thread
         import torch
 
-        from bertbench.training.stop_signals import Interrupted
-
         self.echo(f"[{stage.name}] started")
         self.threads[stage.name] = [torch.get_num_threads()]
         t0 = time.perf_counter()
@@ -245,9 +221,7 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
     def idle_death(worker: "_Worker") -> "_Worker":
         """A worker that died while idle (the out-of-memory killer picks the largest process, and an idle
         worker holds its last stage's heap) ends the study with one line naming it: the machine is short of
-        something, and a study that carried on would hide it. Nothing of the study was lost (no stage ran there),
-        so the same command goes on from where it stopped. Before, the next stage went down its broken pipe
-        and the CLI exited 1 with no message."""
+        something, and a study that carried on would hide it (docs/scale-data.md, "When a worker dies")."""
         raise BertbenchError(f"a worker process (pid {worker.process.pid}) died while idle ({worker.death()}), as "
                              f"when the system runs out of memory; no stage was running there: {RERUN_HINT}")
 
@@ -258,8 +232,9 @@ def _run_side_by_side(queue: _Queue, workers: int, echo: Callable[[str], None], 
             if not busy:
                 queue.check_nothing_stranded()
                 return
-            if not fixed_threads:
-                _rebalance(busy, total)
+            if not fixed_threads:  # the stages still running share every thread (the freed core)
+                for worker, threads in zip(busy, thread_shares(total, len(busy))):
+                    worker.set_threads(threads)
             for worker in busy:  # what each stage runs on from here on
                 used = queue.threads.setdefault(worker.stage.name, [])
                 if not used or used[-1] != worker.threads.value:
@@ -330,18 +305,11 @@ def _start_ready(queue: _Queue, slots: list["_Worker"], idle_death: Callable[["_
             placed[stage.name] = idle.device
 
 
-def _rebalance(busy: list["_Worker"], total: int) -> None:
-    for worker, threads in zip(busy, thread_shares(total, len(busy))):
-        worker.set_threads(threads)
-
-
 def _wait_for_any(slots: list["_Worker"]) -> list[tuple["_Worker", tuple]]:
     """Block until a busy worker has answered, or any worker has died; each such worker with its outcome:
     ("ok", seconds), ("error", message), ("crash", traceback) or ("died", signal name)."""
-    from multiprocessing.connection import wait
-
     handles = {w.conn: w for w in slots if w.stage is not None} | {w.process.sentinel: w for w in slots}
-    ready = {handles[h] for h in wait(list(handles))}
+    ready = {handles[h] for h in wait_for(list(handles))}
     return [(w, w.outcome()) for w in slots if w in ready]
 
 
@@ -353,8 +321,6 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.threads = context.Value("i", threads, lock=False)
         self.listening = context.Value("b", 0, lock=False)  # 1 once its SIGUSR1 handler is in place
-        from bertbench.runtime.quiet import is_quiet
-
         self.process = context.Process(target=_worker_main, args=(child, self.threads, self.listening, is_quiet(), device),
                                        name="bertbench-stage")
         self.process.start()
@@ -378,8 +344,6 @@ class _Worker:
 
     def outcome(self, wait: float = 0) -> tuple:
         """Its answer, or how it died; waits up to `wait` seconds for either (then stops it: SIGKILL)."""
-        from multiprocessing.connection import wait as wait_for
-
         try:
             if wait:
                 wait_for([self.conn, self.process.sentinel], timeout=wait)
@@ -412,12 +376,8 @@ class _Worker:
 
 
 def _signal(pid: int, signum: int) -> None:
-    import os
-
-    try:
+    with suppress(ProcessLookupError):  # it has just ended: its outcome says how
         os.kill(pid, signum)
-    except ProcessLookupError:  # it has just ended: its outcome says how
-        pass
 
 
 def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: Optional[str] = None) -> None:
@@ -438,16 +398,12 @@ def _worker_main(conn: Any, threads: Any, listening: Any, quiet: bool, device: O
     import torch
 
     if quiet:  # a spawned worker starts with Python's defaults: silence what the main process silenced
-        from bertbench.runtime.quiet import silence_library_noise
-
         silence_library_noise()
 
     # the safe point at which a new share is taken up: between two bytecodes of this (the main) thread
     signal.signal(signal.SIGUSR1, lambda signum, frame: torch.set_num_threads(max(1, threads.value)))
     listening.value = 1
     torch.set_num_threads(max(1, threads.value))
-    from bertbench.training.stop_signals import Interrupted
-
     while True:
         try:
             fn, args = conn.recv()

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from bertbench.config import loader_workers, model_shape
+
 # GB of host memory a process needs before any model: Python, torch, Lightning and the data path's buffers
 BASE_GB = 4
 LOADER_GB = 2  # each data-loader process (a copy of the collating state)
@@ -28,16 +30,12 @@ class Needs:
 
 def parameters(model_size: str, vocab_size: int) -> int:
     """BERT's parameter count, near enough: 12·L·H² in the layers, V·H in the embeddings."""
-    from bertbench.config import model_shape
-
     layers, hidden, _ = model_shape(model_size)
     return 12 * layers * hidden * hidden + vocab_size * hidden
 
 
 def pretrain_needs(cfg: Any, tasks_per_node: int, on_gpu: bool) -> Needs:
     """One task per GPU (or one task on a CPU); its loader processes each take a CPU beside the task's own."""
-    from bertbench.config import loader_workers
-
     workers = loader_workers(cfg, "cuda" if on_gpu else "cpu")
     model_gb = 0 if on_gpu else 2 * BYTES_PER_PARAMETER * parameters(cfg.model_size, cfg.tokenizer_vocab_size) / 1e9
     per_task = BASE_GB + LOADER_GB * workers + model_gb
