@@ -73,7 +73,7 @@ def test_pretraining_learns_on_the_gpu_in_bf16(tmp_path):
 @no_gpu_here
 def test_bench_pretrain_on_the_gpu_reports_mfu():
     from bertbench.benchmarks import pretrain as bench_pretrain
-    from bertbench.benchmarks.common import GPU_PEAK_TFLOPS
+    from bertbench.runtime.devices import GPU_PEAK_TFLOPS
 
     result = bench_pretrain.run("mini", batch_size=32, seq_len=128, precision="bf16-mixed", steps=3, warmup=1,
                                 accelerator="cuda")

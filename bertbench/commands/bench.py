@@ -144,7 +144,7 @@ def pretrain(
     warmup: Warmup = 2,
     threads: Threads = None,
     accelerator: Annotated[str, typer.Option("--accelerator", help="cpu | cuda | auto. On a GPU, MFU is against its "
-                                             "datasheet's dense bf16 peak (bertbench.benchmarks.common.GPU_PEAK_TFLOPS).")] = "cpu",
+                                             "datasheet's dense bf16 peak (bertbench.runtime.devices.GPU_PEAK_TFLOPS).")] = "cpu",
     compile: Annotated[bool, typer.Option("--compile/--no-compile", help="Add our static step under torch.compile at "
                                           "the default precision (its compile time reported).")] = False,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="A sweep, e.g. 64,128,256: one run per "
