@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bertbench.claims import CONFIDENCE
+from bertbench.report.multibootstrap import t_quantile
 T_OVER_SEEDS = "t over seeds"
 
 
@@ -32,12 +33,6 @@ class Interval:
     confidence: float = CONFIDENCE
 
 
-def _t_quantile(confidence: float, df: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(0.5 + confidence / 2, df))
-
-
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
                method: str = T_OVER_SEEDS) -> Optional[Interval]:
     """Student's t-interval of the mean of `values`; None for fewer than two values (no interval)."""
@@ -48,7 +43,7 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
     mean = math.fsum(xs) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     # Computed here rather than with scipy's t.interval, which returns nan when every seed agrees (sd 0).
-    half = _t_quantile(confidence, n - 1) * sd / math.sqrt(n)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n, method, confidence)
 
 
