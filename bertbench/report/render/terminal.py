@@ -68,11 +68,8 @@ def _header(data: ReportData, row: RowKey, several_versions: bool) -> str:
 
 
 def _ours(data: ReportData, row: RowKey) -> tuple[str, ...]:
-    cells = []
-    for variant in data.variants:
-        cell = data.cell(variant, row)
-        cells.append(fmt_short(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
-    return tuple(cells)
+    cells = (data.cell(variant, row) for variant in data.variants)
+    return tuple(fmt_short(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING for cell in cells)
 
 
 def _paper(data: ReportData, column: PaperColumnSpec, row: RowKey) -> str:
