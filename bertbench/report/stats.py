@@ -1,13 +1,8 @@
-"""95% intervals for the report: a cell's mean over seeds (`t_interval`, the main table's cells), Student's
-t-interval of the mean, mean ± t(0.975, n-1)·s/√n, named wherever it is printed (`Interval.method`). Over a
-checkpoint's fine-tuning seeds it measures fine-tuning noise on this dev set; over a P-cell's pre-training seeds'
-means (model.Stats), pre-training and fine-tuning noise together. Never how the dev set was sampled.
-Comparisons between variants (differences, claims) use `bertbench.report.multibootstrap`, which resamples
-pre-training seeds, fine-tuning seeds and dev examples jointly (tests/reference.py keeps the textbook paired
-intervals it reduces to).
-
-With one value (n = 1) there is no interval: the functions return None, and the report says so
-rather than printing a zero-width one.
+"""95% intervals for the report's cells (`t_interval`): Student's t-interval of the mean over seeds, mean ±
+t(0.975, n-1)·s/√n, named wherever it is printed (`Interval.method`); what it measures is docs/statistics.md's
+"A cell". Comparisons between variants use `bertbench.report.multibootstrap` (tests/reference.py keeps the
+textbook paired intervals it reduces to). With one value (n = 1) there is no interval: the functions return None,
+and the report says so rather than printing a zero-width one.
 """
 from __future__ import annotations
 
