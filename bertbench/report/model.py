@@ -73,9 +73,6 @@ class Stats:
         (fine-tuning) seeds; None for a single seed."""
         return t_interval(self.pretrain_means or self.values)
 
-    def by_seed(self) -> dict[int, float]:
-        return dict(self.pairs)
-
 
 def seed_stats(records: Sequence[Record], metric: str) -> Optional[Stats]:
     """Stats of `metric` over records (seeds) that have a value for it; None when none has."""
