@@ -182,11 +182,8 @@ def _pre_cost(side: Side, seconds: float, threads: int) -> str:
 
 def _metrics_of(data: ReportData, side: Side, claim) -> list[str]:
     """The record metric each of the claim's scores is computed on (what the variance components measure)."""
-    names = []
-    for (ptask, pmetric), row in zip(claim.scores, side.rows):
-        metric, _ = metric_for(data, side.variant, ptask, pmetric, claim.approach, DEV_KINDS)
-        names.append(metric or row.metric)
-    return names
+    return [metric_for(data, side.variant, ptask, pmetric, claim.approach, DEV_KINDS)[0] or row.metric
+            for (ptask, pmetric), row in zip(claim.scores, side.rows)]
 
 
 def pessimistic(vc: VarianceComponents) -> VarianceComponents:
