@@ -26,7 +26,7 @@ THRESHOLDS = {"about_a_point": 1.0, "much_greater": 5.0}
 
 def _est(low: float, high: float, df: float = 3) -> Estimate:
     half = (high - low) / 2
-    return Estimate((low + high) / 2, half / t_quantile(0.975, df), df, low, high, (), (), (1, 1), 2000)
+    return Estimate((low + high) / 2, half / t_quantile(0.975, df), df, low, high, (), (), (1, 1))
 
 
 def verdict(test: str, est: Estimate) -> str:

@@ -170,7 +170,7 @@ def test_fmt_stats():
     stats = seed_stats([{"metrics": {"a": v}, "seed": s} for s, v in enumerate([60.0, 50.0, 58.0, None])], "a")
     assert stats.n == 3 and stats.seeds == (0, 1, 2)
     assert fmt_stats(stats) == "56.0 [42.9, 69.1] (n=3)"  # 56 ± t(0.975, 2) · 5.29 / √3
-    assert stats.by_seed() == {0: 60.0, 1: 50.0, 2: 58.0}
+    assert dict(stats.pairs) == {0: 60.0, 1: 50.0, 2: 58.0}
 
 
 def test_pretraining_seeds_table_shows_each_seed_on_its_own(fixture_records):

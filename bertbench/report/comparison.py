@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bertbench.claims import DEFAULT_APPROACH
-from bertbench.report.model import (ReportData, RowKey, Variant, component_for, is_degenerate, is_near_constant,
-                                    metric_for, pretrain_seed)
+from bertbench.report.model import (Cell, ReportData, RowKey, Variant, component_for, is_degenerate,
+                                    is_near_constant, metric_for, pretrain_seed)
 from bertbench.report.multibootstrap import Component, Estimate, multi_bootstrap
 from bertbench.report.multibootstrap import Side as Runs
 
@@ -84,32 +84,33 @@ DEV_KINDS = ("dev", "devsplit")  # a comparison is made on dev (or a dev split w
 def side(data: ReportData, variant: Variant, scores: Sequence[tuple[str, Optional[str]]],
          approach: str = DEFAULT_APPROACH, kinds: Sequence[str] = DEV_KINDS) -> Optional[Side]:
     """`variant`'s runs on each (task, metric) (`model.metric_for`), every seed of each; None if one is missing."""
-    rows, comps, degenerate, near, constant, best_of = [], [], False, False, True, 1
+    rows, comps, cells = [], [], []
     for ptask, pmetric in scores:
         metric, row = metric_for(data, variant, ptask, pmetric, approach, kinds)
         if metric is None:
             return None
-        records = data.cell(variant, row).records
-        best_of = max(best_of, data.cell(variant, row).n_settings)
-        comp = component_for(records, metric, row.task)
+        cell = data.cell(variant, row)
+        comp = component_for(cell.records, metric, row.task)
         if comp is None:
             return None
-        comps.append(comp)
         rows.append(row)
-        degenerate = degenerate or is_degenerate(records)
-        near = near or is_near_constant(records)
-        constant = constant and all_degenerate(records)
-    return Side(variant, tuple(rows), tuple(comps), degenerate, near, constant, best_of)
+        comps.append(comp)
+        cells.append(cell)
+    return _flagged_side(variant, rows, comps, cells)
 
 
 def row_side(data: ReportData, variant: Variant, row: RowKey) -> Optional[Side]:
     """`variant`'s runs on one report row, by the row's own metric."""
     cell = data.cell(variant, row)
     comp = component_for(cell.records, row.metric, row.task) if cell else None
-    if comp is None:
-        return None
-    return Side(variant, (row,), (comp,), is_degenerate(cell.records), is_near_constant(cell.records),
-                all_degenerate(cell.records), cell.n_settings)
+    return None if comp is None else _flagged_side(variant, [row], [comp], [cell])
+
+
+def _flagged_side(variant: Variant, rows: Sequence[RowKey], comps: Sequence[Component], cells: Sequence[Cell]) -> Side:
+    """The side of `comps`, flagged as the cells they come from are."""
+    return Side(variant, tuple(rows), tuple(comps), any(is_degenerate(c.records) for c in cells),
+                any(is_near_constant(c.records) for c in cells), all(all_degenerate(c.records) for c in cells),
+                max((c.n_settings for c in cells), default=1))
 
 
 def gain_side(first: Side, last: Side) -> Optional[Side]:

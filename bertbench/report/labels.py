@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 from bertbench.claims import masking_suffix, objective_label
 from bertbench.results import Record

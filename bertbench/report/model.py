@@ -73,9 +73,6 @@ class Stats:
         (fine-tuning) seeds; None for a single seed."""
         return t_interval(self.pretrain_means or self.values)
 
-    def by_seed(self) -> dict[int, float]:
-        return dict(self.pairs)
-
 
 def seed_stats(records: Sequence[Record], metric: str) -> Optional[Stats]:
     """Stats of `metric` over records (seeds) that have a value for it; None when none has."""
@@ -314,13 +311,9 @@ class ReportData:
         return self.cells.get((variant.label, variant.fingerprint, row))
 
 
-def _approach(record: Record) -> str:
-    return str(record["finetune"].get("approach") or DEFAULT_APPROACH)
-
-
 def _row_key(record: Record) -> RowKey:
-    return RowKey(record["task"], record["task_version"], record["split"]["eval_kind"], _approach(record),
-                  record["primary_metric"])
+    return RowKey(record["task"], record["task_version"], record["split"]["eval_kind"],
+                  str(record["finetune"].get("approach") or DEFAULT_APPROACH), record["primary_metric"])
 
 
 def _higher_is_better(metric: str) -> bool:
@@ -363,8 +356,7 @@ def collect(records: Sequence[LoadedRecord], paper: Optional[PaperNumbers] = Non
             first = recs[0].data
             variant = Variant(name, first["model"]["size"], first["model"]["pretraining"], fingerprint, tuple(recs))
             if series:
-                checkpoints.setdefault(label, ())
-                checkpoints[label] += (variant,)
+                checkpoints[label] = checkpoints.get(label, ()) + (variant,)
                 if fingerprint != series[-1]:
                     continue  # an earlier checkpoint: in the Figure 5 plot and claims, not a column
             variants.append((_variant_sort_key(name, first), variant))

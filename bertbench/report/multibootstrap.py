@@ -75,7 +75,6 @@ def _correlation(s: np.ndarray, n: np.ndarray) -> np.ndarray:
 class SuffMetric:
     """A metric as a function of sums of per-example statistics (so a bootstrap draw is a weighted sum)."""
 
-    name: str
     # (preds (R, E), gold (E,)) -> (R, E, K); None where a record stores the statistics themselves
     # (`extra.example_stats`: CoNLL's entity counts per sentence, SQuAD's scores per question)
     per_example: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]]
@@ -98,17 +97,16 @@ def _moments(preds: np.ndarray, gold: np.ndarray, rank: bool) -> np.ndarray:
 
 
 SUFF_METRICS: Mapping[str, SuffMetric] = {
-    "accuracy": SuffMetric("accuracy", lambda p, g: (np.asarray(p) == np.asarray(g)).astype(np.float64)[..., None],
-                           _accuracy),
-    "f1": SuffMetric("f1", lambda p, g: _confusion(p, g, [(1, 1), (1, 0), (0, 1)]), _f1),
-    "mcc": SuffMetric("mcc", lambda p, g: _confusion(p, g, [(1, 1), (0, 0), (1, 0), (0, 1)]), _mcc),
-    "pearson": SuffMetric("pearson", lambda p, g: _moments(p, g, rank=False), _correlation),
-    "spearman": SuffMetric("spearman", lambda p, g: _moments(p, g, rank=True), _correlation),
+    "accuracy": SuffMetric(lambda p, g: (np.asarray(p) == np.asarray(g)).astype(np.float64)[..., None], _accuracy),
+    "f1": SuffMetric(lambda p, g: _confusion(p, g, [(1, 1), (1, 0), (0, 1)]), _f1),
+    "mcc": SuffMetric(lambda p, g: _confusion(p, g, [(1, 1), (0, 0), (1, 0), (0, 1)]), _mcc),
+    "pearson": SuffMetric(lambda p, g: _moments(p, g, rank=False), _correlation),
+    "spearman": SuffMetric(lambda p, g: _moments(p, g, rank=True), _correlation),
     # entity F1 over sentences: (true positives, false positives, false negatives) per sentence, summed (micro F1)
-    "seqeval_f1": SuffMetric("seqeval_f1", None, _f1),
+    "seqeval_f1": SuffMetric(None, _f1),
     # SQuAD v1.1: each question's exact match or F1 in [0, 1] (the max over its gold answers), averaged
-    "squad_em": SuffMetric("squad_em", None, _accuracy),
-    "squad_f1": SuffMetric("squad_f1", None, _accuracy),
+    "squad_em": SuffMetric(None, _accuracy),
+    "squad_f1": SuffMetric(None, _accuracy),
 }
 
 
@@ -187,12 +185,8 @@ class Side:
 
 def _seed_weights(rng: np.random.Generator, comp: Component, pre_counts: Mapping[Optional[int], np.ndarray],
                   resamples: int) -> np.ndarray:
-    """(B, runs): each run's weight in the replicate's mean.
-
-    Under one pre-training seed the fine-tuning seeds are the top level and are drawn with replacement.
-    Under several, a drawn pre-training seed brings all of its fine-tuning runs (Davison & Hinkley's
-    strategy 2 for two-stage samples): drawing both stages would count fine-tuning noise twice, since
-    it is already in the spread of the pre-training seeds' means."""
+    """(B, runs): each run's weight in the replicate's mean, the fine-tuning seeds drawn as the module docstring's
+    step 2 says."""
     pres = comp.pretrain_seeds
     if len(pre_counts) == 1:
         n = len(comp.runs)
@@ -260,7 +254,6 @@ class Estimate:
     covers: tuple[str, ...]  # the sources of noise resampled (PRETRAIN, FINETUNE, EXAMPLES)
     paired: tuple[str, ...]  # the sources drawn once for both sides
     pretrain_seeds: tuple[int, int]  # per side (b: 0 for a single score)
-    replicates: int
     confidence: float = CONFIDENCE
     examples_in: tuple[int, int] = (0, 0)  # (components whose examples were resampled, components)
 
@@ -374,7 +367,7 @@ def multi_bootstrap(a: Side, b: Optional[Side] = None, *, resamples: int = RESAM
     order = [PRETRAIN, FINETUNE, EXAMPLES]
     return Estimate(estimate, se, df, estimate - half, estimate + half,
                     tuple(s for s in order if s in covers), tuple(s for s in order if s in paired),
-                    (len(pre_seeds[0]), len(pre_seeds[1]) if b is not None else 0), resamples, confidence,
+                    (len(pre_seeds[0]), len(pre_seeds[1]) if b is not None else 0), confidence,
                     (with_examples, len(a.components)))
 
 

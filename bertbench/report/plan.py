@@ -1,12 +1,5 @@
-"""`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to be decided, and what they cost.
-
-Any claim the report judges (a paper claim's id, a claim line, a claim of a claims.yaml beside the records), planned
-from a study's records: each side's variance components, the cost of a run on the records' machine (wall time ×
-threads, stages.json), and the distance from the claim's bound to detect (the paper's own a − b for a paper
-claim, given for yours). The design to run is sized on the pre-training variance's one-sided 80% upper bound,
-with at least CONFIRMATORY_PRETRAIN_SEEDS pre-training seeds a side that pre-trains; never on the estimate it is
-about to test, nor from a degenerate or near-constant side. docs/plan.md says how, with the formulas.
-"""
+"""`bertbench plan`: how many pre-training × fine-tuning seeds a claim needs to be decided, and what they cost,
+planned from a study's records; docs/plan.md says how (what it sizes on, what it refuses), with the formulas."""
 from __future__ import annotations
 
 import math
@@ -101,13 +94,10 @@ def plan_claim(data: ReportData, claim_id: str, effect: Optional[float] = None, 
                claims: Optional[Claims] = None, threads: Optional[StageThreads] = None, beside: Sequence = (),
                design: Optional[tuple[int, int]] = None, family: int = 1,
                pretrain_sd: Optional[float] = None) -> list[str]:
-    """The plan's lines for one claim: a paper claim's id (bertbench/reference/claims.yaml), a claim line in the
-    report's grammar ('A − B on TASK > T'), or the name or line of a claim in a claims.yaml beside the records
-    (`beside`); once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them,
-    change nothing of its sides). `design` (P, F): that design's MDE and cost instead of a search. `family`: the
-    number of claims Holm will adjust it with (a pre-registered family's size); its first step tests at α/m, so each
-    claim is sized at that level, not at α. `pretrain_sd`: where a side has one pre-training seed, a pre-training
-    SD to assume as well (stated by the user, and said to be), beside the two bounds the plan always gives."""
+    """The plan's lines for one claim (an id, a claim line, or a claim of `beside`: a claims.yaml beside the records),
+    once per pair of variants it names, each judged alone (the others' comparisons, and Holm over them, change
+    nothing of its sides). `design`, `family` and `pretrain_sd` are `--design`, `--family` and `--pretrain-sd`
+    (docs/plan.md)."""
     claims = claims or load_claims(paper=data.paper)
     if effect is not None and effect <= 0:
         raise BertbenchError(f"plan: --effect must be a positive number of points, not {effect:g}")
@@ -192,11 +182,8 @@ def _pre_cost(side: Side, seconds: float, threads: int) -> str:
 
 def _metrics_of(data: ReportData, side: Side, claim) -> list[str]:
     """The record metric each of the claim's scores is computed on (what the variance components measure)."""
-    names = []
-    for (ptask, pmetric), row in zip(claim.scores, side.rows):
-        metric, _ = metric_for(data, side.variant, ptask, pmetric, claim.approach, DEV_KINDS)
-        names.append(metric or row.metric)
-    return names
+    return [metric_for(data, side.variant, ptask, pmetric, claim.approach, DEV_KINDS)[0] or row.metric
+            for (ptask, pmetric), row in zip(claim.scores, side.rows)]
 
 
 def pessimistic(vc: VarianceComponents) -> VarianceComponents:

@@ -1,13 +1,8 @@
-"""95% intervals for the report: a cell's mean over seeds (`t_interval`, the main table's cells), Student's
-t-interval of the mean, mean ± t(0.975, n-1)·s/√n, named wherever it is printed (`Interval.method`). Over a
-checkpoint's fine-tuning seeds it measures fine-tuning noise on this dev set; over a P-cell's pre-training seeds'
-means (model.Stats), pre-training and fine-tuning noise together. Never how the dev set was sampled.
-Comparisons between variants (differences, claims) use `bertbench.report.multibootstrap`, which resamples
-pre-training seeds, fine-tuning seeds and dev examples jointly (tests/reference.py keeps the textbook paired
-intervals it reduces to).
-
-With one value (n = 1) there is no interval: the functions return None, and the report says so
-rather than printing a zero-width one.
+"""95% intervals for the report's cells (`t_interval`): Student's t-interval of the mean over seeds, mean ±
+t(0.975, n-1)·s/√n, named wherever it is printed (`Interval.method`); what it measures is docs/statistics.md's
+"A cell". Comparisons between variants use `bertbench.report.multibootstrap` (tests/reference.py keeps the
+textbook paired intervals it reduces to). With one value (n = 1) there is no interval: the functions return None,
+and the report says so rather than printing a zero-width one.
 """
 from __future__ import annotations
 
@@ -17,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bertbench.claims import CONFIDENCE
+from bertbench.report.multibootstrap import t_quantile
 T_OVER_SEEDS = "t over seeds"
 
 
@@ -32,12 +28,6 @@ class Interval:
     confidence: float = CONFIDENCE
 
 
-def _t_quantile(confidence: float, df: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(0.5 + confidence / 2, df))
-
-
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
                method: str = T_OVER_SEEDS) -> Optional[Interval]:
     """Student's t-interval of the mean of `values`; None for fewer than two values (no interval)."""
@@ -48,7 +38,7 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
     mean = math.fsum(xs) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     # Computed here rather than with scipy's t.interval, which returns nan when every seed agrees (sd 0).
-    half = _t_quantile(confidence, n - 1) * sd / math.sqrt(n)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n, method, confidence)
 
 

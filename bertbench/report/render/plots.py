@@ -14,7 +14,7 @@ from typing import Optional
 
 from bertbench.errors import BertbenchError
 from bertbench.report.build import Figures
-from bertbench.report.model import ReportData, RowKey, Variant, paper_columns, paper_number_for, seed_stats
+from bertbench.report.model import ReportData, RowKey, Stats, Variant, paper_columns, paper_number_for, seed_stats
 
 CURVE_COLUMNS = ("eval_mlm_loss", "eval_clm_loss")
 CURVES_FILE = "pretraining_curves.png"
@@ -38,56 +38,52 @@ def _pyplot():
     return plt
 
 
-def _save(plt, fig, ax, path: Path) -> None:
-    """Legend, layout, the PNG at `path` (its folder made), and the figure closed: how every plot here ends."""
-    ax.legend(fontsize=7)
+def _save(plt, fig, ax, path: Path, legend: bool = True) -> None:
+    """Legend (the bars have none), layout, the PNG at `path` (its folder made), and the figure closed: how every
+    plot here ends."""
+    if legend:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _stats(data: ReportData, variant: Variant, row: RowKey) -> Optional[Stats]:
+    cell = data.cell(variant, row)
+    return seed_stats(cell.records, row.metric) if cell else None
+
+
+def _errors(stats: Stats) -> tuple[float, float]:
+    """Below and above the mean, the ends of its 95% t-interval; one seed: no bar, never a fake one."""
+    iv = stats.interval
+    return (stats.mean - iv.low, iv.high - stats.mean) if iv else (0.0, 0.0)
 
 
 def plot_task(data: ReportData, row: RowKey, path: Path) -> bool:
     """Bars for one row: our variants (mean; error bars the 95% t-interval over seeds), then the paper's numbers."""
-    labels, heights, low, high, colors = [], [], [], [], []
-    for variant in data.variants:
-        cell = data.cell(variant, row)
-        stats = seed_stats(cell.records, row.metric) if cell else None
-        if stats is None:
-            continue
-        labels.append(variant.label)
-        interval = stats.interval
-        heights.append(stats.mean)
-        low.append(stats.mean - interval.low if interval else 0.0)  # one seed: no bar, never a fake one
-        high.append(interval.high - stats.mean if interval else 0.0)
-        colors.append("tab:blue")
-    ours = len(labels)
+    ours = [(v.label, stats) for v in data.variants if (stats := _stats(data, v, row)) is not None]
     if not ours:
         return False
+    theirs = []
     for name, systems, sources in paper_columns(data):
         number, same_metric = paper_number_for(data.paper, systems, sources, row)
-        if number is None or not same_metric:
-            continue
-        split = f"official {number.split}" if row.eval_kind == "devsplit" else number.split
-        labels.append(f"{name}\n({split})")
-        heights.append(number.value)
-        low.append(0.0)
-        high.append(0.0)
-        colors.append("tab:gray")
+        if number is not None and same_metric:
+            split = f"official {number.split}" if row.eval_kind == "devsplit" else number.split
+            theirs.append((f"{name}\n({split})", number.value))
+    labels = [label for label, _ in ours + theirs]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(labels) + 1.5), 4.0))
     xs = list(range(len(labels)))
-    ax.bar(xs[:ours], heights[:ours], color=colors[:ours], yerr=[low[:ours], high[:ours]], capsize=3)
-    if len(xs) > ours:
-        ax.bar(xs[ours:], heights[ours:], color=colors[ours:], hatch="//")
+    below, above = zip(*(_errors(s) for _, s in ours))
+    ax.bar(xs[:len(ours)], [s.mean for _, s in ours], color="tab:blue", yerr=[below, above], capsize=3)
+    if theirs:
+        ax.bar(xs[len(ours):], [value for _, value in theirs], color="tab:gray", hatch="//")
     ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel(row.metric)
     ax.set_title(f"{row.task} v{row.task_version} ({row.eval_kind})" +
                  (f", {row.approach}" if row.approach != "fine-tuning" else ""))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, ax, path, legend=False)
     return True
 
 
@@ -99,11 +95,7 @@ def find_metrics_csv(variant: Variant) -> Optional[Path]:
     if not run_dir:
         return None
     roots = [Path.cwd()] + [parent for rec in variant.records for parent in rec.path.resolve().parents]
-    candidates = [root / run_dir for root in dict.fromkeys(roots)]
-    for candidate in candidates:
-        if (candidate / "metrics.csv").is_file():
-            return candidate / "metrics.csv"
-    return None
+    return next((path for root in dict.fromkeys(roots) if (path := root / run_dir / "metrics.csv").is_file()), None)
 
 
 def read_curve(path: Path) -> dict[str, list[tuple[float, float]]]:
@@ -175,47 +167,35 @@ def plot_figure5(data: ReportData, row: RowKey, path: Path) -> bool:
 
     lines = []
     for label, checkpoints in series(data):
-        points = []
-        for v in checkpoints:
-            cell = data.cell(v, row)
-            stats = seed_stats(cell.records, row.metric) if cell else None
-            if stats is not None:
-                iv = stats.interval
-                points.append((v.tokens_seen, stats.mean, stats.mean - iv.low if iv else 0.0,
-                               iv.high - stats.mean if iv else 0.0))
-        if len(points) >= 2:
-            lines.append((label, points))
-    if not lines:
-        return False
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    for label, points in lines:
-        ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[[p[2] for p in points], [p[3] for p in points]],
-                    marker="o", capsize=3, label=label)
-    ax.set_xlabel("pre-training tokens of the fine-tuned checkpoint")
-    ax.set_ylabel(f"{row.task} {row.metric} ({row.eval_kind})")
-    ax.set_title(f"Figure 5 at our scale: {row.task}")
-    _save(plt, fig, ax, path)
-    return True
+        points = [(v.tokens_seen, s.mean, *_errors(s)) for v in checkpoints if (s := _stats(data, v, row)) is not None]
+        lines.append((label, points))
+    return _error_lines(lines, path, "pre-training tokens of the fine-tuned checkpoint",
+                        f"{row.task} {row.metric} ({row.eval_kind})", f"Figure 5 at our scale: {row.task}")
 
 
 def plot_masking_ratio(data: ReportData, path: Path) -> bool:
     """GLUE-5 (mean, 95% multi-bootstrap interval) against the masking ratio, one line per size."""
     from bertbench.report.tables.masking import ratio_points
 
-    lines = [(size, [(100 * ratio, est) for ratio, _, est, _ in rows if est is not None]) for size, rows in ratio_points(data)]
-    lines = [(size, points) for size, points in lines if len(points) >= 2]
+    lines = [(f"{size} MLM+NSP", [(100 * ratio, e.estimate, e.estimate - e.low, e.high - e.estimate)
+                                  for ratio, _, e, _ in rows if e is not None]) for size, rows in ratio_points(data)]
+    return _error_lines(lines, path, "masking ratio (% of tokens selected for prediction)", "GLUE-5 average (dev)",
+                        "Masking ratio")
+
+
+def _error_lines(lines: list, path: Path, xlabel: str, ylabel: str, title: str) -> bool:
+    """The lines (label, [(x, y, below, above)]) of two points or more, with error bars; False when none has two."""
+    lines = [(label, points) for label, points in lines if len(points) >= 2]
     if not lines:
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    for size, points in lines:
-        ax.errorbar([x for x, _ in points], [e.estimate for _, e in points],
-                    yerr=[[e.estimate - e.low for _, e in points], [e.high - e.estimate for _, e in points]],
-                    marker="o", capsize=3, label=f"{size} MLM+NSP")
-    ax.set_xlabel("masking ratio (% of tokens selected for prediction)")
-    ax.set_ylabel("GLUE-5 average (dev)")
-    ax.set_title("Masking ratio")
+    for label, points in lines:
+        xs, ys, below, above = zip(*points)
+        ax.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     _save(plt, fig, ax, path)
     return True
 

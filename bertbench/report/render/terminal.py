@@ -8,7 +8,7 @@ cell ever wraps.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -68,11 +68,8 @@ def _header(data: ReportData, row: RowKey, several_versions: bool) -> str:
 
 
 def _ours(data: ReportData, row: RowKey) -> tuple[str, ...]:
-    cells = []
-    for variant in data.variants:
-        cell = data.cell(variant, row)
-        cells.append(fmt_short(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING)
-    return tuple(cells)
+    cells = (data.cell(variant, row) for variant in data.variants)
+    return tuple(fmt_short(seed_stats(cell.records, row.metric)) + marks(cell) if cell else MISSING for cell in cells)
 
 
 def _paper(data: ReportData, column: PaperColumnSpec, row: RowKey) -> str:
@@ -86,10 +83,8 @@ def _paper(data: ReportData, column: PaperColumnSpec, row: RowKey) -> str:
 def short_table(data: ReportData) -> ShortTable:
     paper_cols = closest_paper_columns(data)
     labels = (*(v.label for v in data.variants), *(name for name, _, _ in paper_cols))
-    versions: dict[str, set[int]] = defaultdict(set)
-    for row in data.rows:
-        versions[row.task].add(row.task_version)
-    columns = [(_header(data, row, len(versions[row.task]) > 1),
+    versions = Counter(task for task, _ in {(row.task, row.task_version) for row in data.rows})  # per task
+    columns = [(_header(data, row, versions[row.task] > 1),
                 (*_ours(data, row), *(_paper(data, col, row) for col in paper_cols))) for row in data.rows]
     for glue in glue_rows(data):
         ours = (f"{glue.ours[v.label]:.1f}{glue.marks.get(v.label, '')}" if v.label in glue.ours else MISSING
