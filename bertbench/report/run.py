@@ -173,7 +173,7 @@ def _print_terminal(found: Gathered, rep, out: Optional[Path], wide: bool, echo:
 
         [table] = [t for t in rep.tables if t.key == "claims"]
         echo(f"\n{table.title} (those stated for these records):")
-        for line in claim_lines(table, rep.outcomes):
+        for line in claim_lines(found.data, rep.outcomes, prereg):
             echo(f"  {line}")
 
 

@@ -181,21 +181,24 @@ def _contribution_note(o: Outcome) -> str:
                if flag else "."))
 
 
-def claim_lines(table: Table, outcomes: Sequence[Outcome]) -> list[str]:
+def claim_lines(data: ReportData, outcomes: Sequence[Outcome], preregistration=None) -> list[str]:
     """The claims stated for these records (not the paper's), one line per comparison, for the terminal (the
-    markdown has the table): the claims table's own cells, its rows being the outcomes in order."""
+    markdown has the table): printed from the outcomes, with the table's own cell formats."""
+    registered = preregistration is not None
     lines = []
-    for o, row in zip(outcomes, table.rows):
+    for o in outcomes:
         if o.claim.threshold_from != YOURS:  # a paper claim: its threshold's source is the paper's words or ours
             continue
-        cell = dict(zip(HEADER, row))
-        said = f"{cell['Claim']}: {cell['a − b']} on {cell['Score']}"
-        if cell["Ours a − b"] == MISSING and cell["95% interval"] == MISSING:  # not run: nothing was measured
-            lines.append(f"{said}: {cell['Verdict']}")
+        who = f"{o.a.label} − {o.b.label}" if o.a is not None else f"{o.claim.a} − {o.claim.b}"
+        verdict = verdict_text(o, data.paper, registered, registered and preregistration.after_results)
+        value, interval = fmt_difference(o.diff)
+        if value == MISSING and interval == MISSING:  # not run: nothing was measured
+            lines.append(f"{o.claim.name or o.claim.text}: {who} on {_score(data, o)}: {verdict}")
             continue
-        lines.append(f"{said} = {cell['Ours a − b']} {cell['95% interval']} ({cell['Covers']}, runs "
-                     f"{cell['Runs a/b']}); {cell['Test']}: p {cell['p']}, p Holm {cell['p Holm']}, MDE "
-                     f"{cell['MDE (80%)']}: {cell['Verdict']}")
+        measured = f"{value} {interval} ({fmt_covers(o.diff.estimate)}, runs {fmt_runs(o.diff)})"
+        mde = f"{o.mde:.1f}" if o.mde is not None else MISSING
+        lines.append(f"{o.claim.name or o.claim.text}: {who} on {_score(data, o)} = {measured}; {o.claim.test_text}: "
+                     f"p {fmt_p(o.p)}, p Holm {fmt_p(o.p_holm)}, MDE {mde}: {verdict}")
     return lines
 
 
