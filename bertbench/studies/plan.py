@@ -23,7 +23,8 @@ from typing import Any, Callable, Optional
 from bertbench.config import PretrainConfig, is_causal
 from bertbench.runtime.files import atomic_write_json, atomic_write_text
 from bertbench.studies import keys
-from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config
+from bertbench.studies.preset import (RunPreset, VariantSpec, pretrain_seeds, task_settings, variant_config,
+                                      variant_tasks)
 from bertbench.studies.scheduler import RERUN_HINT, WIND_DOWN_SECONDS, Stage, StopRequested, passing_signals_on
 from bertbench.training.step import BUDGET_FILE, study_compile
 
@@ -65,10 +66,9 @@ class Planner:
         stages.sort(key=lambda s: not s.alone)
         ft = self.preset.finetune
         for m in models:
-            stages += self.finetune_stages(m, [t for t in ft.tasks if t in (m.variant.tasks or ft.tasks)],
-                                           feature_based=False)
-            if not ft.feature_based_variants or m.variant.name in ft.feature_based_variants:
-                features = [t for t in ft.tasks if t in ft.feature_based_tasks]
+            tasks, features = variant_tasks(self.preset, m.variant)
+            stages += self.finetune_stages(m, tasks, feature_based=False)
+            if features:
                 stages += self.finetune_stages(dataclasses.replace(m, folder=m.folder + "-features",
                                                                    label=m.label + " features"),
                                                features, feature_based=True)

@@ -248,6 +248,15 @@ def _check_finetune(preset: RunPreset, p: Path, names: list[str]) -> None:
             raise BertbenchError(f"{p}: finetune.figure5_variants: {name!r} keeps no snapshots; set pretrain.snapshots (e.g. 5)")
 
 
+def variant_tasks(preset: RunPreset, variant: VariantSpec) -> tuple[list[str], list[str]]:
+    """A variant's fine-tuning tasks and, of those, the ones it also runs feature-based, in finetune.tasks' order:
+    what the plan runs and the protocol counts and judges (one rule: a variant's own `tasks` bound both)."""
+    ft = preset.finetune
+    tasks = [t for t in ft.tasks if variant.tasks is None or t in variant.tasks]
+    featured = not ft.feature_based_variants or variant.name in ft.feature_based_variants
+    return tasks, [t for t in tasks if t in ft.feature_based_tasks] if featured else []
+
+
 def task_settings(ft: FinetuneSpec, task: str, seeds: Optional[list[int]] = None) -> dict[str, Any]:
     """The fine-tuning settings one task's stage runs with: the shared ones, with Figure 5's seeds where given,
     and the task's most epochs plus epoch selection where `epoch_selection` names it."""

@@ -17,7 +17,7 @@ from bertbench.registration import (
     CONFIRMATORY_PRETRAIN_SEEDS, LOG_FILE, PREREGISTRATION_FILE, append_log, committed_registration, copy_registration,
     progress, read_stamp, refuse_withdrawn, registrations_dir, write_preregistration,
 )
-from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config
+from bertbench.studies.preset import RunPreset, VariantSpec, pretrain_seeds, variant_config, variant_tasks
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,7 @@ def _arms(preset: RunPreset) -> list[_Arm]:
                                           "mask_procedure": list(cfg.data.mask_procedure),
                                           "whole_word_mask": cfg.data.whole_word_mask}
         label, suffix = objective_label(pre), masking_suffix(pre)
-        tasks = frozenset(v.tasks if v.tasks is not None else ft.tasks)
-        features = frozenset(ft.feature_based_tasks) & tasks if (
-            not ft.feature_based_variants or v.name in ft.feature_based_variants) else frozenset()
+        tasks, features = map(frozenset, variant_tasks(preset, v))
         figure5 = frozenset(ft.figure5_tasks) if v.name in ft.figure5_variants else frozenset()
         arms.append(_Arm(cfg.model_size, f"{label} {suffix}" if suffix else label, tasks, features, figure5))
     return arms
@@ -222,13 +220,10 @@ def register(out: Path, preset: RunPreset):
 def planned(preset: RunPreset) -> dict[str, int]:
     """How many pre-trainings and fine-tunings the preset plans (Figure 5's follow-ups aside: they are known only
     once their snapshots exist)."""
-    fine = preset.finetune
     planned_pre = planned_ft = 0
     for v in preset.variants:
         models = 1 if v.random_init else len(pretrain_seeds(preset, v))
-        tasks = v.tasks if v.tasks is not None else fine.tasks
-        features = [t for t in fine.feature_based_tasks if t in tasks] if (
-            not fine.feature_based_variants or v.name in fine.feature_based_variants) else []
+        tasks, features = variant_tasks(preset, v)
         planned_pre += 0 if v.random_init else models
         planned_ft += models * (len(tasks) + len(features))
     return {"pre-trainings": planned_pre, "fine-tunings": planned_ft}
