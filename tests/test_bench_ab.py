@@ -31,12 +31,15 @@ def test_the_side_process_times_both_fp32_sides_of_a_checkout_and_profiles_ours(
     profile = out["profile"]
     assert 0 < profile["matrix_share"] < 1 and profile["self_ms_per_step"] > 0
     assert profile["top_other_ms_per_step"] and not set(profile["top_other_ms_per_step"]) & set(script.MATRIX_OPS)
-    old = {**script.summarise([out]), "matrix_share_median": 0.8}
+    summary = script.summarise([out])
+    old, new = {**summary, "matrix_share_median": 0.8}, {**summary, "matrix_share_median": 0.5}
+    new["bertbench_fp32_step_ms_median"] = old["bertbench_fp32_step_ms_median"] / 2  # twice as fast, half products
     config = {"model_size": "tiny", "batch_size": 32, "seq_len": 128, "steps": 1, "pairs": 1, "threads": 1, "profile": 1}
     result = {"config": config, "machine": {"hardware": "a CPU", "torch": "x"}, "old": {"rev": "a", **old},
-              "new": {"rev": "b", **script.summarise([out])}, "new_over_old_step_ms": 1.0}
+              "new": {"rev": "b", **new}, "new_over_old_step_ms": 0.5}
     text = script.markdown(result, None)
-    assert "--profile 1`" in text and "80.0% of the old step" in text and "the old step could be at most 1.25× faster" in text
+    assert "--profile 1`" in text and "80.0% of the old step and 50.0% of the new" in text
+    assert "the new step would be at most 4.00× faster than the old (each at most 1.25× and 2.00× faster" in text
 
 
 def test_the_committed_tables_regenerate(tmp_path):
