@@ -3,12 +3,8 @@ token counts), periodic checkpoints (and signals), Figure 5's snapshots, and `be
 
 `training.pretrain_run` builds them and hands them to the Trainer in the order that matters there (the
 guard's note before the row, the snapshot and the checkpoint). Imports Lightning: import this module only
-where a run starts.
-
-Between the run log's rows no step waits for the device or for another rank: counts are host integers from
-the loader (training.batches), losses stay on the device until a row reads them, and what several processes
-must agree on (a row's losses averaged over ranks, a budget or a signal ending the run) is agreed at the
-rows only (`sync_step`), never per step. tests/test_loop_syncs.py counts both.
+where a run starts. What a step waits for, and when (nothing between the run log's rows, `sync_step`):
+docs/scale-ddp.md.
 """
 from __future__ import annotations
 
@@ -74,7 +70,9 @@ class FiniteGuard(L.Callback):
     `check` (a read of the device) runs before every metrics row and checkpoint."""
 
     def __init__(self, out_dir: Path, precision: str, saved_step: Optional[int]):
-        self.out_dir, self.precision = out_dir, precision
+        self.out_dir = out_dir
+        # fp16's grad scaler expects inf gradients now and then and skips those steps
+        self.notes_grads = precision != "16-mixed"
         self.saved_step = saved_step  # the step of checkpoints/last.ckpt, for messages (PeriodicCheckpoint sets it)
         self.first_bad = FirstBadStep()
         self._step = 0
@@ -86,12 +84,9 @@ class FiniteGuard(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
 
-    def _notes_grads(self, pl_module) -> bool:
-        return self.precision != "16-mixed"  # fp16's grad scaler expects inf gradients now and then and skips those steps
-
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         # where the module clips, it notes the norm clipping returned (on_train_batch_end): no second norm
-        if self._notes_grads(pl_module) and not getattr(pl_module, "clips_gradients", False):
+        if self.notes_grads and not getattr(pl_module, "clips_gradients", False):
             self.first_bad.note_grads(pl_module.parameters(), self._step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -100,7 +95,7 @@ class FiniteGuard(L.Callback):
             self.first_bad.note_loss(loss, self._step)
         norm = getattr(pl_module, "grad_norm", None)
         if norm is not None:
-            if self._notes_grads(pl_module):
+            if self.notes_grads:
                 self.first_bad.note(norm, self._step, 2)
             pl_module.grad_norm = None
 
@@ -132,10 +127,6 @@ class RunLog(L.Callback):
         self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
         self.last_train_loss = state.get("last_train_loss")
         self._tokens_at_t0 = self.tokens
-
-    def tokens_seen(self, trainer) -> int:
-        """Tokens trained on so far."""
-        return self.tokens
 
     def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
         self._t0 = time.perf_counter()
@@ -262,7 +253,7 @@ class Snapshots(L.Callback):
         step = trainer.global_step
         if (batch_idx + 1) % self.cfg.grad_accum or step not in self.steps:
             return
-        tokens = self.run_log.tokens_seen(trainer)
+        tokens = self.run_log.tokens
         if not trainer.is_global_zero:
             return
         from bertbench.config import to_dict

@@ -6,10 +6,7 @@ Import Lightning from here (`from bertbench.training.lightning_compat import lig
 integrations (below). A process that imported torchmetrics first gets an ImportError naming the fix, not a
 silently slower start.
 
-Tested with lightning 2.6.6, lightning_utilities 0.15.3 and torchmetrics 1.9.0 (torch 2.13); pyproject.toml
-bounds lightning and lightning_utilities to those minor releases. A release that renames a private name below
-makes its workaround fall back to the public path: slower, not broken (tests/test_lightning_compat.py removes
-each name and trains).
+The versions tested, and each private name's public fallback when a release renames it: docs/lightning.md.
 
 Each workaround carries the comment `# lightning workaround: <name>` where it is; WORKAROUNDS lists them all
 (a test checks the two agree):

@@ -3,11 +3,8 @@
 The model is a plain `BertForPreTraining`; this module only adds the optimiser, the schedule (over steps
 or over a wall-clock budget), held-out evaluation and the RNG state that exact resume needs.
 
-The wall-clock schedule (Cramming's budget schedule): with `budget_seconds`, warm-up and linear decay are
-functions of *training* seconds on the clock (held-out evaluation and checkpoint writing excluded), read
-afresh before every step. So the lr reaches 0 exactly when the budget is spent, however the machine's
-speed changes during the run, and the run ends there. Every step's lr is kept (`lr_trace`) and written
-beside the metrics, so a run shows which steps ran at which lr.
+With `budget_seconds`, warm-up and linear decay are functions of *training* seconds, read afresh before every
+step (the wall-clock schedule: docs/quality-per-minute.md); every step's lr is kept (`lr_trace`).
 """
 from __future__ import annotations
 

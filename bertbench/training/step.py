@@ -5,10 +5,8 @@ The run builds one `TrainingStep` (`choose_step`) and hands it to whatever needs
 forward to call, and with static shapes or not), the loader (static batches or not), the progress lines (the
 ETA) and the summary (what was decided and measured). Nothing reads it back out of another object.
 
-A step time is the median interval between step ends on the training clock (evaluation and checkpoint writes
-paused out), over the steps after the first `WARMUP_STEPS` of a session (the compile, the allocator's and
-oneDNN's first calls); a session with fewer than `MIN_TIMED_STEPS` after them measures nothing, so a 2-step test
-or a 30-step demo never teaches `compile: auto` a step time made of start-up.
+How `compile: auto` decides and what a step time is (a median after `WARMUP_STEPS`; none with fewer than
+`MIN_TIMED_STEPS` after them): docs/performance-gpu.md, "torch.compile".
 """
 from __future__ import annotations
 
@@ -53,11 +51,8 @@ def step_choice(setting: str, device_type: str, planned_steps: int, budget_secon
                 measured: Optional[dict] = None) -> StepChoice:
     """`compile: on|off` as set; `auto` by measurements. measured: what earlier runs on this device measured
     (training.step_times): compile_seconds (this model size), eager_step_seconds and compiled_step_seconds (this
-    model, batch, length and precision); any may be missing. A budget is the planned time itself.
-
-    On a CPU, `auto` compiles only where a compiled step was measured faster than the eager one of the same shape
-    here: a compiled CPU step can be slower than the eager one (0.77× on a 2-core AMX host), so no plan of eager
-    time alone decides it. On a GPU the planned eager time is weighed against the compile's."""
+    model, batch, length and precision); any may be missing. A budget is the planned time itself. Why a CPU
+    never compiles on a plan alone: docs/performance-gpu.md, "torch.compile"."""
     m = measured or {}
     eager, compiled_step, compile_s = m.get("eager_step_seconds"), m.get("compiled_step_seconds"), m.get("compile_seconds")
     planned = budget_seconds or (planned_steps * eager if eager else None)
