@@ -419,9 +419,7 @@ def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Pat
             why = f"--max-{split}-examples {cap}" if cap is not None and cap <= 0 else "the file holds no examples"
             raise BertbenchError(f"{name}: no {split} examples ({why})")
     h = task.hparams
-    max_seq_len = req.max_seq_len or h.max_seq_len
-    if max_seq_len > source.config.max_position_embeddings:
-        max_seq_len = source.config.max_position_embeddings
+    max_seq_len = min(req.max_seq_len or h.max_seq_len, source.config.max_position_embeddings)
     train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
     eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
     heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
@@ -629,7 +627,5 @@ def _higher_is_better(task) -> bool:
 
 
 def _primary(task, metrics: dict) -> str:
-    primary = task.primary_metric
-    if primary not in metrics:  # SQuAD 2.0 reports under its own names
-        return next(iter(metrics))
-    return primary
+    # SQuAD 2.0 reports under its own names
+    return task.primary_metric if task.primary_metric in metrics else next(iter(metrics))

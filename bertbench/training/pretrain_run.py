@@ -394,15 +394,15 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
 
             return read_summary(out_dir / "summary.json").to_json(), False, 0
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
-    resuming = last_ckpt.is_file()
-    if resuming and resume != "auto":
-        raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
-    if resuming:
-        check_resume_config(out_dir / "config.yaml", cfg)
-    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     from bertbench.runtime.progress import every_seconds, say
 
+    resuming, start_step = last_ckpt.is_file(), 0
     if resuming:
+        if resume != "auto":
+            raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose "
+                                 "another --out")
+        check_resume_config(out_dir / "config.yaml", cfg)
+        start_step = read_checkpoint_step(last_ckpt)  # early: a damaged file fails before any work
         say(f"resuming {out_dir} from its checkpoint of step {start_step}")
     if every_seconds() is not None and first_process():  # a progress line, once per run
         say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
@@ -429,7 +429,6 @@ def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
 def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
     """One pre-training data set per phase of the plan."""
     from bertbench.data.instances import build_pretraining_data
-
     from bertbench.runtime.progress import Heartbeat, every_seconds, say
 
     with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
