@@ -37,8 +37,6 @@ BUDGET_FILE = "budget.json"  # in a study's folder and its run folders: the step
 
 @dataclass
 class StepChoice:
-    """Which training step a run takes, decided once before it starts (like precision) and kept in summary.json."""
-
     static: bool  # the static step: every shape fixed per phase, no host sync (a GPU's, and any compiled step's)
     compiled: bool  # the step under torch.compile
     reason: str  # why, in words, with the numbers that decided it
