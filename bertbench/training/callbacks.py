@@ -101,11 +101,8 @@ class FiniteGuard(L.Callback):
 
 
 class RunLog(L.Callback):
-    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint.
-
-    Counts come as host integers, global over ranks and micro-batches (training.batches); the losses of a
-    row are read from the device (and averaged over ranks: one collective) at that row only. `shown` is what
-    a progress display shows (the last row's loss and tokens/s), host numbers read without touching the device."""
+    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint. `shown` is
+    what a progress display shows (the last row's loss and tokens/s), host numbers read without touching the device."""
 
     def __init__(self, cfg: PretrainConfig, out_dir: Path, guard: FiniteGuard, last_step: Optional[int]):
         self.cfg, self.out_dir, self.guard = cfg, out_dir, guard
@@ -158,9 +155,8 @@ class RunLog(L.Callback):
         # Every rank decides alike (a row holds a collective): the budget's own end, on one process only; with
         # several, the module agrees on it at rows (PretrainModule.on_train_batch_end), so that step has one.
         ending = trainer.should_stop or step == self.last_step or (trainer.world_size == 1 and pl_module.budget_spent())
-        if not sync_step(cfg, step) and not evaluated and not ending:
-            return
-        self._write_row(trainer, pl_module, step, evaluated)
+        if sync_step(cfg, step) or evaluated or ending:
+            self._write_row(trainer, pl_module, step, evaluated)
 
     def _step_losses(self, trainer, pl_module) -> dict[str, float]:
         """The last step's losses, averaged over ranks (each rank's is on its share of the global batch)."""
@@ -186,9 +182,7 @@ class RunLog(L.Callback):
         }
         self.last_train_loss = losses.get("loss")
         if evaluated:
-            for k, v in pl_module.last_eval.items():
-                if f"eval_{k}" in CSV_FIELDS:
-                    row[f"eval_{k}"] = f"{v:.5f}"
+            row.update({f"eval_{k}": f"{v:.5f}" for k, v in pl_module.last_eval.items() if f"eval_{k}" in CSV_FIELDS})
             pl_module.last_eval = {}
         if self._fh is not None:
             self._csv.writerow(row)
@@ -251,10 +245,7 @@ class Snapshots(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        if (batch_idx + 1) % self.cfg.grad_accum or step not in self.steps:
-            return
-        tokens = self.run_log.tokens
-        if not trainer.is_global_zero:
+        if (batch_idx + 1) % self.cfg.grad_accum or step not in self.steps or not trainer.is_global_zero:
             return
         from bertbench.config import to_dict
         from bertbench.model.checkpoint import save_checkpoint
@@ -263,7 +254,7 @@ class Snapshots(L.Callback):
 
         with pl_module.clock_paused():  # not training time, as a checkpoint write
             heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
-            summary = PretrainSummary(**self.identity(), steps=step, tokens_seen=tokens,
+            summary = PretrainSummary(**self.identity(), steps=step, tokens_seen=self.run_log.tokens,
                                       wall_seconds=round(pl_module.elapsed(), 2), heldout=heldout, snapshot=True,
                                       date=now_iso())
             save_checkpoint(self.out_dir / "snapshots" / f"step-{step}", pl_module.model, self.tokenizer,

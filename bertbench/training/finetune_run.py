@@ -154,7 +154,7 @@ class Scored:
         return self.degenerate or bool(self.extra.get("near_constant"))
 
 
-def score(task, examples, features, outputs, tokenizer) -> Scored:
+def score(task, examples, features, outputs) -> Scored:
     """Turn raw eval outputs into the paper's metrics and a predictions file in the task's own format."""
     from bertbench import metrics as M
 
@@ -178,8 +178,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         buf = io.StringIO()
         w = csv.writer(buf, delimiter="\t", lineterminator="\n")
         w.writerow(["index", "id", "gold", "prediction"])
-        for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
-            w.writerow([i, ex.id, g, p])
+        w.writerows([i, ex.id, g, p] for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)))
         extra = per_example_extra(t, preds, gold)
         return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate, extra)
     if t == "span_qa":
@@ -477,11 +476,11 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
         """Score the model as it is now: (on the selection set, on dev); the entry notes both."""
         if outputs is None:
             outputs = predict(model, job.eval_f, hp.eval_batch_size, device, bf16)
-        scored = score(task, job.eval_ex, job.eval_f, outputs, source.tokenizer)
+        scored = score(task, job.eval_ex, job.eval_f, outputs)
         selected_on = scored
         if job.heldout_f:  # the selection score: the same model on the slice held out of train
             held = predict(model, job.heldout_f, hp.eval_batch_size, device, bf16)
-            selected_on = score(task, job.heldout_ex, job.heldout_f, held, source.tokenizer)
+            selected_on = score(task, job.heldout_ex, job.heldout_f, held)
         if req.select_epoch:
             entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
             entry["selection_near_constant"] = selected_on.near_constant  # so the rule can be recomputed

@@ -131,8 +131,7 @@ def fixed_batches(cfg: PretrainConfig, heldout: Sequence[Any], tokenizer) -> Opt
         return None
     bs = min(cfg.batch_size, 32)
     n_batches = max(1, min(cfg.eval_batches, (len(heldout) + bs - 1) // bs))
-    chunks = [c for c in ([heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))]
-                          for i in range(n_batches)) if c]
+    chunks = [[heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))] for i in range(n_batches)]
 
     def batches(data_cfg: DataConfig) -> list:
         collate = make_collator(data_cfg, tokenizer, cfg.objective, seed=step_seed(cfg.seed, 0, stream=1))
