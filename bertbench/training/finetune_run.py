@@ -73,7 +73,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         tok = WordPieceTokenizer.load(tok_path)
         cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
         return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
-    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder
+    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder, is_generic_folder
 
     path = hub_folder(spec) if spec.startswith(HUB_PREFIX) else Path(spec)
     if not path.exists():
@@ -81,8 +81,6 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
                              "hub:NAME, or random:<size>)")
     if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
         path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
-    from bertbench.model.hf_encoder import is_generic_folder
-
     if is_generic_folder(path):  # RoBERTa, ELECTRA, DeBERTa, …: transformers' own model under our heads
         return _generic_source(path, spec, tokenizer, data_dir)
     ckpt = load_checkpoint(path)
