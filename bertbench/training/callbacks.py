@@ -3,12 +3,8 @@ token counts), periodic checkpoints (and signals), Figure 5's snapshots, and `be
 
 `training.pretrain_run` builds them and hands them to the Trainer in the order that matters there (the
 guard's note before the row, the snapshot and the checkpoint). Imports Lightning: import this module only
-where a run starts.
-
-Between the run log's rows no step waits for the device or for another rank: counts are host integers from
-the loader (training.batches), losses stay on the device until a row reads them, and what several processes
-must agree on (a row's losses averaged over ranks, a budget or a signal ending the run) is agreed at the
-rows only (`sync_step`), never per step. tests/test_loop_syncs.py counts both.
+where a run starts. What a step waits for, and when (nothing between the run log's rows, `sync_step`):
+docs/scale-ddp.md.
 """
 from __future__ import annotations
 
@@ -74,7 +70,9 @@ class FiniteGuard(L.Callback):
     `check` (a read of the device) runs before every metrics row and checkpoint."""
 
     def __init__(self, out_dir: Path, precision: str, saved_step: Optional[int]):
-        self.out_dir, self.precision = out_dir, precision
+        self.out_dir = out_dir
+        # fp16's grad scaler expects inf gradients now and then and skips those steps
+        self.notes_grads = precision != "16-mixed"
         self.saved_step = saved_step  # the step of checkpoints/last.ckpt, for messages (PeriodicCheckpoint sets it)
         self.first_bad = FirstBadStep()
         self._step = 0
@@ -86,12 +84,9 @@ class FiniteGuard(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._step = trainer.global_step + 1  # the optimiser step this micro-batch belongs to
 
-    def _notes_grads(self, pl_module) -> bool:
-        return self.precision != "16-mixed"  # fp16's grad scaler expects inf gradients now and then and skips those steps
-
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         # where the module clips, it notes the norm clipping returned (on_train_batch_end): no second norm
-        if self._notes_grads(pl_module) and not getattr(pl_module, "clips_gradients", False):
+        if self.notes_grads and not getattr(pl_module, "clips_gradients", False):
             self.first_bad.note_grads(pl_module.parameters(), self._step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -100,17 +95,14 @@ class FiniteGuard(L.Callback):
             self.first_bad.note_loss(loss, self._step)
         norm = getattr(pl_module, "grad_norm", None)
         if norm is not None:
-            if self._notes_grads(pl_module):
+            if self.notes_grads:
                 self.first_bad.note(norm, self._step, 2)
             pl_module.grad_norm = None
 
 
 class RunLog(L.Callback):
-    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint.
-
-    Counts come as host integers, global over ranks and micro-batches (training.batches); the losses of a
-    row are read from the device (and averaged over ranks: one collective) at that row only. `shown` is what
-    a progress display shows (the last row's loss and tokens/s), host numbers read without touching the device."""
+    """tokens/s, cumulative tokens and metrics.csv; its counters travel in the Lightning checkpoint. `shown` is
+    what a progress display shows (the last row's loss and tokens/s), host numbers read without touching the device."""
 
     def __init__(self, cfg: PretrainConfig, out_dir: Path, guard: FiniteGuard, last_step: Optional[int]):
         self.cfg, self.out_dir, self.guard = cfg, out_dir, guard
@@ -132,10 +124,6 @@ class RunLog(L.Callback):
         self.tokens, self.loss_tokens = int(state["tokens"]), int(state["loss_tokens"])
         self.last_train_loss = state.get("last_train_loss")
         self._tokens_at_t0 = self.tokens
-
-    def tokens_seen(self, trainer) -> int:
-        """Tokens trained on so far."""
-        return self.tokens
 
     def on_train_start(self, trainer, pl_module):  # after a resumed run's loop state is restored
         self._t0 = time.perf_counter()
@@ -167,9 +155,8 @@ class RunLog(L.Callback):
         # Every rank decides alike (a row holds a collective): the budget's own end, on one process only; with
         # several, the module agrees on it at rows (PretrainModule.on_train_batch_end), so that step has one.
         ending = trainer.should_stop or step == self.last_step or (trainer.world_size == 1 and pl_module.budget_spent())
-        if not sync_step(cfg, step) and not evaluated and not ending:
-            return
-        self._write_row(trainer, pl_module, step, evaluated)
+        if sync_step(cfg, step) or evaluated or ending:
+            self._write_row(trainer, pl_module, step, evaluated)
 
     def _step_losses(self, trainer, pl_module) -> dict[str, float]:
         """The last step's losses, averaged over ranks (each rank's is on its share of the global batch)."""
@@ -195,9 +182,7 @@ class RunLog(L.Callback):
         }
         self.last_train_loss = losses.get("loss")
         if evaluated:
-            for k, v in pl_module.last_eval.items():
-                if f"eval_{k}" in CSV_FIELDS:
-                    row[f"eval_{k}"] = f"{v:.5f}"
+            row.update({f"eval_{k}": f"{v:.5f}" for k, v in pl_module.last_eval.items() if f"eval_{k}" in CSV_FIELDS})
             pl_module.last_eval = {}
         if self._fh is not None:
             self._csv.writerow(row)
@@ -260,10 +245,7 @@ class Snapshots(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        if (batch_idx + 1) % self.cfg.grad_accum or step not in self.steps:
-            return
-        tokens = self.run_log.tokens_seen(trainer)
-        if not trainer.is_global_zero:
+        if (batch_idx + 1) % self.cfg.grad_accum or step not in self.steps or not trainer.is_global_zero:
             return
         from bertbench.config import to_dict
         from bertbench.model.checkpoint import save_checkpoint
@@ -272,7 +254,7 @@ class Snapshots(L.Callback):
 
         with pl_module.clock_paused():  # not training time, as a checkpoint write
             heldout = pl_module.eval_fn(pl_module.model) if pl_module.eval_fn is not None else {}
-            summary = PretrainSummary(**self.identity(), steps=step, tokens_seen=tokens,
+            summary = PretrainSummary(**self.identity(), steps=step, tokens_seen=self.run_log.tokens,
                                       wall_seconds=round(pl_module.elapsed(), 2), heldout=heldout, snapshot=True,
                                       date=now_iso())
             save_checkpoint(self.out_dir / "snapshots" / f"step-{step}", pl_module.model, self.tokenizer,

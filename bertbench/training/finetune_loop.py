@@ -36,7 +36,7 @@ def pad_collate(features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
     if "attention_mask" not in first:
         keys.append("attention_mask")
     nested = isinstance(first["input_ids"][0], list)
-    T = _round_up(max(_longest(f["input_ids"]) if nested else len(f["input_ids"]) for f in features))
+    T = _round_up(max(max(map(len, f["input_ids"])) if nested else len(f["input_ids"]) for f in features))
     for key in keys:
         sample = first.get(key)
         if key != "attention_mask" and not isinstance(sample, list):  # a scalar per example
@@ -120,10 +120,6 @@ def predict(model, features: Sequence[dict], batch_size: int, device: torch.devi
             logits, _ = model(batch)
         chunks.update(zip(idx, logits.float().cpu().numpy()))
     return [chunks[j] for j in range(len(features))]  # a list: rows may differ in length (per-token outputs)
-
-
-def _longest(seqs) -> int:
-    return max(len(s) for s in seqs)
 
 
 def _length(feature: dict) -> int:

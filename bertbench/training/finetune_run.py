@@ -73,7 +73,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
         tok = WordPieceTokenizer.load(tok_path)
         cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
         return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
-    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder
+    from bertbench.model.hf_encoder import HUB_PREFIX, hub_folder, is_generic_folder
 
     path = hub_folder(spec) if spec.startswith(HUB_PREFIX) else Path(spec)
     if not path.exists():
@@ -81,8 +81,6 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
                              "hub:NAME, or random:<size>)")
     if path.is_dir() and (path / "checkpoint" / "model_config.json").is_file():
         path = path / "checkpoint"  # a pre-training run directory: use its checkpoint
-    from bertbench.model.hf_encoder import is_generic_folder
-
     if is_generic_folder(path):  # RoBERTa, ELECTRA, DeBERTa, …: transformers' own model under our heads
         return _generic_source(path, spec, tokenizer, data_dir)
     ckpt = load_checkpoint(path)
@@ -154,7 +152,7 @@ class Scored:
         return self.degenerate or bool(self.extra.get("near_constant"))
 
 
-def score(task, examples, features, outputs, tokenizer) -> Scored:
+def score(task, examples, features, outputs) -> Scored:
     """Turn raw eval outputs into the paper's metrics and a predictions file in the task's own format."""
     from bertbench import metrics as M
 
@@ -178,8 +176,7 @@ def score(task, examples, features, outputs, tokenizer) -> Scored:
         buf = io.StringIO()
         w = csv.writer(buf, delimiter="\t", lineterminator="\n")
         w.writerow(["index", "id", "gold", "prediction"])
-        for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)):
-            w.writerow([i, ex.id, g, p])
+        w.writerows([i, ex.id, g, p] for i, (ex, g, p) in enumerate(zip(examples, gold_shown, shown)))
         extra = per_example_extra(t, preds, gold)
         return Scored(metrics, {"predictions.tsv": buf.getvalue()}, degenerate, extra)
     if t == "span_qa":
@@ -419,9 +416,7 @@ def _prepare_task(req: FinetuneRequest, task, source: ModelSource, data_dir: Pat
             why = f"--max-{split}-examples {cap}" if cap is not None and cap <= 0 else "the file holds no examples"
             raise BertbenchError(f"{name}: no {split} examples ({why})")
     h = task.hparams
-    max_seq_len = req.max_seq_len or h.max_seq_len
-    if max_seq_len > source.config.max_position_embeddings:
-        max_seq_len = source.config.max_position_embeddings
+    max_seq_len = min(req.max_seq_len or h.max_seq_len, source.config.max_position_embeddings)
     train_f = build_features(task, train_ex, source.tokenizer, max_seq_len=max_seq_len)
     eval_f = build_features(task, eval_ex, source.tokenizer, max_seq_len=max_seq_len)
     heldout_f = build_features(task, heldout_ex, source.tokenizer, max_seq_len=max_seq_len) if heldout_ex else []
@@ -479,11 +474,11 @@ def _train_one(job: _TaskJob, lr: float, seed: int, echo: Callable[[str], None])
         """Score the model as it is now: (on the selection set, on dev); the entry notes both."""
         if outputs is None:
             outputs = predict(model, job.eval_f, hp.eval_batch_size, device, bf16)
-        scored = score(task, job.eval_ex, job.eval_f, outputs, source.tokenizer)
+        scored = score(task, job.eval_ex, job.eval_f, outputs)
         selected_on = scored
         if job.heldout_f:  # the selection score: the same model on the slice held out of train
             held = predict(model, job.heldout_f, hp.eval_batch_size, device, bf16)
-            selected_on = score(task, job.heldout_ex, job.heldout_f, held, source.tokenizer)
+            selected_on = score(task, job.heldout_ex, job.heldout_f, held)
         if req.select_epoch:
             entry["selection_score"] = selected_on.metrics[_primary(task, selected_on.metrics)]
             entry["selection_near_constant"] = selected_on.near_constant  # so the rule can be recomputed
@@ -629,7 +624,5 @@ def _higher_is_better(task) -> bool:
 
 
 def _primary(task, metrics: dict) -> str:
-    primary = task.primary_metric
-    if primary not in metrics:  # SQuAD 2.0 reports under its own names
-        return next(iter(metrics))
-    return primary
+    # SQuAD 2.0 reports under its own names
+    return task.primary_metric if task.primary_metric in metrics else next(iter(metrics))

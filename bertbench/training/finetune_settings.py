@@ -33,10 +33,7 @@ SMALL_MODEL_LRS: tuple[tuple[int, tuple[float, ...]], ...] = ((128, (3.0e-4, 1.0
 
 def default_lrs(hidden_size: int, task_lrs: list[float]) -> list[float]:
     """The lr grid a model of `hidden_size` gets when none is given (its first: the --grid none rate)."""
-    for widest, lrs in SMALL_MODEL_LRS:
-        if hidden_size <= widest:
-            return list(lrs)
-    return list(task_lrs)
+    return next((list(lrs) for widest, lrs in SMALL_MODEL_LRS if hidden_size <= widest), list(task_lrs))
 
 
 @dataclass(kw_only=True)

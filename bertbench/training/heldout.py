@@ -5,11 +5,7 @@
 loss and accuracy by its labels (padding and unused prediction slots are no positions). It calls the model
 through one function, `model_counts`: the model's own loss and logits, whichever head computes them (a fused
 vocabulary head swaps in there, and both users follow). `bench quality`'s Hugging Face side passes its own
-counting function and is summed the same way.
-
-`make_eval_fn` is the run's: fixed batches of its held-out instances (the same masks at every point of the
-curve), at the run's masking and, where that differs, at the paper's, plus NSP accuracy and the cross-segment
-diagnostic.
+counting function and is summed the same way. `make_eval_fn` is the run's.
 """
 from __future__ import annotations
 
@@ -84,7 +80,7 @@ def score(model, batches: Sequence[dict[str, Any]], precision: str = "32-true",
 
 def make_eval_fn(cfg: PretrainConfig, data, tokenizer, precision: str) -> Optional[Callable[[Any], dict[str, float]]]:
     """The run's held-out metrics on fixed batches (same masks every time, so points of the curve compare), at its
-    training precision; None without held-out instances."""
+    training precision and masking (and at the paper's where that differs); None without held-out instances."""
     batches = fixed_batches(cfg, data.heldout, tokenizer)
     if batches is None:
         return None
@@ -135,8 +131,7 @@ def fixed_batches(cfg: PretrainConfig, heldout: Sequence[Any], tokenizer) -> Opt
         return None
     bs = min(cfg.batch_size, 32)
     n_batches = max(1, min(cfg.eval_batches, (len(heldout) + bs - 1) // bs))
-    chunks = [c for c in ([heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))]
-                          for i in range(n_batches)) if c]
+    chunks = [[heldout[j] for j in range(i * bs, min(len(heldout), (i + 1) * bs))] for i in range(n_batches)]
 
     def batches(data_cfg: DataConfig) -> list:
         collate = make_collator(data_cfg, tokenizer, cfg.objective, seed=step_seed(cfg.seed, 0, stream=1))

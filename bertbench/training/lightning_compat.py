@@ -6,10 +6,7 @@ Import Lightning from here (`from bertbench.training.lightning_compat import lig
 integrations (below). A process that imported torchmetrics first gets an ImportError naming the fix, not a
 silently slower start.
 
-Tested with lightning 2.6.6, lightning_utilities 0.15.3 and torchmetrics 1.9.0 (torch 2.13); pyproject.toml
-bounds lightning and lightning_utilities to those minor releases. A release that renames a private name below
-makes its workaround fall back to the public path: slower, not broken (tests/test_lightning_compat.py removes
-each name and trains).
+The versions tested, and each private name's public fallback when a release renames it: docs/lightning.md.
 
 Each workaround carries the comment `# lightning workaround: <name>` where it is; WORKAROUNDS lists them all
 (a test checks the two agree):
@@ -85,10 +82,9 @@ def _lean_check(check, requirement_of):
 def _import_torchmetrics_lean() -> None:
     """torchmetrics asks lightning_utilities in two ways (a `RequirementCache`, `package_available`): both say
     NOT_FOR_TORCHMETRICS is absent while it is imported. Its modules keep what they were told (and the
-    `package_available` they bound); lightning_utilities is restored for everyone else.
-    # lightning workaround: lean-torchmetrics
-    The cache's check is hooked at the private `_check_requirement`; without that name, at the public
-    `__bool__` (what torchmetrics' `if _X_AVAILABLE:` calls)."""
+    `package_available` they bound); lightning_utilities is restored for everyone else. The cache's check is
+    hooked at the private `_check_requirement`, else at the public `__bool__` (docs/lightning.md).
+    # lightning workaround: lean-torchmetrics"""
     import lightning_utilities.core.imports as checks
 
     cache, available = checks.RequirementCache, checks.package_available
@@ -108,15 +104,12 @@ def _import_torchmetrics_lean() -> None:
 
 
 def quiet_lightning_sigterm(trainer, signals) -> None:
-    """Called at on_train_start, once `signals.defer()` has replaced Lightning's SIGTERM handler.
-
+    """Called at on_train_start, once `signals.defer()` has replaced Lightning's SIGTERM handler: a SIGTERM
+    Lightning caught before that is handed to `signals`, and its per-batch broadcast of its SIGTERM flag (it
+    would broadcast nothing now) is switched off for this trainer's loop. Without the private names: the
+    fallbacks in docs/lightning.md.
     # lightning workaround: early-sigterm-handover
-    A SIGTERM Lightning caught before that is handed to `signals` and cleared (private `_signal_connector`);
-    without that name, read from the public `trainer.received_sigterm` and handed over uncleared: Lightning then
-    also ends the run its own way at the step's end (the checkpoint of that step is written first).
-    # lightning workaround: no-sigterm-broadcast
-    Lightning's per-batch broadcast of its SIGTERM flag is switched off for this trainer's loop (it would
-    broadcast nothing: its handler is replaced); without that name, Lightning's loop is left as it is."""
+    # lightning workaround: no-sigterm-broadcast"""
     connector = getattr(trainer, "_signal_connector", None)
     if connector is not None and hasattr(connector, "received_sigterm"):
         caught = bool(connector.received_sigterm)

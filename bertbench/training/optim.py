@@ -12,8 +12,7 @@ from bertbench.config import OptimConfig
 
 
 def _grouped(model: torch.nn.Module) -> tuple[list, list]:
-    """([(name, p)] decayed, [(name, p)] not): weight decay on matrices only, not on LayerNorm weights or
-    biases (as the original BERT)."""
+    """([(name, p)] decayed, [(name, p)] not): see `param_groups`."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

@@ -3,11 +3,8 @@
 The model is a plain `BertForPreTraining`; this module only adds the optimiser, the schedule (over steps
 or over a wall-clock budget), held-out evaluation and the RNG state that exact resume needs.
 
-The wall-clock schedule (Cramming's budget schedule): with `budget_seconds`, warm-up and linear decay are
-functions of *training* seconds on the clock (held-out evaluation and checkpoint writing excluded), read
-afresh before every step. So the lr reaches 0 exactly when the budget is spent, however the machine's
-speed changes during the run, and the run ends there. Every step's lr is kept (`lr_trace`) and written
-beside the metrics, so a run shows which steps ran at which lr.
+With `budget_seconds`, warm-up and linear decay are functions of *training* seconds, read afresh before every
+step (the wall-clock schedule: docs/quality-per-minute.md); every step's lr is kept (`lr_trace`).
 """
 from __future__ import annotations
 
@@ -40,10 +37,8 @@ class PretrainModule(L.LightningModule):
                  sync_every: int = 1):
         """sync_every: with several processes, the budget's stop is agreed (a collective) every this many steps
         only (the run log's rows: RunLog), so between them no step waits for the others.
-
-        fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip) rather than by the Trainer,
-        whose precision plugin refuses to clip for any fused optimizer, bf16 included (Lightning issue
-        #21435; lightning workaround: module-clips-fused-adamw). Without a grad scaler nothing needs unscaling first, so clipping here is the same clip.
+        fused_optimizer: fused AdamW, gradients clipped here (optim.grad_clip), not by the Trainer (lightning_compat
+        says why: lightning workaround: module-clips-fused-adamw); with no grad scaler there is nothing to unscale.
         step: the step the run chose (training.step): the model's forward with static shapes or not, compiled or
         not; it times the steps. None: the eager dynamic step."""
         super().__init__()

@@ -320,10 +320,7 @@ def _same_tokenizer(saved: Any, now: Any, run_dir: Path) -> bool:
 
 def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b), key=str):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
-        return out
+        return [d for k in sorted(set(a) | set(b), key=str) for d in _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
     return [] if a == b else [prefix.rstrip(".")]
 
 
@@ -335,8 +332,9 @@ def _get(d: dict, dotted: str) -> Any:
 
 def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_step: Optional[int], signals,
                      extra_callbacks: tuple = ()) -> dict:
-    from bertbench.training.lightning_compat import lightning as L
+    import warnings
 
+    from bertbench.training.lightning_compat import lightning as L
     from bertbench.training.stop_signals import Interrupted
 
     last_ckpt = out_dir / "checkpoints" / "last.ckpt"
@@ -344,9 +342,6 @@ def _pretrain_locked(cfg: PretrainConfig, out_dir: Path, resume: str, stop_at_st
     if finished is not None:
         return finished
     device_type, precision = _device_and_precision(cfg)
-
-    import warnings
-
     # Our loader resumes by construction (batch k is a function of k; StepSampler starts at the restored step).
     # lightning workaround: mid-epoch-resume-warning
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
@@ -394,15 +389,15 @@ def _start_or_resume(cfg: PretrainConfig, out_dir: Path, resume: str, last_ckpt:
 
             return read_summary(out_dir / "summary.json").to_json(), False, 0
         raise BertbenchError(f"{out_dir}: holds a finished run (summary.json); choose another --out")
-    resuming = last_ckpt.is_file()
-    if resuming and resume != "auto":
-        raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose another --out")
-    if resuming:
-        check_resume_config(out_dir / "config.yaml", cfg)
-    start_step = read_checkpoint_step(last_ckpt) if resuming else 0  # early: a damaged file fails before any work
     from bertbench.runtime.progress import every_seconds, say
 
+    resuming, start_step = last_ckpt.is_file(), 0
     if resuming:
+        if resume != "auto":
+            raise BertbenchError(f"{out_dir}: holds an interrupted run; continue it with --resume auto, or choose "
+                                 "another --out")
+        check_resume_config(out_dir / "config.yaml", cfg)
+        start_step = read_checkpoint_step(last_ckpt)  # early: a damaged file fails before any work
         say(f"resuming {out_dir} from its checkpoint of step {start_step}")
     if every_seconds() is not None and first_process():  # a progress line, once per run
         say(f"pretrain: {cfg.model_size} {cfg.objective} → {out_dir}; ends {limits_text(cfg)}")
@@ -429,7 +424,6 @@ def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
 def _build_data(cfg: PretrainConfig, plan, tokenizer) -> list:
     """One pre-training data set per phase of the plan."""
     from bertbench.data.instances import build_pretraining_data
-
     from bertbench.runtime.progress import Heartbeat, every_seconds, say
 
     with Heartbeat(every_seconds(), say, "pretrain: preparing the data (corpus tokenisation, instances)"):
@@ -462,6 +456,7 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     """(the run's callbacks in their order, whether Lightning shows a progress bar)."""
     from bertbench.runtime.progress import every_seconds, say
     from bertbench.training.callbacks import Snapshots  # snapshots/step-N for Figure 5
+    from bertbench.training.progress_lines import ProgressLines, StepProgressBar
 
     guard, run_log, periodic = own
     snapshots = [Snapshots(cfg, out_dir, tokenizer, identity, run_log, snapshot_steps(cfg))] if snapshot_steps(cfg) else []
@@ -470,12 +465,8 @@ def _all_callbacks(cfg: PretrainConfig, out_dir: Path, tokenizer, identity: Call
     every = every_seconds()
     progress_bar = every is not None and sys.stdout.isatty()  # in a log, a bar shows nothing until the end
     if progress_bar:
-        from bertbench.training.progress_lines import StepProgressBar
-
         callbacks.append(StepProgressBar(leave=True, run_log=run_log))
     elif every is not None:
-        from bertbench.training.progress_lines import ProgressLines
-
         callbacks.append(ProgressLines(every, None if cfg.budget_minutes else cfg.max_steps, say, run_log, step))
     return callbacks, progress_bar
 

@@ -32,8 +32,7 @@ class ProgressLines(L.Callback):
         if self.total_steps and self.step is not None:  # counted in steps: the pace without a compile's first step
             paced, seconds = self.step.eta_pace(step, seconds)
             done = paced / max(1, self.total_steps - (step - paced))
-        line = progress_line(step, self.total_steps, done, seconds, rate)
-        self.echo(f"pretrain {line}")
+        self.echo(f"pretrain {progress_line(step, self.total_steps, done, seconds, rate)}")
 
 
 class StepProgressBar(RichProgressBar):

@@ -5,10 +5,8 @@ The run builds one `TrainingStep` (`choose_step`) and hands it to whatever needs
 forward to call, and with static shapes or not), the loader (static batches or not), the progress lines (the
 ETA) and the summary (what was decided and measured). Nothing reads it back out of another object.
 
-A step time is the median interval between step ends on the training clock (evaluation and checkpoint writes
-paused out), over the steps after the first `WARMUP_STEPS` of a session (the compile, the allocator's and
-oneDNN's first calls); a session with fewer than `MIN_TIMED_STEPS` after them measures nothing, so a 2-step test
-or a 30-step demo never teaches `compile: auto` a step time made of start-up.
+How `compile: auto` decides and what a step time is (a median after `WARMUP_STEPS`; none with fewer than
+`MIN_TIMED_STEPS` after them): docs/performance-gpu.md, "torch.compile".
 """
 from __future__ import annotations
 
@@ -39,8 +37,6 @@ BUDGET_FILE = "budget.json"  # in a study's folder and its run folders: the step
 
 @dataclass
 class StepChoice:
-    """Which training step a run takes, decided once before it starts (like precision) and kept in summary.json."""
-
     static: bool  # the static step: every shape fixed per phase, no host sync (a GPU's, and any compiled step's)
     compiled: bool  # the step under torch.compile
     reason: str  # why, in words, with the numbers that decided it
@@ -53,11 +49,8 @@ def step_choice(setting: str, device_type: str, planned_steps: int, budget_secon
                 measured: Optional[dict] = None) -> StepChoice:
     """`compile: on|off` as set; `auto` by measurements. measured: what earlier runs on this device measured
     (training.step_times): compile_seconds (this model size), eager_step_seconds and compiled_step_seconds (this
-    model, batch, length and precision); any may be missing. A budget is the planned time itself.
-
-    On a CPU, `auto` compiles only where a compiled step was measured faster than the eager one of the same shape
-    here: a compiled CPU step can be slower than the eager one (0.77× on a 2-core AMX host), so no plan of eager
-    time alone decides it. On a GPU the planned eager time is weighed against the compile's."""
+    model, batch, length and precision); any may be missing. A budget is the planned time itself. Why a CPU
+    never compiles on a plan alone: docs/performance-gpu.md, "torch.compile"."""
     m = measured or {}
     eager, compiled_step, compile_s = m.get("eager_step_seconds"), m.get("compiled_step_seconds"), m.get("compile_seconds")
     planned = budget_seconds or (planned_steps * eager if eager else None)
