@@ -1,4 +1,4 @@
-"""bertbench.multibootstrap: a hand-computed multi-bootstrap, its coverage on simulated studies with known
+"""bertbench.report.multibootstrap: a hand-computed multi-bootstrap, its coverage on simulated studies with known
 variance components, Holm against a textbook example, the MDE against the closed-form power calculation."""
 from __future__ import annotations
 

@@ -28,8 +28,8 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
 
 @dataclass
 class Checkpoint:
-    model: Any  # bertbench.model.BertForPreTraining
-    tokenizer: Any  # bertbench.tokenizer.WordPieceTokenizer
+    model: Any  # bertbench.model.bert.BertForPreTraining
+    tokenizer: Any  # bertbench.model.tokenizer.WordPieceTokenizer
     config: ModelConfig
     run_config: dict = field(default_factory=dict)
     summary: Optional[Any] = None  # bertbench.results.PretrainSummary

@@ -141,7 +141,7 @@ def train(model, train_features: Sequence[dict], eval_features: Sequence[dict], 
           device: torch.device, bf16: bool, progress: Optional[Callable[[str], None]] = None,
           on_epoch: Optional[Callable[[dict[str, Any], Any], None]] = None) -> LoopResult:
     """Fine-tune `model` (a TaskModel) and return its eval-set outputs after the last epoch. `progress`
-    gets a line (step/total, time left) every `bertbench.progress.every_seconds()`; `on_epoch` gets each
+    gets a line (step/total, time left) every `bertbench.runtime.progress.every_seconds()`; `on_epoch` gets each
     epoch's history entry as the epoch ends, with the model as it is then (epoch selection scores it there), and
     the eval-set outputs when this epoch computed them (the last one does), else None.
 
