@@ -34,6 +34,8 @@ def task_folders(tasks_dir: Union[str, Path, None] = None) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(folder.resolve() for folder in [*folders, TASKS_DIR]))
 
 
+# The bert-base-uncased WordPiece vocabulary, inside the data folder: what a run tokenises with when given none.
+BERT_VOCAB = Path("vocab") / "bert-base-uncased-vocab.txt"
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
 
 

@@ -19,7 +19,7 @@ from bertbench.benchmarks import common
 from bertbench.config import PAPER_MASK_RATIO, trains_nsp
 from bertbench.data import IGNORE_INDEX
 from bertbench.errors import BertbenchError
-from bertbench.paths import portable
+from bertbench.paths import BERT_VOCAB, portable
 
 SIDES = ("ours", "hf", "ours-recipe")
 HF_LR = 5e-4  # run_mlm's usual choice for a small BERT (../shared/docs/library-notes.md, outside the repository)
@@ -269,7 +269,7 @@ def run(
     from bertbench.model.tokenizer import WordPieceTokenizer
     from bertbench.training.pretrain_run import load_or_train_tokenizer
 
-    shared_vocab = data_dir / "vocab" / "bert-base-uncased-vocab.txt"
+    shared_vocab = data_dir / BERT_VOCAB
     _check_arguments(minutes, sides, shared_vocab)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bertbench-quality-"))
     t_start = time.perf_counter()

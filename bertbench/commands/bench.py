@@ -297,11 +297,11 @@ def _data_scale(scale: str, corpus: Optional[Path], tokenizer: Optional[Path], s
                 as_json: bool, quiet: bool, embed: Optional[Path]) -> None:
     from bertbench.benchmarks import common, data_scale
     from bertbench.runtime.files import atomic_write_text
-    from bertbench.paths import default_data_dir, portable
+    from bertbench.paths import BERT_VOCAB, default_data_dir, portable
 
     scales = _int_list(scale, "--scale", "1,2,4")
     corpus = corpus or default_data_dir() / "corpus"
-    tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
+    tokenizer = tokenizer or default_data_dir() / BERT_VOCAB
     result = data_scale.run(scales, corpus, tokenizer, seq_len, common.progress_to_stderr(quiet))
     result["config"] = portable(result["config"], default_data_dir())
     text = json.dumps(result, indent=2)

@@ -179,10 +179,10 @@ def inspect(
     from bertbench.config import parse_mask_procedure
     from bertbench.data.masking import TokenTables, make_collator
     from bertbench.model.tokenizer import WordPieceTokenizer
-    from bertbench.paths import default_data_dir
+    from bertbench.paths import BERT_VOCAB, default_data_dir
 
     objective = objective_flags(objective, no_nsp) or "mlm+nsp"
-    tokenizer = tokenizer or default_data_dir() / "vocab" / "bert-base-uncased-vocab.txt"
+    tokenizer = tokenizer or default_data_dir() / BERT_VOCAB
     cfg = DataConfig(corpus=list(corpus or []), max_seq_len=max_seq_len, full_sentences=full_sentences,
                      mask_ratio=mask_ratio, mask_procedure=parse_mask_procedure(mask_procedure),
                      whole_word_mask=whole_word_mask, max_predictions_per_seq=max_predictions_per_seq, masking=masking,

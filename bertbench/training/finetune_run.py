@@ -20,6 +20,7 @@ import numpy as np
 
 from bertbench.config import PAPER_DROPOUT
 from bertbench.errors import BertbenchError
+from bertbench.paths import BERT_VOCAB
 from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest, default_lrs
 
@@ -69,7 +70,7 @@ def resolve_model_source(spec: str, tokenizer: Optional[str], data_dir: Path) ->
 
     if spec.startswith("random:"):
         size = spec.split(":", 1)[1]
-        tok_path = Path(tokenizer) if tokenizer else data_dir / "vocab" / "bert-base-uncased-vocab.txt"
+        tok_path = Path(tokenizer) if tokenizer else data_dir / BERT_VOCAB
         tok = WordPieceTokenizer.load(tok_path)
         cfg = ModelConfig.from_size(size, vocab_size=tok.vocab_size)
         return ModelSource(spec, tok, cfg, None, f"random:{size}:vocab{tok.vocab_size}", None)
