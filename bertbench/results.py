@@ -1,22 +1,5 @@
-"""Result records: the hand-off between fine-tuning and `bertbench report`.
-
-One JSON file `*.record.json` per (task, seed, fine-tuning setting). The layout (schema version 2):
-
-    {"schema_version": 2,
-     "task": "rte", "task_version": 1, "task_type": "classification",
-     "split": {"train": "train", "eval": "dev", "eval_kind": "dev" | "devsplit" | "test",
-               "train_size": 2490, "eval_size": 277},
-     "metrics": {"accuracy": 55.2}, "primary_metric": "accuracy",
-     "model": {"source": "runs/x/checkpoint", "fingerprint": "sha256:...", "size": "mini",
-               "pretraining": null | {"objective": "mlm+nsp" | "mlm" | "clm", "mask_ratio": 0.15,
-                    "mask_procedure": [80, 10, 10], "whole_word_mask": false, "tokens_seen": 123,
-                    "wall_seconds": 600.0, "data_fingerprint": "...", "code_version": "...",
-                    "hardware": "...", "run_dir": "runs/x", "heldout": {"mlm_loss": ..., ...} | null}},
-     "finetune": {"lr": 5e-5, "epochs": 3, "batch_size": 32, "max_seq_len": 128, "max_steps": null,
-                  "max_train_examples": null, "precision": "fp32"},
-     "seed": 1, "wall_seconds": 12.3, "code_version": "git:abc123", "library_versions": {"torch": "..."},
-     "hardware": "...", "date": "2026-12-02T...", "predictions_file": "rte.seed1.predictions.tsv",
-     "extra": {...}}                                                         # optional, free-form
+"""Result records: the hand-off between fine-tuning and `bertbench report`. Their format (schema version 2),
+every key and the rules a writer must know: docs/records.md.
 
 One writer, one reader, for each output of a run: a result record is `ResultRecord`, written only by
 `write_record` (grid points that lost a selection too, as `*.grid.json`) and read only by `read_record`
@@ -24,56 +7,6 @@ One writer, one reader, for each output of a run: a result record is `ResultReco
 `write_summary` and read only by `read_summary`. Each refuses an older format in one line naming the commit
 that reads it (FORMATS_COMMIT). Neither file holds an absolute path (`portable_path`). A new top-level key is a
 field of `ResultRecord` and an entry of `_TOP` or `_TOP_OPTIONAL` (a test checks that the two agree).
-
-Rules a writer must know:
-- Every key shown must be present. May be null: `wall_seconds`, `hardware`, `predictions_file`,
-  `finetune.max_steps`, `finetune.max_train_examples`, `finetune.epochs`; in `pretraining`
-  everything but `objective` (the three masking keys are required for the masked LMs, "mlm+nsp" and "mlm").
-  `model.pretraining: null` means random initialisation (the control row).
-- Metrics are on the paper's 0-100 scale (84.6, not 0.846; MCC and correlations x100). The primary
-  metric must be a finite number; another metric may be null when undefined. Never NaN.
-- `mask_procedure` is [MASK, SAME, RND] in percent, the column order of the paper's Table 8:
-  [80, 10, 10] is the default; [80, 0, 20] means 80% [MASK], 0% unchanged, 20% random token.
-  The unambiguous mapping {"mask": 80, "same": 10, "random": 10} is accepted too.
-- `finetune` and `pretraining` may carry extra keys (more settings); the top level, `split` and
-  `model` may not (use `extra`), so a misspelt key is caught rather than silently ignored.
-- `objective` is one of config.OBJECTIVES: "mlm+nsp" (BERT: masked LM + next-sentence prediction), "mlm"
-  (masked LM alone, the paper's "No NSP"), "clm" (left-to-right LM, the paper's "LTR & No NSP").
-- `heldout` losses are mean cross-entropies in nats (`mlm_loss`, `clm_loss`), accuracies 0-100;
-  `mlm_loss_paper_masking` / `mlm_accuracy_paper_masking` / `mlm_ppl_paper_masking` are the masked LM's at
-  the paper's masking (15%, 80/10/10) when the run trained with another (else equal to `mlm_loss` …);
-  `cross_segment_match` (0-100, two-segment objectives, records from December 2026 on): the attention a
-  segment-B token puts on its twin in segment A, in the head that does most (bertbench.model.diagnostics).
-- Version 1 (until the objective said everything) had `"objective": "mlm" | "clm"` plus `"nsp": true/false`,
-  and named the paper-masking scores `*_std`; it is read by the commit FORMATS_COMMIT only (an error names it).
-- `pretrain_seed` (optional, top level): the seed of the pre-training behind the model, an integer, or null
-  (as when absent: unknown, e.g. random init or a checkpoint of unknown seed).
-- `model.source`, `model.pretraining.run_dir` and `.external` keep no machine path: an absolute path is
-  written as its last parts (`pretrain/NAME`, `pretrain/NAME/checkpoint`).
-- `model.external` (optional): a model bertbench did not pre-train (an HF folder, a checkpoint without a
-  pre-training summary): the folder's own facts (`_EXTERNAL`; bertbench.model.external says what each is), beside
-  `pretraining: null`, never our defaults; `source` is the folder as given (paths.portable_folder).
-- `finetune.approach` (optional): "fine-tuning" (the default) or "feature-based" (frozen encoder,
-  as the paper's Table 7/8 NER feature-based runs); the report keeps the two in separate rows.
-- A task run on a split we cut ourselves says so: `split.eval_kind: devsplit`; a test-set score
-  (e.g. CoNLL-2003 test) is `eval_kind: test`.
-- `finetune.selection` (optional): how the learning rate was chosen from a grid —
-  {"on": "train-slice" | "dev", "rule", "grid": [lrs], "scores": {lr: mean selection score},
-  "selected_lr", "score", "heldout_size"}; `finetune.max_train_examples` is the cap that applied to
-  this task (e.g. SST-2's 20,000), `split.train_size` the examples actually trained on.
-- `extra.task_definition` (optional): a task of the user's own, {"file", "sha256", "version"}: where its YAML was;
-  such a record validates without the task in the registry (`report` without --tasks-dir).
-- `extra` keys the report reads: `degenerate` (true: one class, or one value, predicted for every
-  example; such a cell is marked and never counts as a reproduction), `last_epoch_loss_drop` (the
-  relative fall of the training loss over the last epoch; `train_loss_by_epoch` holds the curve),
-  `example_predictions` and `example_gold` (classification: one digit per example; regression: values to six
-  significant digits, space-separated; both in eval order: the report's multi-bootstrap recomputes F1, MCC and
-  correlations on resampled examples from them), `example_stats` (a metric's per-example sufficient statistics
-  where predictions alone are not enough, in eval order: `seqeval_f1`, CoNLL's "tp,predicted,gold" entity counts
-  per sentence; `squad_em` and `squad_f1`, SQuAD v1.1's score per question in [0, 1]; space-separated),
-  `near_constant` (true: at least 95% of the predictions are one label or one value; flagged like `degenerate`).
-  Records written before these keys existed lack them, and the report says which sources of noise their
-  intervals cover.
 """
 from __future__ import annotations
 
