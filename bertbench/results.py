@@ -28,41 +28,10 @@ from bertbench.runtime.files import atomic_write_json
 SCHEMA_VERSION = 2
 # The last commit that reads the older formats (version-1 records, summaries with `nsp` or `*_std` held-out keys):
 # an older file is refused with this name, to read it with that commit.
-FORMATS_COMMIT = "37ba1e8"  # the last commit that reads the version-1 formats (a tag would not travel with main)
+FORMATS_COMMIT = "37ba1e8"  # a commit, not a tag: a tag would not travel with a clone of main
 RECORD_SUFFIX = ".record.json"
 GRID_SUFFIX = ".grid.json"  # a grid point that lost the selection: kept for inspection, never reported
 EVAL_KINDS = ("dev", "devsplit", "test")
-
-class SplitInfo(TypedDict):
-    train: str
-    eval: str
-    eval_kind: str  # one of EVAL_KINDS
-    train_size: int
-    eval_size: int
-
-
-class PretrainingInfo(TypedDict, total=False):
-    objective: str  # one of OBJECTIVES: "mlm+nsp" | "mlm" | "clm"
-    mask_ratio: Optional[float]
-    mask_procedure: Union[list[float], dict[str, float], None]
-    whole_word_mask: Optional[bool]
-    tokens_seen: Optional[int]
-    wall_seconds: Optional[float]
-    data_fingerprint: Optional[str]
-    code_version: Optional[str]
-    hardware: Optional[str]
-    run_dir: Optional[str]
-    heldout: Optional[dict[str, Optional[float]]]
-
-
-class ModelInfo(TypedDict, total=False):
-    """`model`: every key but `external` is required (`_MODEL`)."""
-
-    source: str
-    fingerprint: str
-    size: str
-    pretraining: Optional[PretrainingInfo]
-    external: dict[str, Any]  # a model bertbench did not pre-train (`_EXTERNAL`); pretraining is then None
 
 
 class FinetuneInfo(TypedDict, total=False):
@@ -107,10 +76,10 @@ class ResultRecord:
     task: str
     task_version: int
     task_type: str
-    split: SplitInfo
+    split: dict[str, Any]  # its keys and their kinds: _SPLIT (docs/records.md)
     metrics: dict[str, Optional[float]]
     primary_metric: str
-    model: ModelInfo
+    model: dict[str, Any]  # _MODEL, _MODEL_OPTIONAL; model.pretraining: _PRETRAINING; model.external: _EXTERNAL
     finetune: FinetuneInfo
     seed: int
     wall_seconds: Optional[float]
