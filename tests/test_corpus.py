@@ -179,3 +179,15 @@ def test_too_few_documents_for_the_heldout_slice(tok, tmp_path):
     cfg = DataConfig(corpus=[str(CORPUS / "jsonl")], max_seq_len=32)  # 3 documents; NSP holds out 2
     with pytest.raises(BertbenchError, match=r"jsonl: 3 documents are too few: need at least 2 for training plus 2 held out"):
         build_pretraining_data(cfg, tok, cache_dir=tmp_path)
+
+
+def test_one_document_without_a_heldout_set_is_named_singular_and_not_sent_to_the_settings_it_has():
+    from bertbench.data.instances import split_documents
+
+    cfg = DataConfig(corpus=["one.txt"], min_heldout_docs=0, heldout_fraction=0.0)
+    with pytest.raises(BertbenchError) as e:
+        split_documents(1, cfg, "mlm+nsp")
+    assert "one.txt: 1 document is too few: need at least 2 for training plus 0 held out" in str(e.value)
+    assert "--doc-sentences N" in str(e.value) and "--min-heldout-docs 0" not in str(e.value)
+    with pytest.raises(BertbenchError, match=r"--min-heldout-docs 0 --heldout-fraction 0$"):  # a held-out set asked for
+        split_documents(3, DataConfig(corpus=["three.txt"]), "mlm+nsp")

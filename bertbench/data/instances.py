@@ -308,11 +308,12 @@ def split_documents(n_docs: int, data_cfg, objective: str) -> tuple[np.ndarray, 
     """(training, held-out) document indices, the held-out ones (`heldout_count`) chosen by `data_cfg.seed`."""
     n_held = heldout_count(n_docs, data_cfg, objective)
     if n_docs - n_held < 2:
+        without_heldout = (", or train without a held-out set with --min-heldout-docs 0 --heldout-fraction 0"
+                           if n_held else "")
         raise BertbenchError(
-            f"{', '.join(data_cfg.corpus)}: {n_docs} documents are too few: need at least 2 for training plus "
-            f"{n_held} held out. A .txt file is one document: cut whole books into documents with --doc-sentences N "
-            "(at blank lines, at least N sentences each; e.g. 100), or train without a held-out set with "
-            "--min-heldout-docs 0 --heldout-fraction 0"
+            f"{', '.join(data_cfg.corpus)}: {n_docs} document{'s are' if n_docs != 1 else ' is'} too few: need at "
+            f"least 2 for training plus {n_held} held out. A .txt file is one document: cut whole books into "
+            f"documents with --doc-sentences N (at blank lines, at least N sentences each; e.g. 100){without_heldout}"
         )
     perm = np.random.default_rng(data_cfg.seed).permutation(n_docs)
     return np.sort(perm[n_held:]), np.sort(perm[:n_held])
