@@ -208,6 +208,41 @@ def test_records_carry_per_example_predictions_the_report_can_join(tmp_path):
             assert got == pytest.approx(data["metrics"][metric], abs=0.01 if data["task_type"] == "regression" else 1e-9)
 
 
+def test_without_network_a_task_without_local_data_is_skipped_at_once_not_tried_on_the_hub(tmp_path, monkeypatch):
+    """A machine whose hub host does not resolve: `--source auto` skips the task with a line naming the file
+    and why the hub was not asked, without calling the hub (whose client retried for ~25 s a task before the
+    skip); the task beside it runs. Where the name resolves, the hub is asked as before."""
+    import shutil
+    import socket
+
+    from bertbench.data import task_readers
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DATA / "glue" / "RTE", data / "glue" / "RTE")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = []
+
+    def hub(task, split):
+        asked.append(task.name)
+        raise ConnectionError("no hub in tests")
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(task_readers, "_load_hub_dataset", hub)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    args = ["--model", "random:tiny", "--tokenizer", str(VOCAB), "--data-dir", str(data), "--max-steps", "1",
+            "--seeds", "1", "--precision", "32"]
+    r = finetune(*args, "--tasks", "mrpc,rte", "--out", str(tmp_path / "o"))
+    assert f"skip mrpc: no local data (looked for {data / 'glue' / 'MRPC'}" in r.output
+    assert "the hub is out of reach (huggingface.co does not resolve: Name or service not known)" in r.output
+    assert asked == [] and len(load_records([tmp_path / "o"])) == 1  # rte ran
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 443))])
+    r = runner.invoke(app, ["finetune", *args, "--tasks", "mrpc", "--out", str(tmp_path / "o2")])
+    assert asked == ["mrpc"] and r.exit_code != 0 and "could not load" in r.output  # a reachable hub is asked
+
+
 def test_a_task_skipped_for_its_train_file_names_its_devsplit_variant(tmp_path):
     """Issue 25 item 14: `--tasks glue` said `skip qnli: no local data` and left out qnli_devsplit unsaid."""
     import shutil

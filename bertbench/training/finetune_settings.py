@@ -114,7 +114,7 @@ class FinetuneRequest(FinetuneSettings):
     precision: str = setting("auto", "auto (bf16 where native), 32, bf16-mixed.")
     feature_based: bool = setting(
         False, "NER only: frozen encoder, last four layers concatenated, 2-layer BiLSTM (paper Table 7).")
-    source: str = setting("auto", "Task data: auto (local files first), local, or hub.")
+    source: str = setting("auto", "Task data: auto (local files, else the hub where its host resolves), local, or hub.")
     select_epoch: bool = setting(
         False, "With --grid heldout or paper: score every epoch and choose the (lr, epoch) pair by the same rule "
         "(early stopping; --epochs is then the most it trains).")
