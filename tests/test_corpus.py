@@ -173,6 +173,21 @@ def test_hub_unreachable_says_so_and_points_to_local_folders(tok, tmp_path, monk
     assert time.perf_counter() - t0 < 10
 
 
+def test_a_hub_corpus_without_network_fails_at_once_without_asking_the_hub(tok, tmp_path, monkeypatch):
+    import socket
+
+    import datasets
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # (bertbench.runtime.hub asks it)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the hub was asked"))
+    with pytest.raises(BertbenchError, match=r"hub:someone/corpus: could not load .* hub, out of reach \(huggingface.co "
+                                             r"does not resolve: Name or service not known\); local corpus folders work"):
+        load_tokenized_corpus(["hub:someone/corpus"], tok, cache_dir=tmp_path)
+
+
 def test_too_few_documents_for_the_heldout_slice(tok, tmp_path):
     from bertbench.data.instances import build_pretraining_data
 

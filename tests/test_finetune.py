@@ -231,7 +231,7 @@ def test_without_network_a_task_without_local_data_is_skipped_at_once_not_tried_
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(task_readers, "_load_hub_dataset", hub)
-    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # (bertbench.runtime.hub asks it)
     args = ["--model", "random:tiny", "--tokenizer", str(VOCAB), "--data-dir", str(data), "--max-steps", "1",
             "--seeds", "1", "--precision", "32"]
     r = finetune(*args, "--tasks", "mrpc,rte", "--out", str(tmp_path / "o"))

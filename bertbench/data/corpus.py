@@ -42,6 +42,7 @@ import numpy as np
 from bertbench.data.sentences import SPLITTER_VERSION, document_sentences, split_paragraphs, split_sentences
 from bertbench.errors import BertbenchError
 from bertbench.runtime.files import build_once
+from bertbench.runtime.hub import hub_unreachable
 
 READER_VERSION = "1"
 HUB_PREFIX = "hub:"
@@ -174,6 +175,9 @@ def _open_hub(name: str, config: Optional[str]):
     import datasets
 
     entry = HUB_PREFIX + name + (f":{config}" if config else "")
+    if unreachable := hub_unreachable():  # a stream has no cache to fall back on: say so now
+        raise BertbenchError(f"{entry}: could not load the dataset from the Hugging Face hub, out of reach "
+                             f"({unreachable}); local corpus folders work without it: --corpus path/to/folder")
     try:
         ds = datasets.load_dataset(name, config, split="train", streaming=True)
         first = next(iter(ds))

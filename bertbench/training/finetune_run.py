@@ -21,6 +21,7 @@ import numpy as np
 from bertbench.config import PAPER_DROPOUT
 from bertbench.errors import BertbenchError
 from bertbench.paths import BERT_VOCAB
+from bertbench.runtime.hub import hub_unreachable
 from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest, default_lrs
 
@@ -264,23 +265,8 @@ def _task_data_available(task, data_dir: Path, source: str) -> Optional[str]:
     offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
     if source == "local" or task.hub is None or (source == "auto" and offline):
         return looked
-    if source == "auto" and (unreachable := _hub_unreachable()):
+    if source == "auto" and (unreachable := hub_unreachable()):  # not the hub client's ~25 s of retries a task
         return f"{looked}, and the hub is out of reach ({unreachable})"
-    return None
-
-
-def _hub_unreachable() -> Optional[str]:
-    """Why the Hugging Face hub cannot be asked, when its host name does not resolve (a machine without network);
-    else None. Asked before `--source auto` falls back to the hub: without it such a machine waits through the hub
-    client's retries (five, ~25 s, each printed) for every task without local data before skipping it."""
-    import socket
-    from urllib.parse import urlparse
-
-    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
-    try:
-        socket.getaddrinfo(host, 443)
-    except OSError as err:
-        return f"{host} does not resolve: {err.strerror or err}"
     return None
 
 
