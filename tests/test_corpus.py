@@ -182,10 +182,16 @@ def test_a_hub_corpus_without_network_fails_at_once_without_asking_the_hub(tok, 
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # (bertbench.runtime.hub asks it)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):  # none: the name is resolved here
+        monkeypatch.delenv(proxy, raising=False)
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the hub was asked"))
     with pytest.raises(BertbenchError, match=r"hub:someone/corpus: could not load .* hub, out of reach \(huggingface.co "
                                              r"does not resolve: Name or service not known\); local corpus folders work"):
         load_tokenized_corpus(["hub:someone/corpus"], tok, cache_dir=tmp_path)
+    from bertbench.runtime.hub import hub_unreachable
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # the proxy resolves the name, not this machine
+    assert hub_unreachable() is None
 
 
 def test_too_few_documents_for_the_heldout_slice(tok, tmp_path):

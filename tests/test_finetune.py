@@ -232,6 +232,8 @@ def test_without_network_a_task_without_local_data_is_skipped_at_once_not_tried_
 
     monkeypatch.setattr(task_readers, "_load_hub_dataset", hub)
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # (bertbench.runtime.hub asks it)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):  # none: the name is resolved here
+        monkeypatch.delenv(proxy, raising=False)
     args = ["--model", "random:tiny", "--tokenizer", str(VOCAB), "--data-dir", str(data), "--max-steps", "1",
             "--seeds", "1", "--precision", "32"]
     r = finetune(*args, "--tasks", "mrpc,rte", "--out", str(tmp_path / "o"))

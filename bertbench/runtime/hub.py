@@ -12,6 +12,8 @@ def hub_unreachable() -> Optional[str]:
     import socket
     from urllib.parse import urlparse
 
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None  # behind a proxy the proxy resolves the name, and this machine may not
     host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
     try:
         socket.getaddrinfo(host, 443)
