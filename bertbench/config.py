@@ -6,6 +6,7 @@ Unknown keys are errors with a did-you-mean hint; every run directory stores the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import types
 import typing
@@ -330,7 +331,93 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(cls, path: Path):
-    return from_dict(cls, load_yaml(path), str(path))
+    """A config file as `cls`; every unknown key, missing key and wrong value in it at once, each as
+    `file:line: field: what is wrong` (as a task file's)."""
+    data = load_yaml(path)
+    if problems := shape_problems(cls, data):
+        where = key_lines(Path(path))
+        located = sorted((line_of(where, f, Path(path))[1], f, what) for f, what in problems)  # in the file's order
+        raise BertbenchError("; ".join(f"{path}:{line}: {f}: {what}" for line, f, what in located))
+    return from_dict(cls, data, str(path))
+
+
+Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it
+Problem = tuple[str, str]  # (field, e.g. "hparams.batch_size"; what is wrong with it)
+
+
+def key_lines(path: Path) -> Where:
+    """The line of every mapping key in a YAML file, by key path, and of every list item (`phases[1]`) under a
+    key (the file has parsed already)."""
+    import yaml
+
+    where: Where = {}
+
+    def walk(node, prefix: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    where[(*prefix, str(key.value))] = (path, key.start_mark.line + 1)
+                    walk(value, (*prefix, str(key.value)))
+        elif isinstance(node, yaml.SequenceNode) and prefix:
+            for i, item in enumerate(node.value):
+                where[(*prefix[:-1], f"{prefix[-1]}[{i}]")] = (path, item.start_mark.line + 1)
+                walk(item, (*prefix[:-1], f"{prefix[-1]}[{i}]"))
+
+    walk(yaml.compose(path.read_text(encoding="utf-8"), Loader=_yaml_loader()), ())
+    return where
+
+
+def shape_problems(cls, data: dict[str, Any], prefix: str = "", skip: tuple[str, ...] = ()) -> list[Problem]:
+    """Every unknown key, missing required key and value of the wrong type in `data` for dataclass `cls`, at
+    every level (not only the first one found, as `from_dict` stops at). `skip`: fields the caller says apart."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
+    hints = typing.get_type_hints(cls)
+    p: list[Problem] = []
+    for key in data:
+        if key not in fields and key not in skip:
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
+            p.append((f"{prefix}{key}", f"unknown key (did you mean {close[0]!r}?)" if close
+                      else f"unknown key (known: {', '.join(sorted(fields))})"))
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                p.append((f"{prefix}{name}", "missing: a required key"))
+            continue
+        value, tp = data[name], hints[name]
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) is list and dataclasses.is_dataclass(inner[0]):  # a list of sections (phases)
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    p += (shape_problems(inner[0], item, f"{prefix}{name}[{i}].") if isinstance(item, dict)
+                          else [(f"{prefix}{name}[{i}]", f"expected a mapping, got {item!r}")])
+                continue
+        section = tp if dataclasses.is_dataclass(tp) else inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) and typing.get_origin(tp) is not list else None
+        if section is not None:
+            if value is None and section is not tp:
+                continue  # an optional section left out (`hub: null` removes an inherited one)
+            if not isinstance(value, dict):
+                p.append((f"{prefix}{name}", f"expected a mapping, got {value!r}"))
+            else:
+                p += shape_problems(section, value, f"{prefix}{name}.")
+            continue
+        try:
+            coerce_value(value, tp, f"{prefix}{name}")
+        except BertbenchError as err:
+            field_, _, what = str(err).partition(": ")
+            p.append((field_, what))
+    return p
+
+
+def line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
+    """The file and line that set `field_` ("hparams.learning_rates[1]"), or its nearest written parent; a key
+    written nowhere (a missing one) is said at the top of `path`."""
+    for parts in (tuple(field_.split(".")), tuple(re.sub(r"\[\d+\]", "", field_).split("."))):  # the item's, else the list's
+        for n in range(len(parts), 0, -1):
+            if parts[:n] in where:
+                return where[parts[:n]]
+    return path, 1
+
+
 
 
 def resolve_recipe(name_or_path: str) -> Path:

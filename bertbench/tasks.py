@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from bertbench.config import MIN_SEQ_LEN, _yaml_loader, coerce_value, deep_merge, load_yaml
+from bertbench.config import MIN_SEQ_LEN, Problem, Where, coerce_value, deep_merge, key_lines, line_of, load_yaml, shape_problems
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, task_folders
 
@@ -221,8 +219,6 @@ def beside_yaml(path: str) -> bool:
     return path.startswith(("./", "../"))
 
 
-Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it
-Problem = tuple[str, str]  # (field, e.g. "hparams.batch_size"; what is wrong with it)
 
 
 class TaskFileError(BertbenchError):
@@ -231,23 +227,6 @@ class TaskFileError(BertbenchError):
     def __init__(self, lines: list[str]):
         self.lines = lines
         super().__init__("; ".join(lines))
-
-
-def _key_lines(path: Path) -> Where:
-    """The line of every mapping key in a YAML file, by key path (the file has parsed already)."""
-    import yaml
-
-    where: Where = {}
-
-    def walk(node, prefix: tuple[str, ...]) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    where[(*prefix, str(key.value))] = (path, key.start_mark.line + 1)
-                    walk(value, (*prefix, str(key.value)))
-
-    walk(yaml.compose(path.read_text(encoding="utf-8"), Loader=_yaml_loader()), ())
-    return where
 
 
 def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Where]:
@@ -259,7 +238,7 @@ def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[s
         data = load_yaml(path)  # a syntax error is one line with its position
     except BertbenchError as err:
         raise TaskFileError([str(err)]) from None
-    where = _key_lines(path)
+    where = key_lines(path)
     inc = data.pop("include", None)
     if inc is None:
         return data, where
@@ -271,52 +250,6 @@ def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[s
         raise TaskFileError([f"{at}: {target} does not exist"])
     base, base_where = _read_with_includes(target, (*seen, path))
     return deep_merge(base, data), {**base_where, **where}
-
-
-def _shape_problems(cls, data: dict[str, Any], prefix: str = "") -> list[Problem]:
-    """Every unknown key, missing required key and value of the wrong type in `data` for dataclass `cls`, at
-    every level (not only the first one found, as `config.from_dict` stops at)."""
-    set_by_location = ("family", "path") if cls is TaskSpec else ()  # said apart by `load_task_file`
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in set_by_location}
-    hints = typing.get_type_hints(cls)
-    p: list[Problem] = []
-    for key in data:
-        if key not in fields and key not in set_by_location:
-            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.6)
-            p.append((f"{prefix}{key}", f"unknown key (did you mean {close[0]!r}?)" if close
-                      else f"unknown key (known: {', '.join(sorted(fields))})"))
-    for name, f in fields.items():
-        if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                p.append((f"{prefix}{name}", "missing: a required key"))
-            continue
-        value, tp = data[name], hints[name]
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        section = tp if dataclasses.is_dataclass(tp) else inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else None
-        if section is not None:
-            if value is None and section is not tp:
-                continue  # an optional section left out (`hub: null` removes an inherited one)
-            if not isinstance(value, dict):
-                p.append((f"{prefix}{name}", f"expected a mapping, got {value!r}"))
-            else:
-                p += _shape_problems(section, value, f"{prefix}{name}.")
-            continue
-        try:
-            coerce_value(value, tp, f"{prefix}{name}")
-        except BertbenchError as err:
-            field_, _, what = str(err).partition(": ")
-            p.append((field_, what))
-    return p
-
-
-def _line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
-    """The file and line that set `field_` ("hparams.learning_rates[1]"), or its nearest written parent; a key
-    written nowhere (a missing one) is said at the top of the task's own file."""
-    parts = tuple(re.sub(r"\[\d+\]", "", field_).split("."))
-    for n in range(len(parts), 0, -1):
-        if parts[:n] in where:
-            return where[parts[:n]]
-    return path, 1
 
 
 def _problems(t: TaskSpec, sound: set[str]) -> list[Problem]:
@@ -513,13 +446,13 @@ def load_task_file(path: Path, tasks_dir: Optional[Path] = None) -> TaskSpec:
     data, where = _read_with_includes(path)
     problems: list[Problem] = [(k, "is set from the file's location, not written in it") for k in ("family", "path")
                                if k in data]
-    problems += _shape_problems(TaskSpec, data)
+    problems += shape_problems(TaskSpec, data, skip=("family", "path"))  # said apart above
     task, sound = _typed_task(data, problems)
     if "name" in sound and task.name != path.stem:
         problems.append(("name", f"{task.name!r} must match the file name {path.stem!r}"))
     problems += _problems(task, sound)
     if problems:
-        located = [(*_line_of(where, field_, path.resolve()), field_, what) for field_, what in problems]
+        located = [(*line_of(where, field_, path.resolve()), field_, what) for field_, what in problems]
         located.sort(key=lambda x: (x[0] != path.resolve(), str(x[0]), x[1]))  # the file's own first, in its order
         raise TaskFileError([f"{_shown(file, path)}:{line}: {field_}: {what}" for file, line, field_, what in located])
     try:

@@ -79,3 +79,25 @@ def test_tiny_10min_takes_the_size_the_committed_size_curves_found_best():
         assert max(final, key=final.get) == recipe_size, (series, final)
         seen |= set(final)
     assert {"tiny", "L4-H128", "mini", "small", "L2-H256"} <= seen, sorted(seen)  # deeper, wider, both
+
+
+def test_a_bad_recipe_names_every_problem_with_its_file_and_line(tmp_path):
+    """As a task file's: each unknown key, missing key and wrong value at once, `file:line: field: what`, in the
+    file's order; a phase's by its own item's line."""
+    from bertbench.errors import BertbenchError
+
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("model_size: tiny\nlearning_rate: 1e-4\nphases:\n  - fraction: 0.5\n    max_seq_len: x\n"
+                      "  - fraction: 0.5\n    bogus: 1\noptim:\n  lr: fast\n")
+    with pytest.raises(BertbenchError) as e:
+        load_config(PretrainConfig, recipe)
+    assert str(e.value).split("; ") == [
+        f"{recipe}:2: learning_rate: unknown key (known: accelerator, batch_size, budget_minutes, checkpoint_every, "
+        "compile, data, ddp, devices, eval_batches, eval_every, grad_accum, log_every, lowercase, max_steps, model, "
+        "model_size, num_nodes, num_workers, objective, optim, phases, precision, seed, snapshots, strategy, tokenizer, "
+        "tokenizer_vocab_size)",
+        f"{recipe}:5: phases[0].max_seq_len: expected an integer, got 'x'",
+        f"{recipe}:6: phases[1].max_seq_len: missing: a required key",
+        f"{recipe}:7: phases[1].bogus: unknown key (known: batch_size, fraction, max_predictions_per_seq, max_seq_len)",
+        f"{recipe}:9: optim.lr: expected a number, got 'fast'",
+    ]
