@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from bertbench.config import MIN_SEQ_LEN, Problem, Where, coerce_value, deep_merge, key_lines, line_of, load_yaml, shape_problems
+from bertbench.config import MIN_SEQ_LEN
+from bertbench.config_files import Problem, Where, coerce_value, deep_merge, key_lines, line_of, load_yaml, shape_problems
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.paths import TASKS_DIR, TASKS_DIR_VARIABLE, task_folders
 

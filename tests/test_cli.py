@@ -35,7 +35,8 @@ def test_cli_import_is_light():
 
 
 def test_unknown_recipe_key_is_a_clear_error(tmp_path):
-    from bertbench.config import PretrainConfig, load_config
+    from bertbench.config import PretrainConfig
+    from bertbench.config_files import load_config
     from bertbench.errors import BertbenchError
 
     recipe = tmp_path / "r.yaml"
@@ -64,7 +65,7 @@ def test_imports_run_downward_only():
 def test_an_error_is_said_once_by_rank_zero_only(tmp_path, monkeypatch):
     """Every rank of a DDP run meets the same error: rank 0 prints the `error:` line, the others exit silently
     with the same code (each launcher's rank variable counts: Lightning's, torchrun's, srun's)."""
-    from bertbench.runtime.run_dir import RANK_VARIABLES
+    from bertbench.runtime.devices import RANK_VARIABLES
 
     args = ["tasks", "ls", "--tasks-dir", str(tmp_path / "nowhere")]
     for name in RANK_VARIABLES:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bertbench.config import PretrainConfig, load_config
+from bertbench.config import PretrainConfig
+from bertbench.config_files import load_config
 from bertbench.errors import BertbenchError
 
 

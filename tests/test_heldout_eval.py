@@ -91,7 +91,7 @@ def test_the_run_and_bench_quality_score_one_checkpoint_on_the_same_batches_alik
     """One held-out evaluator (training.heldout): the final metrics a pre-training writes in its summary are what
     `bench quality`'s probe reports for the checkpoint it saved, on the run's own held-out batches."""
     from bertbench.benchmarks import quality
-    from bertbench.config import load_config
+    from bertbench.config_files import load_config
     from bertbench.data.instances import build_pretraining_data
     from bertbench.model.checkpoint import load_checkpoint
     from bertbench.training.heldout import fixed_batches

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bertbench"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base: errors, paths, the process and its files", ("bertbench.errors", "bertbench.paths", "bertbench.runtime")),
     ("configuration: typed configs, paper numbers, metrics, tasks",
-     ("bertbench.config", "bertbench.reference", "bertbench.metrics", "bertbench.tasks")),
+     ("bertbench.config_files", "bertbench.config", "bertbench.reference", "bertbench.metrics", "bertbench.tasks")),
     ("typed run outputs: result records, pre-training summaries, a study's stages file",
      ("bertbench.results", "bertbench.stages")),
     # Below the report and the studies alike: what a claim states and a study's pre-registration are read by the

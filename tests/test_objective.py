@@ -18,12 +18,11 @@ from bertbench.config import (
     ModelConfig,
     PretrainConfig,
     apply_overrides,
-    from_dict,
-    load_config,
     objective_flags,
     to_dict,
     trains_nsp,
 )
+from bertbench.config_files import from_dict, load_config
 from bertbench.errors import BertbenchError
 from bertbench.model.bert import BertForPreTraining
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bertbench.config import PretrainConfig, load_config, resolve_recipe
+from bertbench.config import PretrainConfig, resolve_recipe
+from bertbench.config_files import load_config
 from bertbench.paths import RECIPES_DIR
 from bertbench.training.pretrain_run import phase_plan
 

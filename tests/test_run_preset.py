@@ -327,7 +327,8 @@ def records_without_timings(out: Path) -> dict[str, object]:
 def test_a_preset_starts_from_its_recipe_and_overrides_keys(tmp_path):
     import yaml
 
-    from bertbench.config import PretrainConfig, load_config, resolve_recipe
+    from bertbench.config import PretrainConfig, resolve_recipe
+    from bertbench.config_files import load_config
     from bertbench.errors import BertbenchError
 
     recipe = load_config(PretrainConfig, resolve_recipe("bert-base-paper"))

@@ -239,7 +239,8 @@ def run_hf(cfg, tokenizer, data, heldout: HeldOut, points: int, progress, name: 
 
 def _config(recipe: str, data_dir: Path, minutes: float, model_size: Optional[str]):
     """The recipe on a budget of `minutes`, evaluated by the bench's probe alone (its own cadence off)."""
-    from bertbench.config import PretrainConfig, load_config, resolve_recipe
+    from bertbench.config import PretrainConfig, resolve_recipe
+    from bertbench.config_files import load_config
 
     cfg = load_config(PretrainConfig, resolve_recipe(recipe)).with_data_dir(data_dir)
     # equal minutes: the budget alone ends each side, whatever step cap the recipe has for step-counted runs

@@ -30,7 +30,8 @@ def _own_options(
 
 def build_config(config_cls, recipe: Optional[str], values: dict, sets: list[str]):
     """The recipe (or the defaults), then the options given, then --set: later wins."""
-    from bertbench.config import apply_overrides, load_config, objective_flags, resolve_recipe
+    from bertbench.config import apply_overrides, objective_flags, resolve_recipe
+    from bertbench.config_files import load_config
 
     cfg = load_config(config_cls, resolve_recipe(recipe)) if recipe else config_cls()
     overrides = config_overrides(config_cls, values)

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from bertbench.config import ModelConfig, from_dict
+from bertbench.config import ModelConfig
+from bertbench.config_files import from_dict
 from bertbench.errors import BertbenchError
 
 REQUIRED_FILES = ("model.safetensors", "model_config.json")

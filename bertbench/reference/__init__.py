@@ -14,7 +14,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from bertbench.config import OBJECTIVES, load_yaml, model_shape
+from bertbench.config import OBJECTIVES, model_shape
+from bertbench.config_files import load_yaml
 from bertbench.errors import BertbenchError
 
 PAPER_NUMBERS_PATH = Path(__file__).resolve().parent / "paper_numbers.yaml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertbench.config import load_yaml
+from bertbench.config_files import load_yaml
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers
 

@@ -223,7 +223,7 @@ def _plan_lines(data, claim: Claim, diff, distance: tuple[float, str], max_seeds
            if family > 1 else f"α = {ALPHA:g} two-sided."),
         f"Measured variance (points²{', of the mean over tasks' if averaged else ''}): "
         f"a: {_fmt_vc(vca, sa)}; b: {_fmt_vc(vcb, sb)}.",
-        f"Dev examples' variance of a − b, paired (the same examples): "
+        "Dev examples' variance of a − b, paired (the same examples): "
         + ("not stored (seeds only)." if examples is None else f"{examples:.2f}."),
         f"Today: {est.pretrain_seeds[0]}×{runs[0] // est.pretrain_seeds[0]} / "
         f"{est.pretrain_seeds[1]}×{runs[1] // est.pretrain_seeds[1]} seeds"

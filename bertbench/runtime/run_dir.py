@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bertbench.errors import BertbenchError
-from bertbench.runtime.devices import RANK_VARIABLES, first_process  # noqa: F401 (RANK_VARIABLES: read from here too)
+from bertbench.runtime.devices import first_process
 
 LOCK_FILE = ".lock"
 
@@ -33,7 +33,7 @@ def prepare_run_dir(out_dir: Path, flag: str = "--out") -> None:
 
 def is_spawned_rank() -> bool:
     """Not the first process of a multi-process run: another rank of the run that holds the folder (the rule is
-    `devices.first_process`, and RANK_VARIABLES are its)."""
+    `devices.first_process`, and `devices.RANK_VARIABLES` are its)."""
     return not first_process()
 
 

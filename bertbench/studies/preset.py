@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.claims import load_claims
-from bertbench.config import PretrainConfig, deep_merge, from_dict, load_yaml, resolve_recipe, to_dict
+from bertbench.config import PretrainConfig, resolve_recipe, to_dict
+from bertbench.config_files import deep_merge, from_dict, load_yaml
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.registration import parse_preregistration
 from bertbench.tasks import resolve_task_names, task_registry, valid_tasks

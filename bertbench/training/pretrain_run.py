@@ -276,7 +276,8 @@ def check_resume_config(saved_file: Path, cfg: PretrainConfig) -> None:
     """Refuse to resume a run under a different config, naming the keys; RESUMABLE_CHANGES may differ."""
     import yaml
 
-    from bertbench.config import _yaml_loader, load_yaml, to_dict
+    from bertbench.config import to_dict
+    from bertbench.config_files import _yaml_loader, load_yaml
 
     if not saved_file.is_file():
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bertbench.report.comparison import Difference, difference, row_side
+from bertbench.report.comparison import Difference, Side, difference, row_side
 from bertbench.report.model import MISSING, ReportData, Table
 from bertbench.report.multibootstrap import EXAMPLES, FINETUNE, PRETRAIN, Estimate
 
