@@ -132,14 +132,19 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(cls, path: Path):
-    """A config file as `cls`; every unknown key, missing key and wrong value in it at once, each as
-    `file:line: field: what is wrong` (as a task file's)."""
+    """A config file as `cls`; every unknown key, missing key and wrong value in it at once (`check_file`)."""
     data = load_yaml(path)
-    if problems := shape_problems(cls, data):
-        where = key_lines(Path(path))
-        located = sorted((line_of(where, f, Path(path))[1], f, what) for f, what in problems)  # in the file's order
-        raise BertbenchError("; ".join(f"{path}:{line}: {f}: {what}" for line, f, what in located))
+    check_file(cls, data, Path(path))
     return from_dict(cls, data, str(path))
+
+
+def check_file(cls, data: dict[str, Any], path: Path) -> None:
+    """Raise one error listing every problem of `data` (read from `path`) as `cls`, each `file:line: field: what
+    is wrong` (as a task file's), in the file's order; a key `path` does not write is said at its nearest parent."""
+    if problems := shape_problems(cls, data):
+        where = key_lines(path)
+        located = sorted((line_of(where, f, path)[1], f, what) for f, what in problems)
+        raise BertbenchError("; ".join(f"{path}:{line}: {f}: {what}" for line, f, what in located))
 
 
 Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it

@@ -313,6 +313,29 @@ def test_how_many_processes_tokenise_changes_no_pretraining_key(tmp_path):
     assert keys.pretrain_key(cfg, tmp_path) == keys.pretrain_key(many, tmp_path)
 
 
+def test_a_bad_preset_names_every_problem_with_its_line(tmp_path):
+    """As a recipe's and a task file's: each problem `file:line: field: what`, in the file's order (was the first
+    one only, as '/x.yaml.pretrain: unknown key …')."""
+    from bertbench.studies.preset import list_presets, load_preset
+
+    text = list_presets()["smoke"].read_text()
+    bad = (text.replace("  batch_size: 16", "  batchsize: 16", 1)
+           .replace("  - {name: ltr, pretrain: {objective: clm}}", "  - {name: ltr, pretrain: {objective: clm}, colour: red}")
+           .replace("  seeds: [1]", "  seeds: [one]"))
+    lines = bad.splitlines()
+    at = {needle: next(i + 1 for i, line in enumerate(lines) if needle in line)
+          for needle in ("batchsize", "colour", "seeds: [one]")}
+    (tmp_path / "p.yaml").write_text(bad)
+    with pytest.raises(BertbenchError) as e:
+        load_preset(str(tmp_path / "p.yaml"))
+    p = tmp_path / "p.yaml"
+    assert str(e.value).split("; ") == [
+        f"{p}:{at['batchsize']}: pretrain.batchsize: unknown key (did you mean 'batch_size'?)",
+        f"{p}:{at['colour']}: variants[1].colour: unknown key (known: name, pretrain, pretrain_seeds, random_init, tasks)",
+        f"{p}:{at['seeds: [one]']}: finetune.seeds[0]: expected an integer, got 'one'",
+    ]
+
+
 # --- pre-training seeds -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seeds, message", [
     ([], "expected a non-empty list"), ([1, "2"], "expected"), ([1, True], "expected"), ([1, 1], "a seed repeats"),

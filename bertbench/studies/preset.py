@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from bertbench.claims import load_claims
 from bertbench.config import PretrainConfig, resolve_recipe, to_dict
-from bertbench.config_files import deep_merge, from_dict, load_yaml
+from bertbench.config_files import check_file, deep_merge, from_dict, load_yaml
 from bertbench.errors import BertbenchError, did_you_mean
 from bertbench.registration import parse_preregistration
 from bertbench.tasks import resolve_task_names, task_registry, valid_tasks
@@ -106,6 +106,7 @@ def load_preset(name_or_path: str) -> RunPreset:
         raw = {**raw, "pretrain": deep_merge(base, raw.get("pretrain") or {})}
     if isinstance(raw, dict) and raw.get("finetune_from"):
         raw = {**raw, "finetune": _finetune_block(raw, p, [p.stem])}
+    check_file(RunPreset, raw, p)  # every problem with its line (a recipe's keys: at the preset's `recipe:`)
     preset = from_dict(RunPreset, raw, str(p))
     names = [v.name for v in preset.variants]
     if len(set(names)) != len(names):
