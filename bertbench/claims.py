@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bertbench.config import OBJECTIVES, PAPER_MASK_PROCEDURE, PAPER_MASK_RATIO, is_causal, is_masked, trains_nsp
+from bertbench.config_files import yaml_error_line
 from bertbench.errors import BertbenchError
 from bertbench.reference import PaperNumbers, load_paper_numbers
 from bertbench.reference.claims import CLAIMS_PATH, check_claims
@@ -174,7 +175,7 @@ def load_claims_file(path: Path) -> list[Claim]:
     except (OSError, UnicodeDecodeError) as err:
         raise BertbenchError(f"{path}: cannot read the claims ({err})") from None
     except yaml.YAMLError as err:
-        raise BertbenchError(f"{path}: not valid YAML: {err}") from None
+        raise BertbenchError(yaml_error_line(path, err)) from None
     entries = None
     if isinstance(root, yaml.MappingNode) and {k.value for k, _ in root.value} == {"claims"}:
         entries = root.value[0][1]

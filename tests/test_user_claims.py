@@ -177,6 +177,11 @@ def test_claims_yaml_beside_the_records_is_read_and_named_by_line(tmp_path):
     (results / "claims.yaml").write_text("claim: nothing\n")
     bad = runner.invoke(app, ["report", str(results)])
     assert bad.exit_code == 2 and "expected 'claims:' and a list of claims" in bad.output
+    (results / "claims.yaml").write_text('claims:\n  - "mlm+nsp − mlm on rte > 0"\n  bad: [\n')  # a YAML slip: one line
+    bad = runner.invoke(app, ["report", str(results)])
+    assert bad.exit_code == 2 and bad.output.splitlines() == [
+        f"error: {results / 'claims.yaml'}:3:3: not valid YAML: expected <block end>, but found '?' (while parsing a "
+        "block collection)"]
 
 
 @pytest.mark.parametrize("claim, message", [
