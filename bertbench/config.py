@@ -211,7 +211,11 @@ def apply_overrides(obj, overrides: list[str]):
             if not isinstance(node.get(p), dict):
                 raise BertbenchError(f"--set {item!r}: {p!r} is not a section")
             node = node[p]
-        node[parts[-1]] = yaml.load(raw, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader that reads 1e-8)
+        try:
+            node[parts[-1]] = yaml.load(raw, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader that reads 1e-8)
+        except yaml.YAMLError as err:
+            raise BertbenchError(f"--set {item!r}: the value is not valid YAML ({getattr(err, 'problem', None) or err}); "
+                                 "quote it for the shell as a whole, e.g. --set 'optim.betas=[0.9, 0.98]'") from None
     return from_dict(type(obj), data, "--set")
 
 

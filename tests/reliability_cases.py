@@ -313,6 +313,7 @@ CASES += [
          needle="no_tasks_here"),
     Case("N60", "--accelerator bogus", pt("--accelerator", "bogus"), needle="--accelerator bogus"),
     Case("N61", "--strategy bogus", pt("--strategy", "bogus"), needle="--strategy bogus"),
+    Case("N62", "--set with a value that is not YAML", pt("--set", "optim.betas=[0.9"), needle="not valid YAML"),
 ]
 
 # Fault runs (F1-F11 of the report): real kills and signals, in tests that already exist.
