@@ -39,9 +39,12 @@ BERT_VOCAB = Path("vocab") / "bert-base-uncased-vocab.txt"
 RECIPES_DIR = Path(os.environ.get("BERTBENCH_RECIPES_DIR", PROJECT_ROOT / "recipes"))
 
 
+DATA_DIR_VARIABLE = "BERTBENCH_DATA_DIR"
+
+
 def default_data_dir() -> Path:
     """`--data-dir` default: $BERTBENCH_DATA_DIR, else ../shared/data beside the checkout."""
-    return Path(os.environ.get("BERTBENCH_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data")
+    return Path(os.environ.get(DATA_DIR_VARIABLE) or PROJECT_ROOT.parent / "shared" / "data")
 
 
 def _relative(path: str, folder: Path, spelling: str) -> str:

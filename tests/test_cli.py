@@ -102,3 +102,22 @@ def test_a_script_beside_a_clone_folder_named_bertbench_imports_the_package(tmp_
         assert package.name == "__init__.py" and package.parent.name == "bertbench" and config.parent == package.parent
         if flags:
             assert package == root / "bertbench" / "__init__.py"
+
+
+def test_a_bad_environment_variable_is_one_error_line_naming_it(tmp_path, monkeypatch):
+    """BERTBENCH_PROGRESS_SECONDS that is not seconds was a ValueError traceback; BERTBENCH_DATA_DIR that is a file
+    was reported as a missing vocabulary inside it. Each is now one line naming the variable, before any work."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("One sentence here. Another one there.\n\nA third one. And a fourth.\n")
+    monkeypatch.setenv("BERTBENCH_PROGRESS", "1")
+    for bad in ("abc", "-5", "nan"):
+        monkeypatch.setenv("BERTBENCH_PROGRESS_SECONDS", bad)
+        r = runner.invoke(app, ["pretrain", "--corpus", str(corpus), "--out", str(tmp_path / "run"), "--max-steps", "1"])
+        assert r.exit_code == 2 and r.output.splitlines() == [
+            f"error: BERTBENCH_PROGRESS_SECONDS={bad!r}: expected the seconds between progress lines, a number ≥ 0 "
+            "(BERTBENCH_PROGRESS=0 turns them off)"], r.output
+        assert not (tmp_path / "run").exists()
+    monkeypatch.setenv("BERTBENCH_PROGRESS", "0")
+    monkeypatch.setenv("BERTBENCH_DATA_DIR", str(corpus))
+    r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--out", str(tmp_path / "ft")])
+    assert r.exit_code == 2 and r.output.splitlines() == [f"error: BERTBENCH_DATA_DIR={corpus}: a file, not a folder"]

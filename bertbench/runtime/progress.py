@@ -21,7 +21,19 @@ def every_seconds() -> Optional[float]:
     BERTBENCH_PROGRESS=0 turns progress off (the tests' runs)."""
     if os.environ.get("BERTBENCH_PROGRESS", "1") == "0":
         return None
-    return float(os.environ.get("BERTBENCH_PROGRESS_SECONDS", DEFAULT_EVERY_SECONDS))
+    raw = os.environ.get("BERTBENCH_PROGRESS_SECONDS")
+    if raw is None:
+        return DEFAULT_EVERY_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        from bertbench.errors import BertbenchError
+
+        raise BertbenchError(f"BERTBENCH_PROGRESS_SECONDS={raw!r}: expected the seconds between progress lines, a "
+                             "number ≥ 0 (BERTBENCH_PROGRESS=0 turns them off)")
+    return seconds
 
 
 def fmt_seconds(s: Optional[float]) -> str:

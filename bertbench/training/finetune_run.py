@@ -20,7 +20,7 @@ import numpy as np
 
 from bertbench.config import PAPER_DROPOUT
 from bertbench.errors import BertbenchError
-from bertbench.paths import BERT_VOCAB
+from bertbench.paths import BERT_VOCAB, DATA_DIR_VARIABLE
 from bertbench.runtime.hub import hub_unreachable
 from bertbench.runtime.progress import fmt_lr
 from bertbench.training.finetune_settings import FinetuneRequest, default_lrs
@@ -288,8 +288,9 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.tasks import resolve_task_names, task_registry
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
-    if req.data_dir and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
-        raise BertbenchError(f"--data-dir {data_dir}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
+    given = f"--data-dir {data_dir}" if req.data_dir else f"BERTBENCH_DATA_DIR={data_dir}" if os.environ.get(DATA_DIR_VARIABLE) else ""
+    if given and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
+        raise BertbenchError(f"{given}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
     names = resolve_task_names(req.tasks, req.tasks_dir)  # a bad task file fails here only when it is asked for
     tasks = task_registry(req.tasks_dir).tasks
     source = resolve_model_source(req.model, req.tokenizer, data_dir)
