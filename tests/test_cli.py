@@ -121,3 +121,16 @@ def test_a_bad_environment_variable_is_one_error_line_naming_it(tmp_path, monkey
     monkeypatch.setenv("BERTBENCH_DATA_DIR", str(corpus))
     r = runner.invoke(app, ["finetune", "--model", "random:tiny", "--tasks", "rte", "--out", str(tmp_path / "ft")])
     assert r.exit_code == 2 and r.output.splitlines() == [f"error: BERTBENCH_DATA_DIR={corpus}: a file, not a folder"]
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_error_line(tmp_path, monkeypatch):
+    """BERTBENCH_CACHE_DIR naming a file (or a place no folder can be made) was a FileExistsError traceback."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("One sentence here. Another one there.\n\nA third one. And a fourth.\n")
+    monkeypatch.setenv("BERTBENCH_CACHE_DIR", str(corpus))
+    r = runner.invoke(app, ["pretrain", "--corpus", str(corpus), "--out", str(tmp_path / "run"), "--max-steps", "1",
+                            "--doc-sentences", "2", "--min-heldout-docs", "0", "--heldout-fraction", "0"])
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        f"error: {corpus}: cannot keep the cache here (a file, not a folder); set BERTBENCH_CACHE_DIR to a writable "
+        "folder"), r.output
+    assert not (tmp_path / "run").exists()

@@ -75,9 +75,15 @@ def build_once(final: Path, build: Callable[[], None], echo: Optional[Callable[[
     except ImportError:  # not POSIX
         build()
         return
-    final.parent.mkdir(parents=True, exist_ok=True)
     lock = final.parent / f".lock-{final.name}"
-    with open(lock, "a+b") as fh:
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+b")
+    except OSError as err:  # a file where the folder should be, a read-only place: one line, not a traceback
+        why = "a file, not a folder" if final.parent.is_file() else err.strerror or err
+        raise BertbenchError(f"{final.parent}: cannot keep the cache here ({why}); set BERTBENCH_CACHE_DIR to a "
+                             "writable folder") from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
