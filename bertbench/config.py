@@ -227,6 +227,9 @@ def resolve_recipe(name_or_path: str) -> Path:
             raise BertbenchError(f"{p}: recipe file not found")
         return p
     known = {f.stem: f for f in RECIPES_DIR.glob("*.yaml")}
+    if not known:  # $BERTBENCH_RECIPES_DIR pointing elsewhere: "Available: " and nothing would say nothing
+        raise BertbenchError(f"recipe {name_or_path!r}: no recipes in {RECIPES_DIR} (the recipes folder; "
+                             "$BERTBENCH_RECIPES_DIR sets another), and no such YAML file")
     if name_or_path not in known:
         raise BertbenchError(did_you_mean(name_or_path, known, "recipe"))
     return known[name_or_path]

@@ -102,3 +102,14 @@ def test_a_bad_recipe_names_every_problem_with_its_file_and_line(tmp_path):
         f"{recipe}:7: phases[1].bogus: unknown key (known: batch_size, fraction, max_predictions_per_seq, max_seq_len)",
         f"{recipe}:9: optim.lr: expected a number, got 'fast'",
     ]
+
+
+def test_a_recipes_folder_without_recipes_is_named(tmp_path, monkeypatch):
+    """$BERTBENCH_RECIPES_DIR set to an empty or missing folder said "Unknown recipe 'x'. Available: " and nothing."""
+    import bertbench.config as config
+    from bertbench.errors import BertbenchError
+
+    monkeypatch.setattr(config, "RECIPES_DIR", tmp_path / "none")
+    with pytest.raises(BertbenchError, match=r"^recipe 'tiny-debug': no recipes in .*none \(the recipes folder; "
+                                             r"\$BERTBENCH_RECIPES_DIR sets another\), and no such YAML file$"):
+        resolve_recipe("tiny-debug")
