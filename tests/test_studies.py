@@ -334,6 +334,11 @@ def test_a_bad_preset_names_every_problem_with_its_line(tmp_path):
         f"{p}:{at['colour']}: variants[1].colour: unknown key (known: name, pretrain, pretrain_seeds, random_init, tasks)",
         f"{p}:{at['seeds: [one]']}: finetune.seeds[0]: expected an integer, got 'one'",
     ]
+    recipe = tmp_path / "recipe.yaml"  # a recipe the preset starts from: its problems are named in the recipe
+    recipe.write_text("model_size: tiny\nbatchsize: 3\n")
+    p.write_text(text.replace("name: smoke", f"name: smoke\nrecipe: {recipe}", 1))
+    with pytest.raises(BertbenchError, match=rf"^{recipe}:2: batchsize: unknown key \(did you mean 'batch_size'\?\)$"):
+        load_preset(str(p))
 
 
 # --- pre-training seeds -------------------------------------------------------------------------------------

@@ -102,11 +102,13 @@ def load_preset(name_or_path: str) -> RunPreset:
         p = known[name_or_path]
     raw = load_yaml(p)
     if isinstance(raw, dict) and raw.get("recipe"):
-        base = load_yaml(resolve_recipe(str(raw["recipe"])))
+        recipe = resolve_recipe(str(raw["recipe"]))
+        base = load_yaml(recipe)
+        check_file(PretrainConfig, base, recipe)  # a recipe's own problems named in the recipe, not the preset
         raw = {**raw, "pretrain": deep_merge(base, raw.get("pretrain") or {})}
     if isinstance(raw, dict) and raw.get("finetune_from"):
         raw = {**raw, "finetune": _finetune_block(raw, p, [p.stem])}
-    check_file(RunPreset, raw, p)  # every problem with its line (a recipe's keys: at the preset's `recipe:`)
+    check_file(RunPreset, raw, p)  # every problem with its line
     preset = from_dict(RunPreset, raw, str(p))
     names = [v.name for v in preset.variants]
     if len(set(names)) != len(names):
