@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from bertbench.errors import BertbenchError
+
 DEFAULT_EVERY_SECONDS = 30.0
 
 
@@ -29,8 +31,6 @@ def every_seconds() -> Optional[float]:
     except ValueError:
         seconds = float("nan")
     if not 0 <= seconds < float("inf"):
-        from bertbench.errors import BertbenchError
-
         raise BertbenchError(f"BERTBENCH_PROGRESS_SECONDS={raw!r}: expected the seconds between progress lines, a "
                              "number ≥ 0 (BERTBENCH_PROGRESS=0 turns them off)")
     return seconds

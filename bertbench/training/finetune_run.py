@@ -288,7 +288,8 @@ def run_finetune(req: FinetuneRequest, echo: Callable[[str], None] = print) -> l
     from bertbench.tasks import resolve_task_names, task_registry
 
     data_dir = Path(req.data_dir) if req.data_dir else default_data_dir()
-    given = f"--data-dir {data_dir}" if req.data_dir else f"BERTBENCH_DATA_DIR={data_dir}" if os.environ.get(DATA_DIR_VARIABLE) else ""
+    given = (f"--data-dir {data_dir}" if req.data_dir else
+             f"{DATA_DIR_VARIABLE}={data_dir}" if os.environ.get(DATA_DIR_VARIABLE) else "")
     if given and not data_dir.is_dir():  # else every task is skipped as "no local data" and the cause is lost
         raise BertbenchError(f"{given}: {'a file, not a folder' if data_dir.exists() else 'no such folder'}")
     names = resolve_task_names(req.tasks, req.tasks_dir)  # a bad task file fails here only when it is asked for
