@@ -138,10 +138,11 @@ def load_config(cls, path: Path):
     return from_dict(cls, data, str(path))
 
 
-def check_file(cls, data: dict[str, Any], path: Path) -> None:
-    """Raise one error listing every problem of `data` (read from `path`) as `cls`, each `file:line: field: what
-    is wrong` (as a task file's), in the file's order; a key `path` does not write is said at its nearest parent."""
-    if problems := shape_problems(cls, data):
+def check_file(cls, data: dict[str, Any], path: Path, prefix: str = "") -> None:
+    """Raise one error listing every problem of `data` (read from `path`; at `prefix` in it, "finetune." say) as
+    `cls`, each `file:line: field: what is wrong` (as a task file's), in the file's order; a key `path` does not
+    write is said at its nearest parent."""
+    if problems := shape_problems(cls, data, prefix):
         where = key_lines(path)
         located = sorted((line_of(where, f, path)[1], f, what) for f, what in problems)
         raise BertbenchError("; ".join(f"{path}:{line}: {f}: {what}" for line, f, what in located))

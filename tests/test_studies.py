@@ -313,7 +313,7 @@ def test_how_many_processes_tokenise_changes_no_pretraining_key(tmp_path):
     assert keys.pretrain_key(cfg, tmp_path) == keys.pretrain_key(many, tmp_path)
 
 
-def test_a_bad_preset_names_every_problem_with_its_line(tmp_path):
+def test_a_bad_preset_names_every_problem_with_its_line(tmp_path, monkeypatch):
     """As a recipe's and a task file's: each problem `file:line: field: what`, in the file's order (was the first
     one only, as '/x.yaml.pretrain: unknown key …')."""
     from bertbench.studies.preset import list_presets, load_preset
@@ -339,6 +339,17 @@ def test_a_bad_preset_names_every_problem_with_its_line(tmp_path):
     p.write_text(text.replace("name: smoke", f"name: smoke\nrecipe: {recipe}", 1))
     with pytest.raises(BertbenchError, match=rf"^{recipe}:2: batchsize: unknown key \(did you mean 'batch_size'\?\)$"):
         load_preset(str(p))
+
+    import bertbench.studies.preset as preset_module  # a finetune block borrowed (finetune_from): named in its own file
+
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "base.yaml").write_text(text.replace("  seeds: [1]", "  seeds: [one]"))
+    (presets / "mine.yaml").write_text(text.replace("name: smoke", "name: mine\nfinetune_from: base", 1))
+    monkeypatch.setattr(preset_module, "PRESETS_DIR", presets)
+    with pytest.raises(BertbenchError, match=rf"^{presets / 'base.yaml'}:{at['seeds: [one]']}: finetune.seeds\[0\]: "
+                                             r"expected an integer, got 'one'$"):
+        load_preset("mine")
 
 
 # --- pre-training seeds -------------------------------------------------------------------------------------

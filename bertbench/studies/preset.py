@@ -191,7 +191,11 @@ def _finetune_block(raw: dict, p: Path, chain: list[str]) -> dict:
     if name in chain:
         raise BertbenchError(f"{p}: finetune_from: a cycle ({' → '.join([*chain, name])})")
     base = load_yaml(known[name])
-    base_block = _finetune_block(base, known[name], [*chain, name]) if base.get("finetune_from") else base.get("finetune") or {}
+    if base.get("finetune_from"):
+        base_block = _finetune_block(base, known[name], [*chain, name])
+    else:  # a whole block: its problems are named in its own file, not in the preset that borrows it
+        base_block = base.get("finetune") or {}
+        check_file(FinetuneSpec, base_block, known[name], "finetune.")
     return {**base_block, **(raw.get("finetune") or {})}
 
 
