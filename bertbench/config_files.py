@@ -17,6 +17,9 @@ from typing import Any
 
 from bertbench.errors import BertbenchError, unknown_key
 
+Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it
+Problem = tuple[str, str]  # (field, e.g. "hparams.batch_size"; what is wrong with it)
+
 
 def coerce_value(value: Any, tp: Any, where: str) -> Any:
     """`value` as type `tp` (nested dataclasses built by `from_dict`); else one error "{where}: expected …"."""
@@ -148,10 +151,6 @@ def check_file(cls, data: dict[str, Any], path: Path, prefix: str = "") -> None:
         raise BertbenchError("; ".join(f"{path}:{line}: {f}: {what}" for line, f, what in located))
 
 
-Where = dict[tuple[str, ...], tuple[Path, int]]  # key path in the merged mapping -> (file, line) that set it
-Problem = tuple[str, str]  # (field, e.g. "hparams.batch_size"; what is wrong with it)
-
-
 def key_lines(path: Path) -> Where:
     """The line of every mapping key in a YAML file, by key path, and of every list item (`phases[1]`) under a
     key (the file has parsed already)."""
@@ -191,14 +190,16 @@ def shape_problems(cls, data: dict[str, Any], prefix: str = "", skip: tuple[str,
                 p.append((f"{prefix}{name}", "missing: a required key"))
             continue
         value, tp = data[name], hints[name]
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        if typing.get_origin(tp) is list and dataclasses.is_dataclass(inner[0]):  # a list of sections (phases)
-            if isinstance(value, list):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]  # list[X] or Optional[X]: X
+        of_sections = len(inner) == 1 and dataclasses.is_dataclass(inner[0])
+        if typing.get_origin(tp) is list:
+            if of_sections and isinstance(value, list):  # a list of sections (a recipe's phases): item by item
                 for i, item in enumerate(value):
                     p += (shape_problems(inner[0], item, f"{prefix}{name}[{i}].") if isinstance(item, dict)
                           else [(f"{prefix}{name}[{i}]", f"expected a mapping, got {item!r}")])
                 continue
-        section = tp if dataclasses.is_dataclass(tp) else inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) and typing.get_origin(tp) is not list else None
+            of_sections = False  # not a list: coerce_value says so below
+        section = tp if dataclasses.is_dataclass(tp) else inner[0] if of_sections else None
         if section is not None:
             if value is None and section is not tp:
                 continue  # an optional section left out (`hub: null` removes an inherited one)
@@ -218,7 +219,8 @@ def shape_problems(cls, data: dict[str, Any], prefix: str = "", skip: tuple[str,
 def line_of(where: Where, field_: str, path: Path) -> tuple[Path, int]:
     """The file and line that set `field_` ("hparams.learning_rates[1]"), or its nearest written parent; a key
     written nowhere (a missing one) is said at the top of `path`."""
-    for parts in (tuple(field_.split(".")), tuple(re.sub(r"\[\d+\]", "", field_).split("."))):  # the item's, else the list's
+    # the list item's own line first ("phases[1]"), else the list's
+    for parts in (tuple(field_.split(".")), tuple(re.sub(r"\[\d+\]", "", field_).split("."))):
         for n in range(len(parts), 0, -1):
             if parts[:n] in where:
                 return where[parts[:n]]
